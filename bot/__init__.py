@@ -1,0 +1,1 @@
+"""signoff: durable human approvals for AI agent tool calls."""

@@ -1,0 +1,189 @@
+"""The audit trail: an append-only, hash-chained list of events per approval.
+
+Each event stores `prev_hash` (the previous event's hash, or 64 zeros for the first) and its
+own `hash`, the SHA-256 of the canonical JSON of
+`{approval_id, seq, type, actor, at, data, prev_hash}`. The approval row records the chain's
+head (`audit_seq`, `audit_head`), moved by the same statement as the transition the event
+records. Editing, deleting or re-ordering any event, or cutting the newest ones off, breaks
+the chain; `verify` finds the first broken link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.canonical import canonical_json, sha256_hex
+from bot.errors import NotFound
+from store.records import Event
+from store.repository import Store
+
+GENESIS = "0" * 64
+
+
+def iso(at: datetime) -> str:
+    """The fixed timestamp form used inside hashed data (independent of the database)."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def event_hash(
+    *,
+    approval_id: str,
+    seq: int,
+    type: str,
+    actor: str | None,
+    at: datetime,
+    data: dict[str, Any],
+    prev_hash: str,
+) -> str:
+    return sha256_hex(
+        canonical_json(
+            {
+                "approval_id": approval_id,
+                "seq": seq,
+                "type": type,
+                "actor": actor,
+                "at": iso(at),
+                "data": data,
+                "prev_hash": prev_hash,
+            }
+        )
+    )
+
+
+def next_event(
+    approval_id: str,
+    type: str,
+    *,
+    after_seq: int,
+    after_hash: str,
+    actor: str | None,
+    at: datetime,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The row of the event that follows (after_seq, after_hash) in an approval's chain.
+
+    The caller writes it with `Tx.insert_event` and moves the approval's head to
+    `{"audit_seq": row["seq"], "audit_head": row["hash"]}` in the same transaction, under the
+    approval's row lock, so the chain cannot fork.
+    """
+    data = data or {}
+    seq = after_seq + 1
+    own = event_hash(
+        approval_id=approval_id,
+        seq=seq,
+        type=type,
+        actor=actor,
+        at=at,
+        data=data,
+        prev_hash=after_hash,
+    )
+    return {
+        "approval_id": approval_id,
+        "seq": seq,
+        "type": type,
+        "actor": actor,
+        "at": at,
+        "data": data,
+        "prev_hash": after_hash,
+        "hash": own,
+    }
+
+
+def head_of(event: dict[str, Any]) -> dict[str, Any]:
+    """The approval columns that record `event` as its chain's head."""
+    return {"audit_seq": event["seq"], "audit_head": event["hash"]}
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    event_id: int | None
+    approval_id: str
+    seq: int
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    events_checked: int
+    approvals_checked: int
+    broken: Broken | None
+
+    @property
+    def ok(self) -> bool:
+        return self.broken is None
+
+
+def _check(event: Event, previous: Event | None) -> str | None:
+    expected_seq = previous.seq + 1 if previous else 1
+    if event.seq != expected_seq:
+        return f"expected event #{expected_seq}, found #{event.seq} (an event is missing)"
+    expected_prev = previous.hash if previous else GENESIS
+    if event.prev_hash != expected_prev:
+        return "prev_hash does not match the previous event's hash"
+    try:
+        recomputed = event_hash(
+            approval_id=event.approval_id,
+            seq=event.seq,
+            type=event.type,
+            actor=event.actor,
+            at=event.at,
+            data=event.data,
+            prev_hash=event.prev_hash,
+        )
+    except Exception as exc:  # an edited row may not even be canonical JSON any more
+        return f"content cannot be hashed: {exc}"
+    if recomputed != event.hash:
+        return "content does not match its hash (the event was altered)"
+    return None
+
+
+def _check_head(last: Event, head_seq: int, head_hash: str) -> str | None:
+    if (last.seq, last.hash) == (head_seq, head_hash):
+        return None
+    if last.seq < head_seq:
+        return (
+            f"chain ends at event #{last.seq} but the approval records #{head_seq} "
+            "(newer events were deleted)"
+        )
+    return "the approval's recorded chain head does not match its last event"
+
+
+async def verify(store: Store, approval_id: str | None = None, page: int = 1000) -> Report:
+    """Recompute every chain (or one approval's) and report the first broken link."""
+    checked = approvals = 0
+    previous: tuple[Event, int, str] | None = None
+    cursor: tuple[str, int] | None = None
+
+    def broken(event: Event, problem: str) -> Report:
+        return Report(checked, approvals, Broken(event.id, event.approval_id, event.seq, problem))
+
+    async with store.read() as tx:
+        while batch := await tx.chain_page(approval_id=approval_id, after=cursor, limit=page):
+            for item in batch:
+                event = item[0]
+                if previous is not None and previous[0].approval_id != event.approval_id:
+                    if problem := _check_head(*previous):
+                        return broken(previous[0], problem)
+                    previous = None
+                if previous is None:
+                    approvals += 1
+                checked += 1
+                if problem := _check(event, previous[0] if previous else None):
+                    return broken(event, problem)
+                previous = item
+            cursor = (batch[-1][0].approval_id, batch[-1][0].seq)
+        if previous is not None and (problem := _check_head(*previous)):
+            return broken(previous[0], problem)
+
+        if approval_id is not None and checked == 0:
+            if await tx.get_approval(approval_id) is None:
+                raise NotFound(f"no approval with id {approval_id!r}")
+            orphans = [approval_id]
+        else:
+            orphans = [] if approval_id is not None else await tx.approvals_without_events(1)
+        if orphans:
+            missing = Broken(None, orphans[0], 0, "approval has no audit events at all")
+            return Report(checked, approvals, missing)
+    return Report(checked, approvals, None)

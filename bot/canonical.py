@@ -1,0 +1,92 @@
+"""Canonical JSON (RFC 8785, JCS) and the request hash a decision binds to.
+
+The hash covers exactly `{kind, capability, presentation, tool: {name, arguments}}`; see
+docs/hashing.md for how an agent in any language computes the same value. Input that JCS
+cannot represent is refused with NotCanonical: hashing a stand-in (a string for a NaN, a
+rounded float for a huge integer) would let a human approve something other than what runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import rfc8785
+
+from bot.errors import NotCanonical
+
+MAX_DEPTH = 64
+MAX_SAFE_INTEGER = 2**53 - 1
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check(value: Any, path: str, depth: int) -> None:
+    """Refuse non-JSON types and excessive nesting before the encoder sees the value."""
+    if isinstance(value, dict):
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise NotCanonical(f"nested deeper than {MAX_DEPTH} levels")
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotCanonical(f"{path}: object key {key!r} is not a string")
+            if not _is_utf8(key):
+                raise NotCanonical(f"{path}: object key {key!r} contains a lone surrogate")
+            _check(item, f"{path}.{key}", depth)
+    elif isinstance(value, list):
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise NotCanonical(f"nested deeper than {MAX_DEPTH} levels")
+        for index, item in enumerate(value):
+            _check(item, f"{path}[{index}]", depth)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise NotCanonical(
+            f"{path}: {value} is not a JSON number (NaN, Infinity, or a literal too large "
+            "for a double, such as 1e400)"
+        )
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        raise NotCanonical(
+            f"{path}: integer {value} is outside ±(2^53 - 1), which a double cannot hold "
+            "exactly; send it as a string"
+        )
+    elif not isinstance(value, _SCALARS):
+        raise NotCanonical(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical."""
+    _check(value, "$", 0)
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
+        raise NotCanonical(f"cannot canonicalise: {exc}") from exc
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def approval_hash(
+    kind: str, capability: str, presentation: Any, tool_name: str, arguments: Any
+) -> str:
+    """SHA-256 hex of the canonical request: what the human is shown and what will run."""
+    document = {
+        "kind": kind,
+        "capability": capability,
+        "presentation": presentation,
+        "tool": {"name": tool_name, "arguments": arguments},
+    }
+    return sha256_hex(canonical_json(document))
+
+
+def short_hash(full: str) -> str:
+    """The form printed on cards: `sha256:` and the first 12 hex digits."""
+    return f"sha256:{full[:12]}"

@@ -1,0 +1,338 @@
+"""The `signoff` command.
+
+The CLI runs with direct database access: it is the operator's own authority. Decisions name
+the deciding principal with `--as NAME` and go through the Operator like every other surface
+(recorded as `cli:NAME`). Expected failures print one line saying what happened and what to
+do, and exit 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot import audit
+from bot.clock import Clock, SystemClock
+from bot.config import Config, load_config
+from bot.errors import InvalidRequest, NotFound, SignoffError
+from bot.intake import MAX_REQUEST_BYTES, create_request, parse_request
+from bot.model import Card, State, public_record
+from bot.operator import Actor, Decision, Operator
+from bot.routing import Directory
+from store.migrate import ensure_current, upgrade
+from store.records import Approval
+from store.repository import Store
+
+EXIT_REFUSED = 1
+_HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+# Agent-chosen text must not drive the terminal (ANSI escapes, carriage returns) nor reorder
+# what is shown (bidirectional overrides, as in "Trojan Source").
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@dataclass
+class Context:
+    config: Config
+    store: Store
+    directory: Directory
+    clock: Clock
+
+    @property
+    def operator(self) -> Operator:
+        return Operator(self.store, self.directory, self.clock)
+
+
+Handler = Callable[[Context, argparse.Namespace], Awaitable[int]]
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def _safe(text: Any) -> str:
+    """One line of agent-chosen text, every control character shown as an escape."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text))
+
+
+def _block(text: str) -> str:
+    """Multi-line agent text, continuation lines indented so none can pose as a card line."""
+    return "\n    ".join(_safe(line) for line in text.splitlines() or [""])
+
+
+def _emit_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def render_card(card: Card) -> str:
+    """The plain-text card: what a human reviews before deciding from the terminal."""
+    lines = [f"{_safe(card.title)}", "=" * min(len(card.title), 72)]
+    if card.summary:
+        lines += [_block(card.summary), ""]
+    lines.append(f"capability  {card.capability}    tool  {_safe(card.tool_name)}")
+    for label, value in card.fields:
+        lines.append(f"  {_safe(label)}: {_safe(value)}")
+    if card.arguments:
+        lines.append("arguments")
+        lines += [f"  {_safe(key)} = {_safe(value)}" for key, value in card.arguments]
+    if card.reason:
+        lines.append(f"reason (from the agent, unverified): {_block(card.reason)}")
+    lines.append(f"requested by  {_safe(card.requested_by or 'unknown')}")
+    lines.append(f"assigned to   {card.assignee}")
+    lines.append(f"state         {card.state}")
+    if card.expires_in is not None:
+        lines.append(f"expires       in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
+    if card.decided_by:
+        decided = f"{card.decided_by} at {card.decided_at:%Y-%m-%d %H:%M} UTC"
+        if card.decision_note:
+            decided += f": {_block(card.decision_note)}"
+        lines.append(f"decided by    {decided}")
+    lines.append(f"id            {card.approval_id}")
+    lines.append(f"hash          sha256:{card.hash}")
+    return "\n".join(lines)
+
+
+def _row(approval: Approval) -> str:
+    title = (
+        approval.presentation.get("title", "") if isinstance(approval.presentation, dict) else ""
+    )
+    return (
+        f"{approval.id}  {approval.state:<15} {approval.capability:<24} "
+        f"{approval.assignee:<16} {approval.expires_at:%Y-%m-%d %H:%M}  {_safe(title)[:40]}"
+    )
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+async def cmd_db_upgrade(ctx: Context, args: argparse.Namespace) -> int:
+    before, after = await upgrade(ctx.store.engine)
+    if before == after:
+        print(f"schema already at {after}; nothing to do")
+    else:
+        print(f"schema upgraded from {before or 'empty'} to {after}")
+    return 0
+
+
+def _read_file(name: str) -> bytes:
+    # A CLI run serves one request; blocking on a small file read is fine.
+    try:
+        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read {name}: {exc.strerror}") from None
+
+
+async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
+    parsed = parse_request(_read_file(args.file), MAX_REQUEST_BYTES)
+    result = await create_request(ctx.store, ctx.directory, ctx.clock, args.tenant, parsed)
+    _emit_json(public_record(result.approval))
+    note = "created" if result.created else "already existed (same tenant, run_id and hash)"
+    print(f"approval {result.approval.id} {note}", file=sys.stderr)
+    return 0
+
+
+async def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    async with ctx.store.read() as tx:
+        rows = await tx.list_approvals(tenant=args.tenant, state=args.state, limit=args.limit)
+    if args.json:
+        _emit_json({"approvals": [public_record(a) for a in rows]})
+    elif not rows:
+        print("no approvals" + (f" in state {args.state}" if args.state else ""))
+    else:
+        print(f"{'id':<36}  {'state':<15} {'capability':<24} {'assignee':<16} expires (UTC)")
+        for approval in rows:
+            print(_row(approval))
+    return 0
+
+
+async def _get(ctx: Context, approval_id: str) -> Approval:
+    async with ctx.store.read() as tx:
+        approval = await tx.get_approval(approval_id)
+    if approval is None:
+        raise NotFound(f"no approval with id {approval_id!r}; see `signoff approvals list`")
+    return approval
+
+
+async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
+    approval = await _get(ctx, args.id)
+    if args.json:
+        _emit_json(public_record(approval))
+    else:
+        print(render_card(Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe)))
+    return 0
+
+
+def _hash_arg(text: str) -> str:
+    match = _HASH.match(text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            "expected the full 64-hex-digit hash printed by `signoff approvals show`"
+        )
+    return match.group(1)
+
+
+def _report(ctx: Context, args: argparse.Namespace, decision: Decision) -> int:
+    approval = decision.approval
+    if args.json:
+        _emit_json(public_record(approval))
+    elif approval.state == State.PENDING:
+        votes = decision.event.data.get("votes", [])
+        print(
+            f"vote recorded for {approval.id}: {len(votes)} of {approval.required_approvals} "
+            f"approvals ({', '.join(votes)}); still pending"
+        )
+    else:
+        print(
+            f"{approval.id} {approval.state} by {ctx.directory.describe(approval.decided_by or '')}"
+        )
+    return 0
+
+
+def _actor(args: argparse.Namespace) -> Actor:
+    return Actor(principal=args.as_, via="cli", break_glass=args.break_glass)
+
+
+async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_reject(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.reject_shown(args.id, args.hash, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_cancel(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.cancel(args.id, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
+    report = await audit.verify(ctx.store, args.id)
+    if report.ok:
+        print(
+            f"audit chain intact: {report.events_checked} events across "
+            f"{report.approvals_checked} approvals"
+        )
+        return 0
+    broken = report.broken
+    assert broken is not None
+    where = f"event {broken.event_id} (#{broken.seq})" if broken.event_id else "its trail"
+    print(
+        f"audit chain BROKEN at approval {broken.approval_id}, {where}: {broken.problem}",
+        file=sys.stderr,
+    )
+    return EXIT_REFUSED
+
+
+# -- wiring ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config", default=argparse.SUPPRESS, help="config file (default: $SIGNOFF_CONFIG)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="signoff", description="Durable human approvals for AI agent tool calls."
+    )
+    parser.add_argument("--config", help="config file (default: $SIGNOFF_CONFIG)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    db = commands.add_parser("db", help="database schema").add_subparsers(
+        dest="db_command", required=True
+    )
+    db.add_parser("upgrade", parents=[common], help="run migrations").set_defaults(
+        handler=cmd_db_upgrade, check_schema=False
+    )
+
+    approvals = commands.add_parser("approvals", help="approval requests").add_subparsers(
+        dest="approvals_command", required=True
+    )
+    p = approvals.add_parser("request", parents=[common], help="create from a JSON file")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--file", required=True, help="request JSON (the API's create body); - = stdin")
+    p.set_defaults(handler=cmd_request)
+
+    p = approvals.add_parser("list", parents=[common], help="newest first")
+    p.add_argument("--state", choices=[s.value for s in State])
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_list)
+
+    p = approvals.add_parser("show", parents=[common], help="print the card and the full hash")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_show)
+
+    for name, handler, needs_hash in (
+        ("approve", cmd_approve, True),
+        ("reject", cmd_reject, True),
+        ("cancel", cmd_cancel, False),
+    ):
+        p = approvals.add_parser(name, parents=[common], help=f"{name} as a principal")
+        p.add_argument("id")
+        if needs_hash:
+            p.add_argument("--hash", required=True, type=_hash_arg, help="the hash you reviewed")
+        p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
+        p.add_argument("--note")
+        p.add_argument(
+            "--break-glass",
+            action="store_true",
+            help="decide without being an entitled approver (recorded in the audit trail)",
+        )
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(handler=handler)
+
+    audit_cmds = commands.add_parser("audit", help="audit trail").add_subparsers(
+        dest="audit_command", required=True
+    )
+    p = audit_cmds.add_parser("verify", parents=[common], help="recompute the hash chains")
+    p.add_argument("id", nargs="?")
+    p.set_defaults(handler=cmd_audit_verify)
+
+    config_cmds = commands.add_parser("config", help="configuration").add_subparsers(
+        dest="config_command", required=True
+    )
+    config_cmds.add_parser("check", parents=[common], help="validate; secrets masked").set_defaults(
+        handler=None
+    )
+    return parser
+
+
+async def _run(config: Config, args: argparse.Namespace) -> int:
+    store = Store.from_url(config.database_url)
+    try:
+        if getattr(args, "check_schema", True):
+            await ensure_current(store.engine)
+        ctx = Context(config, store, config.directory(), SystemClock())
+        handler: Handler = args.handler
+        return await handler(ctx, args)
+    finally:
+        await store.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        if args.handler is None:  # config check needs no database
+            _emit_json(config.masked())
+            print("config OK", file=sys.stderr)
+            return 0
+        return asyncio.run(_run(config, args))
+    except SignoffError as exc:
+        print(f"signoff: {exc.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

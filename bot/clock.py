@@ -1,0 +1,49 @@
+"""Time as a dependency: the Operator, the sweeper and intake read the clock they are given.
+
+Every datetime in signoff is timezone-aware UTC. Tests move a FakeClock days forward instead
+of sleeping.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+class SystemClock:
+    """The wall clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        start = start or datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+        if start.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware start")
+        self._now = start.astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        """Move forward by `delta` or by timedelta keyword arguments (days=3, hours=1)."""
+        step = delta if delta is not None else timedelta(**kwargs)
+        if step < timedelta(0):
+            raise ValueError("FakeClock does not run backwards")
+        self._now += step
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        if when.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware time")
+        self._now = when.astimezone(UTC)

@@ -1,0 +1,293 @@
+"""Configuration: TOML file, environment overrides, validation.
+
+Where it comes from: `--config FILE`, else `$SIGNOFF_CONFIG`, else built-in defaults (SQLite at
+./signoff.db, listen 127.0.0.1:8700). `$SIGNOFF_DATABASE_URL` overrides the database URL.
+Secrets never sit in the file: keys ending in `_env` name environment variables. An unknown key
+or a bad value is a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from bot.durations import parse_duration
+from bot.errors import ConfigError
+from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///signoff.db"
+
+_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
+_ENV_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+)|web)$")
+
+
+def _duration(value: str) -> str:
+    parse_duration(value)  # ValueError becomes a validation error naming the key
+    return value
+
+
+def _listen(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+def http_url(value: str) -> str:
+    """An http(s) URL with a host; ValueError otherwise (shared with request validation)."""
+    if not re.match(r"^https?://[^\s/?#@]+", value):
+        raise ValueError(f"expected an http(s) URL with a host, got {value!r}")
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+Url = Annotated[str, AfterValidator(http_url)]
+EnvVar = Annotated[str, Field(pattern=_ENV_VAR)]
+
+
+class _Strict(BaseModel):
+    # strict: TOML is typed, so "yes" for a boolean or "2" for a number is a mistake to report.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ServerConfig(_Strict):
+    listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8700"
+    public_url: Url = "http://127.0.0.1:8700"
+
+
+class DatabaseConfig(_Strict):
+    url: str = DEFAULT_DATABASE_URL
+
+
+class TenantConfig(_Strict):
+    name: Annotated[str, Field(pattern=_NAME)]
+    api_key_env: EnvVar | None = None
+    webhook_url: Url | None = None
+    webhook_secret_env: EnvVar | None = None
+
+
+class SlackConfig(_Strict):
+    bot_token_env: EnvVar = "SLACK_BOT_TOKEN"
+    signing_secret_env: EnvVar = "SLACK_SIGNING_SECRET"
+    api_base_url: Url = "https://slack.com/api/"
+
+
+class TelegramConfig(_Strict):
+    bot_token_env: EnvVar = "TELEGRAM_BOT_TOKEN"
+    webhook_secret_env: EnvVar = "TELEGRAM_WEBHOOK_SECRET"
+    api_base_url: Url = "https://api.telegram.org/bot"
+
+
+class PrincipalConfig(_Strict):
+    name: str
+    slack: Annotated[str, Field(pattern=r"^[UW][A-Z0-9]+$")] | None = None
+    telegram: int | None = None
+
+
+class GroupConfig(_Strict):
+    members: list[str]
+
+
+class EscalationConfig(_Strict):
+    after: Duration
+    to: str
+
+
+class RouteConfig(_Strict):
+    tenant: str = "*"
+    capability: str
+    approvers: Annotated[list[str], Field(min_length=1)]
+    notify: list[str] = []
+    approval_ttl: Duration = "72h"
+    grant_ttl: Duration = "24h"
+    required_approvals: Annotated[int, Field(ge=1)] = 1
+    allow_self_approval: bool = False
+    escalation: list[EscalationConfig] = []
+
+    @model_validator(mode="after")
+    def _notify_targets(self) -> RouteConfig:
+        for target in self.notify:
+            if not _NOTIFY.match(target):
+                raise ValueError(
+                    f"notify target {target!r}: expected slack:CHANNEL, slack:dm, "
+                    "telegram:CHAT_ID, telegram:dm or web"
+                )
+        return self
+
+
+class Config(_Strict):
+    server: ServerConfig = ServerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    tenants: list[TenantConfig] = []
+    slack: SlackConfig | None = None
+    telegram: TelegramConfig | None = None
+    principals: dict[Annotated[str, Field(pattern=_NAME)], PrincipalConfig] = {}
+    groups: dict[Annotated[str, Field(pattern=_NAME)], GroupConfig] = {}
+    routes: list[RouteConfig] = []
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        """Every name a route or group uses must be configured (errors name the key)."""
+        names = [t.name for t in self.tenants]
+        for name in {n for n in names if names.count(n) > 1}:
+            raise ValueError(f"tenants: {name!r} is configured twice")
+        for group, spec in self.groups.items():
+            for member in spec.members:
+                if member not in self.principals:
+                    raise ValueError(f"groups.{group}.members: unknown principal {member!r}")
+        for i, route in enumerate(self.routes):
+            if not any(fnmatchcase(name, route.tenant) for name in names):
+                raise ValueError(
+                    f"routes[{i}].tenant: {route.tenant!r} matches no configured tenant"
+                )
+            for approver in route.approvers:
+                self._check_approver(approver, f"routes[{i}].approvers")
+            for j, step in enumerate(route.escalation):
+                self._check_approver(step.to, f"routes[{i}].escalation[{j}].to")
+            possible = _expand(self, route.approvers)
+            if route.required_approvals > len(possible):
+                raise ValueError(
+                    f"routes[{i}].required_approvals: {route.required_approvals} needed but only "
+                    f"{len(possible)} distinct approver(s) exist"
+                )
+        return self
+
+    def _check_approver(self, approver: str, key: str) -> None:
+        if approver.startswith(GROUP_PREFIX):
+            if approver[len(GROUP_PREFIX) :] not in self.groups:
+                raise ValueError(f"{key}: unknown group {approver!r}")
+        elif approver not in self.principals:
+            raise ValueError(f"{key}: unknown principal {approver!r}")
+
+    @property
+    def database_url(self) -> str:
+        return os.environ.get("SIGNOFF_DATABASE_URL") or self.database.url
+
+    def directory(self) -> Directory:
+        return Directory(
+            principals={
+                key: Principal(key=key, name=p.name, slack=p.slack, telegram=p.telegram)
+                for key, p in self.principals.items()
+            },
+            groups={key: tuple(g.members) for key, g in self.groups.items()},
+            tenants={
+                t.name: Tenant(
+                    name=t.name,
+                    api_key_env=t.api_key_env,
+                    webhook_url=t.webhook_url,
+                    webhook_secret_env=t.webhook_secret_env,
+                )
+                for t in self.tenants
+            },
+            routes=tuple(
+                Route(
+                    tenant=r.tenant,
+                    capability=r.capability,
+                    approvers=tuple(r.approvers),
+                    notify=tuple(r.notify),
+                    approval_ttl=parse_duration(r.approval_ttl),
+                    grant_ttl=parse_duration(r.grant_ttl),
+                    required_approvals=r.required_approvals,
+                    allow_self_approval=r.allow_self_approval,
+                    escalation=tuple(
+                        Escalation(after=parse_duration(e.after), to=e.to) for e in r.escalation
+                    ),
+                )
+                for r in self.routes
+            ),
+        )
+
+    def masked(self) -> dict[str, Any]:
+        """The config as data with every secret shown only as its variable and whether it is
+        set; the values themselves never leave the process."""
+        data = self.model_dump(mode="json")
+        data["database"]["url"] = _mask_password(self.database_url)
+        _mark_env(data)
+        return data
+
+
+def _expand(config: Config, approvers: list[str]) -> set[str]:
+    result: set[str] = set()
+    for approver in approvers:
+        if approver.startswith(GROUP_PREFIX):
+            result |= set(config.groups[approver[len(GROUP_PREFIX) :]].members)
+        else:
+            result.add(approver)
+    return result
+
+
+def _mask_password(url: str) -> str:
+    """Hide a password wherever a database URL can carry one (user:pw@, :pw@, ?password=)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return re.sub(r"(://[^/@]*:)[^@]*@", r"\1***@", url)
+    if parsed.password is not None:
+        parsed = parsed.set(password="***")
+    query = {
+        k: ("***" if k.lower() in {"password", "pass", "passwd"} else v)
+        for k, v in parsed.query.items()
+    }
+    rendered = parsed.set(query=query).render_as_string(hide_password=False)
+    return rendered.replace("%2A%2A%2A", "***")
+
+
+def _mark_env(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.endswith("_env") and isinstance(value, str):
+                node[key] = f"{value} ({'set' if os.environ.get(value) else 'NOT SET'})"
+            else:
+                _mark_env(value)
+    elif isinstance(node, list):
+        for item in node:
+            _mark_env(item)
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{key}: {message}" if key else message)
+    return "; ".join(lines)
+
+
+def parse_config(data: dict[str, Any], source: str = "config") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_format_errors(exc)}") from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """The config from `path`, else $SIGNOFF_CONFIG, else the built-in defaults."""
+    chosen = path or os.environ.get("SIGNOFF_CONFIG")
+    if not chosen:
+        return Config()
+    file = Path(chosen)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    return parse_config(data, str(file))

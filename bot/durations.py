@@ -1,0 +1,41 @@
+"""Durations as people write them in config and requests: "15m", "72h", "3d", "1d12h"."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# Far beyond any sensible TTL, and well inside what datetime arithmetic can represent.
+MAX_SECONDS = 100 * 365 * 86400
+_PART = re.compile(r"(\d+)([smhdw])")
+_WHOLE = re.compile(r"(?:\d+[smhdw])+")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse "90s", "15m", "72h", "3d", "2w" or combinations like "1d12h"; ValueError otherwise."""
+    if not isinstance(text, str) or not _WHOLE.fullmatch(text.strip()):
+        raise ValueError(
+            f"invalid duration {text!r}: a number and a unit (s, m, h, d, w), e.g. '72h' or '3d'"
+        )
+    seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text.strip()))
+    if seconds <= 0:
+        raise ValueError(f"invalid duration {text!r}: must be longer than zero")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"invalid duration {text!r}: longer than 100 years")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(delta: timedelta) -> str:
+    """Compact human form: "2 d 4 h", "3 h 5 m", "45 s"."""
+    total = max(int(delta.total_seconds()), 0)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} m" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} m"
+    return f"{seconds} s"

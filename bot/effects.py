@@ -1,0 +1,67 @@
+"""What a transition causes outside the database, queued in the transition's own transaction.
+
+The outbox runner (bot/outbox.py) performs these jobs later, from any replica, with retries:
+a decision webhook to the agent side, and an update of every chat card that shows the
+approval. Because they are written with the transition, a crash can delay them, never lose
+them; dedupe keys make queueing the same effect twice a no-op.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bot.model import State, public_record
+from bot.routing import Directory
+from store.records import Approval, Event
+from store.repository import Tx
+
+# Transitions the agent side must hear about: terminal, or actionable (approved: claim it).
+WEBHOOK_STATES = frozenset(
+    {
+        State.APPROVED,
+        State.REJECTED,
+        State.EXPIRED,
+        State.CANCELLED,
+        State.SUPERSEDED,
+        State.OUTCOME_UNKNOWN,
+    }
+)
+
+
+def webhook_url(directory: Directory, approval: Approval) -> str | None:
+    """The request's own callback_url wins over the tenant's webhook_url."""
+    if approval.callback_url:
+        return approval.callback_url
+    tenant = directory.tenants.get(approval.tenant)
+    return tenant.webhook_url if tenant else None
+
+
+async def enqueue_transition(
+    tx: Tx, directory: Directory, approval: Approval, event: Event, now: datetime
+) -> None:
+    """Queue the webhook (if the new state warrants one and there is a URL) and a card update
+    for every message showing this approval."""
+    url = webhook_url(directory, approval)
+    if approval.state in WEBHOOK_STATES and url:
+        delivery = f"{approval.id}.{event.seq}"
+        body = {
+            "delivery_id": delivery,
+            "event": event.type,
+            "occurred_at": event.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "approval": public_record(approval),
+        }
+        await tx.enqueue(
+            "webhook",
+            {"url": url, "tenant": approval.tenant, "delivery_id": delivery, "body": body},
+            now=now,
+            approval_id=approval.id,
+            dedupe_key=f"webhook:{delivery}",
+        )
+    for message in await tx.card_messages_for(approval.id):
+        await tx.enqueue(
+            "update_card",
+            {"card_message_id": message.id, "state": approval.state, "version": approval.version},
+            now=now,
+            approval_id=approval.id,
+            dedupe_key=f"update_card:{message.id}:{approval.version}",
+        )

@@ -1,0 +1,160 @@
+"""The one error hierarchy of signoff.
+
+Each class's docstring is its default message. Surfaces (CLI, HTTP API, chat channels) turn
+these into a human sentence or a status code; none of them is ever shown as a traceback.
+`code` is the stable machine-readable name used in API error bodies and CLI `--json` output.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+class SignoffError(Exception):
+    """signoff failed."""
+
+    code = "error"
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or (self.__doc__ or "").strip()
+        self.details = details
+        super().__init__(self.message)
+
+
+class ConfigError(SignoffError):
+    """The configuration is invalid."""
+
+    code = "config_error"
+
+
+class SchemaOutOfDate(SignoffError):
+    """The database schema is not current; run `signoff db upgrade`."""
+
+    code = "schema_out_of_date"
+
+
+class InvalidRequest(SignoffError):
+    """The approval request is invalid."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str | None = None, *, fields: list[dict[str, Any]] | None = None):
+        super().__init__(message, fields=fields or [])
+        self.fields = fields or []
+
+
+class RequestTooLarge(InvalidRequest):
+    """The approval request is larger than the configured limit."""
+
+    code = "too_large"
+
+
+class NotCanonical(InvalidRequest):
+    """The value cannot be expressed as RFC 8785 canonical JSON, so it cannot be hashed."""
+
+    code = "not_canonical"
+
+
+class UnknownTenant(InvalidRequest):
+    """No tenant of that name is configured."""
+
+    code = "unknown_tenant"
+
+
+class NoRoute(InvalidRequest):
+    """No route matches this tenant and capability, so nobody may decide it; refused."""
+
+    code = "no_route"
+
+
+class ApproversOutsideRoute(InvalidRequest):
+    """The request names approvers its route does not allow (a request may narrow, never widen)."""
+
+    code = "approvers_outside_route"
+
+
+class UnknownPrincipal(SignoffError):
+    """No principal of that name is configured."""
+
+    code = "unknown_principal"
+
+
+class NotFound(SignoffError):
+    """No approval with that id."""
+
+    code = "not_found"
+
+
+class NotPending(SignoffError):
+    """The approval is no longer open for this action."""
+
+    code = "not_pending"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        state: str,
+        decided_by: str | None = None,
+        decided_at: datetime | None = None,
+    ) -> None:
+        if message is None:
+            message = f"approval is {state}"
+            if decided_by:
+                message += f" (by {decided_by}"
+                if decided_at is not None:
+                    message += f" at {decided_at:%Y-%m-%d %H:%M} UTC"
+                message += ")"
+        super().__init__(message, state=state, decided_by=decided_by, decided_at=decided_at)
+        self.state = state
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+
+
+class ApprovalExpired(NotPending):
+    """The approval expired before this decision arrived."""
+
+    code = "expired"
+
+
+class ApprovalChanged(SignoffError):
+    """The request changed since it was shown: the shown hash differs from the stored one."""
+
+    code = "approval_changed"
+
+
+class ApprovalCorrupt(SignoffError):
+    """The stored request no longer hashes to its stored hash; refusing to approve it."""
+
+    code = "approval_corrupt"
+
+
+class NotAnApprover(SignoffError):
+    """You are not an approver for this request."""
+
+    code = "not_an_approver"
+
+    def __init__(self, message: str | None = None, *, assignee: str | None = None) -> None:
+        if message is None and assignee is not None:
+            message = f"not an approver for this request; it is assigned to {assignee}"
+        super().__init__(message, assignee=assignee)
+        self.assignee = assignee
+
+
+class SelfApproval(NotAnApprover):
+    """The requester may not approve their own request on this route."""
+
+    code = "self_approval"
+
+
+class AlreadyVoted(SignoffError):
+    """You have already voted on this request."""
+
+    code = "already_voted"
+
+
+class StoreUnavailable(SignoffError):
+    """The database is unreachable or too busy to answer; nothing was changed, retry later."""
+
+    code = "store_unavailable"

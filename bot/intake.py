@@ -1,0 +1,263 @@
+"""Creating approval requests: the one code path behind `signoff approvals request` and
+`POST /v1/approvals`.
+
+Parsing refuses what could not be hashed faithfully (NaN literals, duplicate keys, numbers
+outside the exact double range) before validation; validation (pydantic) refuses unknown
+fields and wrong types; creation routes the request and inserts it idempotently on
+(tenant, run_id, hash) together with its `requested` audit event.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from bot import audit
+from bot.canonical import approval_hash, canonical_json
+from bot.clock import Clock
+from bot.config import http_url
+from bot.durations import parse_duration
+from bot.errors import (
+    ApproversOutsideRoute,
+    InvalidRequest,
+    NotCanonical,
+    RequestTooLarge,
+)
+from bot.model import Kind, State
+from bot.routing import Directory, Route
+from store.records import Approval
+from store.repository import Store
+
+MAX_REQUEST_BYTES = 256 * 1024
+_MAX_TTL = timedelta(days=365)
+
+JsonValue = Any
+
+
+def _duration(text: str) -> str:
+    parse_duration(text)
+    return text
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ToolCall(_Model):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    arguments: dict[str, JsonValue]
+
+
+class PresentationField(_Model):
+    label: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    value: StrictStr | int | float | bool | None
+
+
+class Presentation(_Model):
+    title: Annotated[StrictStr, Field(min_length=1, max_length=300)]
+    summary: Annotated[StrictStr, Field(max_length=4000)] | None = None
+    fields: list[PresentationField] | None = None
+
+
+class RequestBody(_Model):
+    """The create body (DESIGN.md, "Agent-facing HTTP API")."""
+
+    run_id: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    capability: Annotated[
+        StrictStr,
+        Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"),
+    ]
+    tool: ToolCall
+    presentation: Presentation
+    # interrupted_side_effect is raised by signoff itself, never asked for by an agent.
+    kind: Literal["tool_call"] = "tool_call"
+    step: JsonValue = None
+    reason: Annotated[StrictStr, Field(max_length=4000)] | None = None
+    requested_by: Annotated[StrictStr, Field(min_length=1, max_length=128)] | None = None
+    approvers: Annotated[list[StrictStr], Field(min_length=1)] | None = None
+    approval_ttl: Annotated[StrictStr, AfterValidator(_duration)] | None = None
+    grant_ttl: Annotated[StrictStr, AfterValidator(_duration)] | None = None
+    required_approvals: Annotated[int, Field(ge=1, le=50)] | None = None
+    preconditions: JsonValue = None
+    resume: JsonValue = None
+    callback_url: Annotated[StrictStr, AfterValidator(http_url)] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    body: RequestBody
+    # The presentation exactly as sent: it is hashed and stored as is, so an agent computing
+    # the hash on its side over what it sent gets the same value.
+    raw_presentation: dict[str, Any]
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidRequest(f"duplicate key {key!r} in JSON object")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotCanonical(f"{name} is not valid JSON and cannot be hashed")
+
+
+def parse_json(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> Any:
+    """Strict JSON: I-JSON's rules (no duplicate keys, no NaN/Infinity), size-limited."""
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > limit:
+        raise RequestTooLarge(f"request is {size} bytes; the limit is {limit}")
+    try:
+        return json.loads(
+            data, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant
+        )
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, InvalidRequest):
+            raise
+        raise InvalidRequest(f"malformed JSON: {exc}") from None
+
+
+def validate_request(document: Any) -> ParsedRequest:
+    """Validate a parsed JSON document as a create body; InvalidRequest lists failing fields."""
+    try:
+        body = RequestBody.model_validate(document)
+    except ValidationError as exc:
+        fields = [
+            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
+        raise InvalidRequest(f"invalid request: {summary}", fields=fields) from None
+    # Everything the agent chose must survive canonicalisation (refuses 1e400, 2**60, ...).
+    canonical_json(document)
+    return ParsedRequest(body=body, raw_presentation=document["presentation"])
+
+
+def parse_request(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> ParsedRequest:
+    return validate_request(parse_json(data, limit))
+
+
+def _narrow(directory: Directory, route: Route, asked: list[str] | None) -> list[str]:
+    """A request may narrow its route's approvers, never widen them."""
+    if asked is None:
+        return list(route.approvers)
+    allowed = set(route.approvers) | directory.expand(route.approvers)
+    outside = [a for a in asked if a not in allowed]
+    if outside:
+        raise ApproversOutsideRoute(
+            f"approvers {outside} are not approvers on the route for {route.capability!r} "
+            f"(allowed: {sorted(allowed)}); a request may narrow its approvers, never widen them"
+        )
+    return list(dict.fromkeys(asked))
+
+
+def _capped(asked: str | None, route_value: timedelta, name: str) -> timedelta:
+    if asked is None:
+        return route_value
+    value = parse_duration(asked)
+    if value > route_value or value > _MAX_TTL:
+        raise InvalidRequest(
+            f"{name} {asked!r} is longer than the route allows ({route_value}); "
+            "a request may shorten it, not extend it",
+            fields=[{"field": name, "message": "longer than the route allows"}],
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    approval: Approval
+    created: bool
+
+
+async def create_request(
+    store: Store, directory: Directory, clock: Clock, tenant: str, request: ParsedRequest
+) -> Created:
+    """Route and store a request; asking again for the same (tenant, run_id, hash) returns the
+    existing approval with created=False and writes nothing."""
+    body = request.body
+    directory.tenant(tenant)
+    route = directory.route_for(tenant, body.capability)
+    approvers = _narrow(directory, route, body.approvers)
+    required = body.required_approvals or route.required_approvals
+    if required < route.required_approvals:
+        raise InvalidRequest(
+            f"required_approvals {required} is below the route's {route.required_approvals}",
+            fields=[{"field": "required_approvals", "message": "below the route's minimum"}],
+        )
+    if required > len(directory.expand(approvers)):
+        raise InvalidRequest(
+            f"required_approvals {required} exceeds the {len(directory.expand(approvers))} "
+            "distinct approvers available",
+            fields=[{"field": "required_approvals", "message": "more than available approvers"}],
+        )
+    approval_ttl = _capped(body.approval_ttl, route.approval_ttl, "approval_ttl")
+    grant_ttl = _capped(body.grant_ttl, route.grant_ttl, "grant_ttl")
+    hash_ = approval_hash(
+        body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
+    )
+    now = clock.now()
+    approval_id = str(uuid.uuid4())
+    expires_at = now + approval_ttl
+    first_escalation = route.escalation[0].after if route.escalation else None
+    requested = audit.next_event(
+        approval_id,
+        "requested",
+        after_seq=0,
+        after_hash=audit.GENESIS,
+        actor=f"agent:{tenant}",
+        at=now,
+        data={
+            "hash": hash_,
+            "capability": body.capability,
+            "tool": body.tool.name,
+            "run_id": body.run_id,
+            "assignee": approvers[0],
+            "approvers": approvers,
+            "expires_at": audit.iso(expires_at),
+            "requested_by": body.requested_by,
+        },
+    )
+    values = {
+        "id": approval_id,
+        "tenant": tenant,
+        "run_id": body.run_id,
+        "step": body.step,
+        "kind": Kind(body.kind).value,
+        "capability": body.capability,
+        "tool_name": body.tool.name,
+        "tool_args": body.tool.arguments,
+        "presentation": request.raw_presentation,
+        "reason": body.reason,
+        "hash": hash_,
+        "requested_by": body.requested_by,
+        "assignee": approvers[0],
+        "approvers": approvers,
+        "required_approvals": required,
+        "allow_self_approval": route.allow_self_approval,
+        "state": State.PENDING.value,
+        "preconditions": body.preconditions,
+        "resume": body.resume,
+        "callback_url": body.callback_url,
+        "created_at": now,
+        "expires_at": expires_at,
+        "escalate_at": now + first_escalation if first_escalation else None,
+        "grant_ttl_s": int(grant_ttl.total_seconds()),
+        "version": 1,
+        **audit.head_of(requested),
+    }
+    async with store.write() as tx:
+        approval = await tx.insert_approval(values)
+        if approval is None:
+            existing = await tx.approval_by_key(tenant, body.run_id, hash_)
+            assert existing is not None  # the conflict that skipped our insert is this row
+            return Created(existing, created=False)
+        await tx.insert_event(requested)
+    return Created(approval, created=True)

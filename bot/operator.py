@@ -1,0 +1,269 @@
+"""The Operator: every human decision goes through here, from every surface.
+
+A decision is one short transaction: lock the row, judge it on the Operator's clock
+(state, expiry, shown hash, eligibility, integrity), the conditional UPDATE, the audit event,
+and the outbox jobs the transition causes. The row count of the conditional update, not
+anything in memory, says who won; losers get an error naming the state the winner left.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from bot import audit, effects
+from bot.clock import Clock, SystemClock
+from bot.errors import (
+    AlreadyVoted,
+    ApprovalChanged,
+    ApprovalCorrupt,
+    ApprovalExpired,
+    NotFound,
+    NotPending,
+    SignoffError,
+)
+from bot.model import DECIDABLE, State, recompute_hash
+from bot.routing import Directory
+from store.records import Approval, Event
+from store.repository import Store, Tx
+
+log = logging.getLogger("signoff.operator")
+
+Action = Literal["approve", "reject", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """A verified identity: the surface established who this is before calling the Operator.
+
+    `via` names the surface ("cli", "slack", "telegram", "web"). `break_glass` (CLI only)
+    decides without the eligibility check and is recorded as such.
+    """
+
+    principal: str
+    via: str
+    break_glass: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.via}:{self.principal}"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    approval: Approval
+    event: Event
+
+    @property
+    def state(self) -> str:
+        return self.approval.state
+
+
+class Operator:
+    def __init__(self, store: Store, directory: Directory, clock: Clock | None = None) -> None:
+        self.store = store
+        self.directory = directory
+        self.clock = clock or SystemClock()
+
+    async def approve_shown(
+        self, approval_id: str, shown_hash: str, actor: Actor, note: str | None = None
+    ) -> Decision:
+        """Approve exactly what was shown. With N-of-M, records a vote and approves on the
+        N-th distinct approval."""
+        return await self._decide("approve", approval_id, actor, note, shown_hash)
+
+    async def reject_shown(
+        self, approval_id: str, shown_hash: str, actor: Actor, note: str | None = None
+    ) -> Decision:
+        """Reject what was shown; one rejection rejects, whatever the quorum."""
+        return await self._decide("reject", approval_id, actor, note, shown_hash)
+
+    async def cancel(self, approval_id: str, actor: Actor, note: str | None = None) -> Decision:
+        """Withdraw a pending request. An entitled approver or the requester may cancel."""
+        return await self._decide("cancel", approval_id, actor, note, None)
+
+    async def _decide(
+        self,
+        action: Action,
+        approval_id: str,
+        actor: Actor,
+        note: str | None,
+        shown_hash: str | None,
+    ) -> Decision:
+        self.directory.principal(actor.principal)  # UnknownPrincipal before touching the row
+        now = self.clock.now()
+        expired: ApprovalExpired | None = None
+        async with self.store.write() as tx:
+            row = await tx.lock_approval(approval_id)
+            if row is None:
+                raise NotFound(f"no approval with id {approval_id!r}")
+            if row.state == State.EXPIRED:
+                raise _expired_error(row)
+            if row.state not in DECIDABLE:
+                raise NotPending(
+                    state=row.state, decided_by=row.decided_by, decided_at=row.decided_at
+                )
+            if row.state == State.PENDING and now >= row.expires_at:
+                # Judged on this clock, now: the attempt itself expires the request, and the
+                # expiry must commit even though the decider is refused.
+                row = await self._expire(tx, row, cause=actor, now=now)
+                expired = _expired_error(row)
+            else:
+                decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
+        if expired is not None:
+            raise expired
+        log.info(
+            "approval %s %s by %s",
+            decision.approval.id,
+            decision.event.type,
+            actor.label,
+            extra={
+                "approval_id": decision.approval.id,
+                "tenant": decision.approval.tenant,
+                "actor": actor.label,
+                "state": decision.state,
+            },
+        )
+        return decision
+
+    async def _apply(
+        self,
+        tx: Tx,
+        action: Action,
+        row: Approval,
+        actor: Actor,
+        note: str | None,
+        shown_hash: str | None,
+        now: datetime,
+    ) -> Decision:
+        if shown_hash is not None and shown_hash != row.hash:
+            raise ApprovalChanged(
+                f"the request changed since it was shown: shown sha256:{shown_hash[:12]}, "
+                f"now sha256:{row.hash[:12]}; review it again"
+            )
+        if not actor.break_glass:
+            self._check_entitled(action, row, actor.principal)
+        if action == "approve" and not _hash_intact(row):
+            raise ApprovalCorrupt(
+                f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
+                "it was altered outside signoff and cannot be approved"
+            )
+        data: dict[str, object] = {"note": note}
+        if shown_hash is not None:
+            data["shown_hash"] = shown_hash
+        if actor.break_glass:
+            data["break_glass"] = True
+
+        target = {"approve": State.APPROVED, "reject": State.REJECTED, "cancel": State.CANCELLED}[
+            action
+        ]
+        if action != "cancel" and row.required_approvals > 1:
+            voted = await tx.insert_vote(
+                {
+                    "approval_id": row.id,
+                    "principal": actor.principal,
+                    "decision": action,
+                    "note": note,
+                    "at": now,
+                }
+            )
+            if not voted:
+                raise AlreadyVoted(f"{actor.principal} has already voted on this request")
+            if action == "approve":
+                approvals = [v for v in await tx.votes_for(row.id) if v.decision == "approve"]
+                data["votes"] = [v.principal for v in approvals]
+                if len(approvals) < row.required_approvals:
+                    target = State.PENDING  # a vote towards the quorum, not yet the decision
+
+        values: dict[str, object] = {"state": target.value}
+        if target != State.PENDING:
+            values |= {"decided_by": actor.principal, "decided_at": now, "decision_note": note}
+        event_type = "voted" if target == State.PENDING else target.value
+        return await self._transition(
+            tx,
+            row,
+            values,
+            event_type,
+            now=now,
+            actor=actor.label,
+            data=data,
+            shown_hash=shown_hash,
+        )
+
+    async def _transition(
+        self,
+        tx: Tx,
+        row: Approval,
+        values: dict[str, object],
+        event_type: str,
+        *,
+        now: datetime,
+        actor: str,
+        data: dict[str, object],
+        shown_hash: str | None = None,
+    ) -> Decision:
+        """The conditional update, its audit event and its outbox jobs, in the caller's
+        transaction. The update also moves the audit chain's head to the new event."""
+        event = audit.next_event(
+            row.id,
+            event_type,
+            after_seq=row.audit_seq,
+            after_hash=row.audit_head,
+            actor=actor,
+            at=now,
+            data=data,
+        )
+        updated = await tx.update_approval(
+            row.id,
+            expect_states=[row.state],
+            expect_version=row.version,
+            expect_hash=shown_hash,
+            values=values | audit.head_of(event),
+        )
+        if updated is None:  # unreachable while we hold the row lock; refuse rather than guess
+            raise NotPending(state=row.state)
+        stored = await tx.insert_event(event)
+        await effects.enqueue_transition(tx, self.directory, updated, stored, now)
+        return Decision(updated, stored)
+
+    def _check_entitled(self, action: Action, row: Approval, principal: str) -> None:
+        if action == "cancel" and principal == row.requested_by:
+            return  # the requester may always withdraw their own request
+        self.directory.check_eligible(row, principal, approving=action == "approve")
+
+    async def _expire(self, tx: Tx, row: Approval, *, cause: Actor, now: datetime) -> Approval:
+        decision = await self._transition(
+            tx,
+            row,
+            {"state": State.EXPIRED.value},
+            "expired",
+            now=now,
+            actor="system",
+            data={"expires_at": audit.iso(row.expires_at), "on_attempt_by": cause.label},
+        )
+        log.info(
+            "approval %s expired (noticed on an attempt by %s)",
+            row.id,
+            cause.label,
+            extra={"approval_id": row.id, "tenant": row.tenant, "actor": "system"},
+        )
+        return decision.approval
+
+
+def _expired_error(row: Approval) -> ApprovalExpired:
+    return ApprovalExpired(
+        f"this request expired at {row.expires_at:%Y-%m-%d %H:%M} UTC",
+        state=State.EXPIRED.value,
+    )
+
+
+def _hash_intact(row: Approval) -> bool:
+    try:
+        return recompute_hash(row) == row.hash
+    except SignoffError:  # an edited row may not even be canonical any more
+        return False
+
+
+__all__ = ["Actor", "Decision", "Operator"]

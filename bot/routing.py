@@ -1,0 +1,129 @@
+"""Who may decide what: principals, groups, tenants, routes, and the eligibility rule.
+
+Pure data and functions, built from validated config (bot.config). Eligibility lives in one
+function, `check_eligible`, evaluated inside the deciding transaction; delegation and
+escalation (a later issue) extend it there and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from fnmatch import fnmatchcase
+
+from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
+from store.records import Approval
+
+GROUP_PREFIX = "group:"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """A person who can decide, with the chat identities that prove it is them."""
+
+    key: str
+    name: str
+    slack: str | None = None
+    telegram: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    api_key_env: str | None = None
+    webhook_url: str | None = None
+    webhook_secret_env: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    after: timedelta
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    tenant: str
+    capability: str
+    approvers: tuple[str, ...]
+    notify: tuple[str, ...] = ()
+    approval_ttl: timedelta = timedelta(hours=72)
+    grant_ttl: timedelta = timedelta(hours=24)
+    required_approvals: int = 1
+    allow_self_approval: bool = False
+    escalation: tuple[Escalation, ...] = ()
+
+    def matches(self, tenant: str, capability: str) -> bool:
+        return fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)
+
+
+@dataclass(frozen=True)
+class Directory:
+    """The configured people, groups, tenants and routes."""
+
+    principals: dict[str, Principal] = field(default_factory=dict)
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    routes: tuple[Route, ...] = ()
+
+    def tenant(self, name: str) -> Tenant:
+        try:
+            return self.tenants[name]
+        except KeyError:
+            raise UnknownTenant(
+                f"unknown tenant {name!r}; configure it under [[tenants]]"
+            ) from None
+
+    def principal(self, key: str) -> Principal:
+        try:
+            return self.principals[key]
+        except KeyError:
+            raise UnknownPrincipal(
+                f"unknown principal {key!r}; configure it under [principals.{key}]"
+            ) from None
+
+    def route_for(self, tenant: str, capability: str) -> Route:
+        """The first route matching tenant and capability; NoRoute when none does."""
+        for route in self.routes:
+            if route.matches(tenant, capability):
+                return route
+        raise NoRoute(
+            f"no route matches tenant {tenant!r} and capability {capability!r}; "
+            "add a [[routes]] entry for it (requests nobody may decide are refused)"
+        )
+
+    def members(self, approver: str) -> frozenset[str]:
+        """The principals an approver entry stands for: itself, or a group's members."""
+        if approver.startswith(GROUP_PREFIX):
+            return frozenset(self.groups.get(approver[len(GROUP_PREFIX) :], ()))
+        return frozenset([approver])
+
+    def expand(self, approvers: Iterable[str]) -> frozenset[str]:
+        result: set[str] = set()
+        for approver in approvers:
+            result |= self.members(approver)
+        return frozenset(result)
+
+    def describe(self, approver: str) -> str:
+        """How a human reads an assignee: "group finance" or "Alice Ng (alice)"."""
+        if approver.startswith(GROUP_PREFIX):
+            return f"group {approver[len(GROUP_PREFIX) :]}"
+        principal = self.principals.get(approver)
+        return f"{principal.name} ({approver})" if principal else approver
+
+    def check_eligible(self, approval: Approval, principal: str, *, approving: bool) -> None:
+        """Raise unless `principal` may decide `approval`.
+
+        Entitled: the assignee (or a member of the assignee group) and the original approvers
+        (or members of their groups); never the requester approving their own request unless
+        the route allowed it when the request was made.
+        """
+        entitled = self.members(approval.assignee) | self.expand(approval.approvers)
+        if principal not in entitled:
+            raise NotAnApprover(assignee=self.describe(approval.assignee))
+        if approving and principal == approval.requested_by and not approval.allow_self_approval:
+            raise SelfApproval(
+                f"{principal} requested this and may not approve it; "
+                "the route does not allow self-approval"
+            )

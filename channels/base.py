@@ -1,0 +1,41 @@
+"""What every surface (Slack, Telegram, web) provides to the core.
+
+A channel does three things: verify an inbound request and establish who sent it, turn it
+into an Operator call, and render cards back. Posting and updating cards happen from the
+outbox runner, which calls the methods below and records each MessageRef in `card_messages`
+together with the hash the card showed. A channel never writes SQL and never decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from bot.model import Card
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """Where one rendering of a card lives: enough to edit it in place later."""
+
+    channel: str  # "slack", "telegram", "web"
+    address: str  # Slack channel id, Telegram chat id, ...
+    message_id: str  # Slack ts, Telegram message id, ...
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """One surface. `name` is the prefix of the route notify targets it serves
+    (`slack` for "slack:C0FINANCE" and "slack:dm")."""
+
+    name: str
+
+    async def post_card(self, card: Card, target: str) -> list[MessageRef]:
+        """Post a card to a notify target; one ref per message (a DM target may fan out to
+        several approvers). Raising means "try again later": the outbox retries."""
+        ...
+
+    async def update_card(self, ref: MessageRef, card: Card) -> None:
+        """Re-render a posted card for the approval's current state (buttons gone once it is
+        decided). Must be idempotent: the same state rendered twice is harmless."""
+        ...

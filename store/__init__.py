@@ -1,0 +1,1 @@
+"""Everything that speaks SQL. Nothing outside this package writes a statement."""

@@ -1,0 +1,114 @@
+"""Engine factory: SQLite through aiosqlite (embedded default) or PostgreSQL through asyncpg.
+
+SQLite is tuned so several processes can share one file: WAL lets readers run beside a
+writer, `busy_timeout` makes a second writer wait instead of failing, and write transactions
+start with BEGIN IMMEDIATE so they take the write lock up front. (A deferred transaction that
+reads and then writes can fail with "database is locked" whatever the timeout, because SQLite
+will not upgrade a reader's lock while another writer holds it.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    ProgrammingError,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from bot.errors import ConfigError, SchemaOutOfDate, StoreUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# SQLite reports a missing table or column as an OperationalError, like a lost connection.
+_SCHEMA_MISMATCH = re.compile(r"no such (table|column)")
+# Execution option read by the "begin" hook: which BEGIN a SQLite transaction starts with.
+BEGIN_MODE = "signoff_sqlite_begin"
+
+
+def normalize_url(url: str) -> str:
+    """Accept the plain forms people write and pick the async driver signoff ships with."""
+    for plain, driver in (
+        ("sqlite://", "sqlite+aiosqlite://"),
+        ("postgresql://", "postgresql+asyncpg://"),
+        ("postgres://", "postgresql+asyncpg://"),
+    ):
+        if url.startswith(plain):
+            return driver + url[len(plain) :]
+    return url
+
+
+def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """An AsyncEngine for a `sqlite+aiosqlite://` or `postgresql+asyncpg://` URL."""
+    url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"database.url: cannot parse {url!r}") from exc
+    if parsed.drivername == "sqlite+aiosqlite":
+        return _sqlite_engine(url, **kwargs)
+    if parsed.drivername == "postgresql+asyncpg":
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_async_engine(url, **kwargs)
+    raise ConfigError(
+        f"database.url: unsupported driver {parsed.drivername!r}; "
+        "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB"
+    )
+
+
+def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    connect_args = kwargs.pop("connect_args", {})
+    connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+    engine = create_async_engine(url, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the driver so the "begin" hook decides.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get(BEGIN_MODE, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+@asynccontextmanager
+async def translated_errors() -> AsyncIterator[None]:
+    """Turn "cannot reach or open the database" into StoreUnavailable, a message for a human.
+
+    Errors that mean a bug in signoff (integrity, programming, data errors) pass unchanged.
+    """
+    try:
+        yield
+    except (IntegrityError, ProgrammingError, DataError):
+        raise
+    except (DBAPIError, InterfaceError) as exc:
+        if _SCHEMA_MISMATCH.search(str(exc.orig)):
+            raise SchemaOutOfDate(
+                f"the database schema does not match this signoff ({exc.orig}); "
+                "run `signoff db upgrade`"
+            ) from exc
+        raise StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+    except OSError as exc:
+        raise StoreUnavailable(f"database unavailable: {exc}") from exc

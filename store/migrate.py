@@ -1,0 +1,64 @@
+"""Schema migrations (Alembic) run from inside signoff, on an engine signoff built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.errors import SchemaOutOfDate
+from store.engine import translated_errors
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config(url: str | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url)
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    async with translated_errors(), engine.connect() as conn:
+        return await conn.run_sync(_current)
+
+
+async def upgrade(engine: AsyncEngine) -> tuple[str | None, str]:
+    """Bring the schema to head; returns (revision before, revision after). Idempotent."""
+
+    def _upgrade(connection: Connection) -> str | None:
+        before = _current(connection)
+        cfg = alembic_config()
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "head")
+        return before
+
+    async with translated_errors(), engine.begin() as conn:
+        before = await conn.run_sync(_upgrade)
+    return before, head_revision()
+
+
+async def ensure_current(engine: AsyncEngine) -> None:
+    """Refuse to work on a schema that is missing or behind this version of signoff."""
+    current = await current_revision(engine)
+    head = head_revision()
+    if current != head:
+        found = "an empty database" if current is None else f"schema revision {current}"
+        raise SchemaOutOfDate(f"found {found}, this signoff needs {head}; run `signoff db upgrade`")

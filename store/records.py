@@ -1,0 +1,107 @@
+"""Rows as frozen dataclasses: what the repository returns and everything above it reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Self
+
+from sqlalchemy.engine import RowMapping
+
+
+class _FromRow:
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Self:
+        return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[call-arg]
+
+
+@dataclass(frozen=True, slots=True)
+class Approval(_FromRow):
+    id: str
+    tenant: str
+    run_id: str
+    step: Any
+    kind: str
+    capability: str
+    tool_name: str
+    tool_args: Any
+    presentation: Any
+    reason: str | None
+    hash: str
+    requested_by: str | None
+    assignee: str
+    approvers: list[str]
+    required_approvals: int
+    allow_self_approval: bool
+    state: str
+    preconditions: Any
+    resume: Any
+    callback_url: str | None
+    created_at: datetime
+    expires_at: datetime
+    escalate_at: datetime | None
+    grant_ttl_s: int | None
+    decided_by: str | None
+    decided_at: datetime | None
+    decision_note: str | None
+    claim_token: str | None
+    claimed_at: datetime | None
+    lease_until: datetime | None
+    executed_at: datetime | None
+    outcome: Any
+    version: int
+    audit_seq: int
+    audit_head: str
+
+
+@dataclass(frozen=True, slots=True)
+class Event(_FromRow):
+    id: int
+    approval_id: str
+    seq: int
+    type: str
+    actor: str | None
+    at: datetime
+    data: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Vote(_FromRow):
+    approval_id: str
+    principal: str
+    decision: str
+    as_delegate_of: str | None
+    note: str | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CardMessage(_FromRow):
+    id: int
+    approval_id: str
+    channel: str
+    address: str
+    message_id: str
+    shown_hash: str
+    rendered_state: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxJob(_FromRow):
+    id: int
+    kind: str
+    approval_id: str | None
+    payload: dict[str, Any]
+    dedupe_key: str | None
+    state: str
+    attempts: int
+    run_after: datetime
+    locked_by: str | None
+    locked_until: datetime | None
+    last_error: str | None
+    created_at: datetime
+    done_at: datetime | None

@@ -1,0 +1,352 @@
+"""Every SQL statement signoff runs, one method each.
+
+`Store.write()` opens a write transaction (BEGIN IMMEDIATE on SQLite), `Store.read()` a read
+one; both yield a `Tx` whose methods are the statements. Callers compose a transition from
+them (lock, conditional update, audit event, outbox jobs) inside one transaction. Driver
+errors are translated into signoff's own errors (store.engine.translated_errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager, nullcontext
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store.engine import BEGIN_MODE, create_engine, is_sqlite, translated_errors
+from store.records import Approval, CardMessage, Event, OutboxJob, Vote
+from store.schema import approval_events, approvals, card_messages, outbox, votes
+
+
+class Store:
+    """A database handle: opens transactions, owns the engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        sqlite = is_sqlite(engine)
+        self._writer = engine.execution_options(**{BEGIN_MODE: "IMMEDIATE"}) if sqlite else engine
+        # SQLite admits one writer per file. Queueing this process's writers here, instead of
+        # letting them all contend for the file lock, spares them SQLite's busy-wait sleeps
+        # (which grow to 100 ms); other processes still wait on busy_timeout.
+        self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite else None
+
+    @classmethod
+    def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
+        return cls(create_engine(url, **engine_kwargs))
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Tx]:
+        """A write transaction; commits when the block exits normally, rolls back otherwise."""
+        async with (
+            self._write_turn or nullcontext(),
+            translated_errors(),
+            self._writer.begin() as conn,
+        ):
+            yield Tx(conn)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Tx]:
+        async with translated_errors(), self.engine.connect() as conn:
+            yield Tx(conn)
+
+
+def _insert(dialect: str, table: Table) -> Any:
+    """INSERT with the dialect's ON CONFLICT support (both speak the same clause)."""
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
+# Statements used on every request are built once: building and keying a SQLAlchemy
+# statement costs more CPU than running it. Values travel as bound parameters.
+
+_GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
+_GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
+# On SQLite FOR UPDATE renders as nothing: the IMMEDIATE transaction already excludes
+# every other writer.
+_LOCK_APPROVAL = _GET_APPROVAL.with_for_update()
+_APPROVAL_BY_KEY = select(approvals).where(
+    approvals.c.tenant == bindparam("tenant"),
+    approvals.c.run_id == bindparam("run_id"),
+    approvals.c.hash == bindparam("hash"),
+)
+_INSERT_EVENT = approval_events.insert().returning(approval_events)
+_EVENTS_FOR = (
+    select(approval_events)
+    .where(approval_events.c.approval_id == bindparam("approval_id"))
+    .order_by(approval_events.c.seq)
+)
+_VOTES_FOR = (
+    select(votes).where(votes.c.approval_id == bindparam("approval_id")).order_by(votes.c.at)
+)
+_CARD_MESSAGES_FOR = (
+    select(card_messages)
+    .where(card_messages.c.approval_id == bindparam("approval_id"))
+    .order_by(card_messages.c.id)
+)
+
+
+@functools.cache
+def _insert_approval(dialect: str) -> Any:
+    return (
+        _insert(dialect, approvals)
+        .on_conflict_do_nothing(index_elements=["tenant", "run_id", "hash"])
+        .returning(approvals)
+    )
+
+
+@functools.cache
+def _insert_vote(dialect: str) -> Any:
+    return (
+        _insert(dialect, votes)
+        .on_conflict_do_nothing(index_elements=["approval_id", "principal"])
+        .returning(votes.c.principal)
+    )
+
+
+@functools.cache
+def _enqueue(dialect: str) -> Any:
+    return _insert(dialect, outbox).on_conflict_do_nothing(index_elements=["dedupe_key"])
+
+
+@functools.cache
+def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) -> Any:
+    """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (...)
+    [AND version] [AND hash] RETURNING *, one statement per shape."""
+    conditions = [
+        approvals.c.id == bindparam("w_id"),
+        approvals.c.state.in_(bindparam("w_states", expanding=True)),
+    ]
+    if by_version:
+        conditions.append(approvals.c.version == bindparam("w_version"))
+    if by_hash:
+        conditions.append(approvals.c.hash == bindparam("w_hash"))
+    values: dict[str, Any] = {
+        name: bindparam(f"v_{name}", type_=approvals.c[name].type) for name in columns
+    }
+    values["version"] = approvals.c.version + 1
+    return update(approvals).where(*conditions).values(values).returning(approvals)
+
+
+class Tx:
+    """The statements, bound to one open transaction."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self._dialect = conn.dialect.name
+
+    async def _one(self, stmt: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        # Count returned rows, not rowcount: SQLite reports -1 with RETURNING.
+        return (await self.conn.execute(stmt, dict(params))).mappings().first()
+
+    async def _all(self, stmt: Any, params: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+        return (await self.conn.execute(stmt, dict(params))).mappings().all()
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def insert_approval(self, values: Mapping[str, Any]) -> Approval | None:
+        """Insert a new approval; None when (tenant, run_id, hash) already exists."""
+        row = await self._one(_insert_approval(self._dialect), values)
+        return Approval.from_row(row) if row else None
+
+    async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
+        """The approval for one call in one run (the idempotency key)."""
+        row = await self._one(_APPROVAL_BY_KEY, {"tenant": tenant, "run_id": run_id, "hash": hash_})
+        return Approval.from_row(row) if row else None
+
+    async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
+        """One approval, optionally only if it belongs to `tenant`."""
+        if tenant is None:
+            row = await self._one(_GET_APPROVAL, {"id": approval_id})
+        else:
+            row = await self._one(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
+        return Approval.from_row(row) if row else None
+
+    async def lock_approval(self, approval_id: str) -> Approval | None:
+        """Read an approval and hold its row lock until commit."""
+        row = await self._one(_LOCK_APPROVAL, {"id": approval_id})
+        return Approval.from_row(row) if row else None
+
+    async def update_approval(
+        self,
+        approval_id: str,
+        *,
+        expect_states: Collection[str],
+        values: Mapping[str, Any],
+        expect_version: int | None = None,
+        expect_hash: str | None = None,
+    ) -> Approval | None:
+        """The conditional transition: UPDATE ... WHERE id AND state IN expected [AND version]
+        [AND hash], bumping version. None when the row did not match (someone else won)."""
+        stmt = _update_approval(
+            tuple(sorted(values)), expect_version is not None, expect_hash is not None
+        )
+        params: dict[str, Any] = {f"v_{name}": value for name, value in values.items()}
+        params |= {"w_id": approval_id, "w_states": list(expect_states)}
+        if expect_version is not None:
+            params["w_version"] = expect_version
+        if expect_hash is not None:
+            params["w_hash"] = expect_hash
+        row = await self._one(stmt, params)
+        return Approval.from_row(row) if row else None
+
+    async def list_approvals(
+        self,
+        *,
+        tenant: str | None = None,
+        state: str | None = None,
+        run_id: str | None = None,
+        capability: str | None = None,
+        assignee: str | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int = 100,
+    ) -> list[Approval]:
+        """Newest first; `before` is the (created_at, id) of the last row of the previous page."""
+        stmt: Select[Any] = select(approvals)
+        for column, value in (
+            (approvals.c.tenant, tenant),
+            (approvals.c.state, state),
+            (approvals.c.run_id, run_id),
+            (approvals.c.capability, capability),
+            (approvals.c.assignee, assignee),
+        ):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if before is not None:
+            created, last_id = before
+            stmt = stmt.where(
+                or_(
+                    approvals.c.created_at < created,
+                    and_(approvals.c.created_at == created, approvals.c.id < last_id),
+                )
+            )
+        stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return [Approval.from_row(r) for r in rows]
+
+    # -- audit events ----------------------------------------------------------------------
+
+    async def insert_event(self, values: Mapping[str, Any]) -> Event:
+        """Append one audit event (bot.audit computed its chain hashes; the caller moved the
+        approval's chain head in the same transaction)."""
+        row = await self._one(_INSERT_EVENT, values)
+        assert row is not None
+        return Event.from_row(row)
+
+    async def events_for(self, approval_id: str) -> list[Event]:
+        """One approval's audit trail, oldest first."""
+        rows = await self._all(_EVENTS_FOR, {"approval_id": approval_id})
+        return [Event.from_row(r) for r in rows]
+
+    async def chain_page(
+        self,
+        *,
+        approval_id: str | None = None,
+        after: tuple[str, int] | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[Event, int, str]]:
+        """Events in (approval_id, seq) order, a page at a time, each with its approval's
+        recorded chain head (audit_seq, audit_head), for verification."""
+        stmt = select(approval_events, approvals.c.audit_seq, approvals.c.audit_head).join(
+            approvals, approvals.c.id == approval_events.c.approval_id
+        )
+        if approval_id is not None:
+            stmt = stmt.where(approval_events.c.approval_id == approval_id)
+        if after is not None:
+            last_approval, last_seq = after
+            stmt = stmt.where(
+                or_(
+                    approval_events.c.approval_id > last_approval,
+                    and_(
+                        approval_events.c.approval_id == last_approval,
+                        approval_events.c.seq > last_seq,
+                    ),
+                )
+            )
+        stmt = stmt.order_by(approval_events.c.approval_id, approval_events.c.seq).limit(limit)
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return [(Event.from_row(r), r["audit_seq"], r["audit_head"]) for r in rows]
+
+    async def approvals_without_events(self, limit: int = 10) -> list[str]:
+        """Ids of approvals whose whole audit trail is gone (every approval has a
+        `requested` event from the transaction that created it)."""
+        stmt = (
+            select(approvals.c.id)
+            .where(
+                ~select(approval_events.c.id)
+                .where(approval_events.c.approval_id == approvals.c.id)
+                .exists()
+            )
+            .order_by(approvals.c.id)
+            .limit(limit)
+        )
+        return list((await self.conn.execute(stmt)).scalars().all())
+
+    # -- votes -----------------------------------------------------------------------------
+
+    async def insert_vote(self, values: Mapping[str, Any]) -> bool:
+        """Record one principal's vote; False when that principal already voted."""
+        return (await self._one(_insert_vote(self._dialect), values)) is not None
+
+    async def votes_for(self, approval_id: str) -> list[Vote]:
+        """The votes cast on an approval, oldest first."""
+        rows = await self._all(_VOTES_FOR, {"approval_id": approval_id})
+        return [Vote.from_row(r) for r in rows]
+
+    # -- cards -----------------------------------------------------------------------------
+
+    async def card_messages_for(self, approval_id: str) -> list[CardMessage]:
+        """Every chat message that shows this approval (each needs updating on a transition)."""
+        rows = await self._all(_CARD_MESSAGES_FOR, {"approval_id": approval_id})
+        return [CardMessage.from_row(r) for r in rows]
+
+    # -- outbox ----------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        now: datetime,
+        approval_id: str | None = None,
+        dedupe_key: str | None = None,
+    ) -> None:
+        """Queue a job in the caller's transaction; a repeated dedupe_key is a no-op."""
+        job = {
+            "kind": kind,
+            "approval_id": approval_id,
+            "payload": dict(payload),
+            "dedupe_key": dedupe_key,
+            "state": "queued",
+            "attempts": 0,
+            "run_after": now,
+            "created_at": now,
+        }
+        await self.conn.execute(_enqueue(self._dialect), job)
+
+    async def outbox_jobs(
+        self, *, approval_id: str | None = None, state: str | None = None
+    ) -> list[OutboxJob]:
+        stmt = select(outbox).order_by(outbox.c.id)
+        if approval_id is not None:
+            stmt = stmt.where(outbox.c.approval_id == approval_id)
+        if state is not None:
+            stmt = stmt.where(outbox.c.state == state)
+        return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def count_approvals(self, *, state: str | None = None) -> int:
+        stmt = select(func.count()).select_from(approvals)
+        if state is not None:
+            stmt = stmt.where(approvals.c.state == state)
+        return int((await self.conn.execute(stmt)).scalar_one())

@@ -1,0 +1,217 @@
+"""SQLAlchemy Core tables: the whole persistent state of signoff.
+
+JSON columns use the plain JSON type (text on both databases, not JSONB) so that what an
+agent sent is what comes back; the stored request must re-hash to its stored hash.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in Python on both databases.
+
+    PostgreSQL stores timestamptz; SQLite has no time zones, so values are stored as naive UTC
+    text and tagged as UTC again on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _json(nullable: bool = True) -> JSON:
+    # none_as_null: a missing value is SQL NULL, never the JSON text 'null'.
+    return JSON(none_as_null=nullable)
+
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("run_id", String(256), nullable=False),
+    Column("step", _json()),
+    Column("kind", String(64), nullable=False),
+    Column("capability", String(256), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("tool_args", _json(False), nullable=False),
+    Column("presentation", _json(False), nullable=False),
+    Column("reason", Text),
+    Column("hash", String(64), nullable=False),
+    Column("requested_by", String(128)),
+    Column("assignee", String(160), nullable=False),
+    # The route's approvers (or the request's narrower list) at creation: they keep their
+    # authority when the assignee changes through delegation or escalation.
+    Column("approvers", _json(False), nullable=False),
+    Column("required_approvals", Integer, nullable=False, server_default=text("1")),
+    Column("allow_self_approval", Boolean, nullable=False, server_default=text("false")),
+    Column("state", String(32), nullable=False),
+    Column("preconditions", _json()),
+    Column("resume", _json()),
+    Column("callback_url", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("escalate_at", UTCDateTime),
+    Column("grant_ttl_s", Integer),
+    Column("decided_by", String(128)),
+    Column("decided_at", UTCDateTime),
+    Column("decision_note", Text),
+    Column("claim_token", String(64)),
+    Column("claimed_at", UTCDateTime),
+    Column("lease_until", UTCDateTime),
+    Column("executed_at", UTCDateTime),
+    Column("outcome", _json()),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    # The head of this approval's audit chain, moved in the same statement as every
+    # transition: a chain whose newest events were deleted no longer reaches it.
+    Column("audit_seq", Integer, nullable=False, server_default=text("0")),
+    Column("audit_head", String(64), nullable=False, server_default=text("'" + "0" * 64 + "'")),
+    UniqueConstraint("tenant", "run_id", "hash"),
+    Index("ix_approvals_tenant_created", "tenant", "created_at"),
+    # The sweeper's scan: only pending rows, ordered by when they run out.
+    Index(
+        "ix_approvals_pending_expiry",
+        "state",
+        "expires_at",
+        sqlite_where=text("state = 'pending'"),
+        postgresql_where=text("state = 'pending'"),
+    ),
+)
+
+approval_events = Table(
+    "approval_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("approval_id", String(36), ForeignKey("approvals.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("actor", String(200)),
+    Column("at", UTCDateTime, nullable=False),
+    Column("data", _json(False), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    # Two writers can never both append event N: the chain cannot fork.
+    UniqueConstraint("approval_id", "seq"),
+)
+
+votes = Table(
+    "votes",
+    metadata,
+    Column("approval_id", String(36), ForeignKey("approvals.id"), primary_key=True),
+    Column("principal", String(128), primary_key=True),
+    Column("decision", String(16), nullable=False),
+    Column("as_delegate_of", String(128)),
+    Column("note", Text),
+    Column("at", UTCDateTime, nullable=False),
+)
+
+card_messages = Table(
+    "card_messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("approval_id", String(36), ForeignKey("approvals.id"), nullable=False, index=True),
+    Column("channel", String(32), nullable=False),
+    Column("address", String(256), nullable=False),
+    Column("message_id", String(256), nullable=False),
+    Column("shown_hash", String(64), nullable=False),
+    Column("rendered_state", String(32), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("channel", "address", "message_id"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(64), nullable=False),
+    Column("approval_id", String(36), ForeignKey("approvals.id")),
+    Column("payload", _json(False), nullable=False),
+    # e.g. a webhook delivery id: the same effect is never queued twice.
+    Column("dedupe_key", String(200), unique=True),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("run_after", UTCDateTime, nullable=False),
+    Column("locked_by", String(128)),
+    Column("locked_until", UTCDateTime),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("done_at", UTCDateTime),
+    Index("ix_outbox_due", "state", "run_after"),
+)
+
+delegations = Table(
+    "delegations",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("principal", String(128), nullable=False),
+    Column("delegate", String(128), nullable=False),
+    Column("scope", String(256), nullable=False, server_default=text("'*'")),
+    Column("starts_at", UTCDateTime, nullable=False),
+    Column("ends_at", UTCDateTime),
+    Column("note", Text),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", String(200)),
+    Index("ix_delegations_principal", "principal", "starts_at"),
+)
+
+inbound_deliveries = Table(
+    "inbound_deliveries",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("delivery_id", String(200), primary_key=True),
+    Column("received_at", UTCDateTime, nullable=False),
+)
+
+ALL_TABLES: tuple[Table, ...] = (
+    approvals,
+    approval_events,
+    votes,
+    card_messages,
+    outbox,
+    delegations,
+    inbound_deliveries,
+)

@@ -1,0 +1,266 @@
+"""Acceptance fixtures: the `signoff` command run as a real subprocess against real databases.
+
+Every command runs as `python -m bot.cli ...` with its working directory in a fresh tmp dir (so
+a default `./signoff.db` can never land in the repository) and an environment from which any
+SIGNOFF_* variable of the developer's shell has been removed. When the tests run from a
+checkout, the checkout's root goes on PYTHONPATH so the subprocess runs the code under test;
+when signoff is pip-installed and the tests run elsewhere, the installed package is used.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TEST_CONFIG, request_body
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 60
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+# -- TOML ----------------------------------------------------------------------------------
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        # JSON string escapes (\" \\ \n \uXXXX) are valid TOML basic-string escapes.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_inline(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _is_table_array(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any], array: bool) -> None:
+    if path:
+        dotted = ".".join(_key(p) for p in path)
+        lines += ["", f"[[{dotted}]]" if array else f"[{dotted}]"]
+    for name, value in table.items():
+        if not isinstance(value, dict) and not _is_table_array(value):
+            lines.append(f"{_key(name)} = {_inline(value)}")
+    for name, value in table.items():
+        if isinstance(value, dict):
+            _table(lines, (*path, name), value, array=False)
+        elif _is_table_array(value):
+            for item in value:
+                _table(lines, (*path, name), item, array=True)
+
+
+def to_toml(document: Mapping[str, Any]) -> str:
+    """A TOML text for a JSON-like document (checked to read back as the same document)."""
+    lines: list[str] = []
+    _table(lines, (), document, array=False)
+    text = "\n".join(lines).lstrip("\n") + "\n"
+    assert tomllib.loads(text) == document, text
+    return text
+
+
+def config_with(database_url: str, **changes: Any) -> dict[str, Any]:
+    """TEST_CONFIG (deep-copied) with its database and any top-level sections replaced."""
+    config = copy.deepcopy(TEST_CONFIG)
+    config.update(copy.deepcopy(changes))
+    config["database"] = {"url": database_url}
+    return config
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+# -- running the CLI -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def __str__(self) -> str:
+        return (
+            f"signoff {' '.join(self.args)} -> exit {self.returncode}\n"
+            f"--- stdout\n{self.stdout}--- stderr\n{self.stderr}"
+        )
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    if (REPO_ROOT / "bot" / "__init__.py").is_file():
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p
+        )
+    env["PYTHONIOENCODING"] = "utf-8"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Cli:
+    cwd: Path
+    env: dict[str, str] = field(default_factory=base_env)
+
+    def _command(self, args: Sequence[str]) -> list[str]:
+        return [sys.executable, "-m", "bot.cli", *args]
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        return {**self.env, **(env or {})}
+
+    def run(self, *args: str, env: Mapping[str, str] | None = None) -> Result:
+        done = subprocess.run(
+            self._command(args),
+            cwd=self.cwd,
+            env=self._env(env),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=TIMEOUT,
+        )
+        return Result(tuple(args), done.returncode, done.stdout, done.stderr)
+
+    def start(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self._command(args),
+            cwd=self.cwd,
+            env=self._env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+
+    def run_all(self, commands: Sequence[Sequence[str]]) -> list[Result]:
+        """Start every command before waiting for any; results in the order given."""
+        return run_together([(self, args) for args in commands])
+
+
+def run_together(jobs: Sequence[tuple[Cli, Sequence[str]]]) -> list[Result]:
+    """Start every (cli, args) job before waiting for any; results in the order given."""
+    started = [(tuple(args), cli.start(*args)) for cli, args in jobs]
+    results = []
+    for args, proc in started:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results.append(Result(args, proc.returncode, out, err))
+    return results
+
+
+def assert_refused(result: Result, *fragments: str, code: int = 1) -> str:
+    """A refusal: the exit code, exactly one line on stderr saying why, no traceback, and
+    nothing on stdout that could be mistaken for success. Returns the line."""
+    assert result.returncode == code, str(result)
+    assert "Traceback" not in result.stderr, str(result)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, str(result)
+    assert result.stdout == "", str(result)
+    for fragment in fragments:
+        assert fragment.lower() in lines[0].lower(), f"{fragment!r} not in: {lines[0]}"
+    return lines[0]
+
+
+# -- deployments ---------------------------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    """One signoff installation: a config file naming a database, and a CLI using it."""
+
+    cli: Cli
+    config_path: Path
+    db_path: Path | None
+    workdir: Path
+
+    def request_file(self, name: str = "req.json", **overrides: Any) -> Path:
+        path = self.workdir / name
+        path.write_text(json.dumps(request_body(**overrides), ensure_ascii=False), "utf-8")
+        return path
+
+    def request(self, name: str = "req.json", tenant: str = "acme", **overrides: Any) -> Any:
+        """Create a request through the CLI; returns the printed record."""
+        result = self.cli.run(
+            "approvals",
+            "request",
+            "--tenant",
+            tenant,
+            "--file",
+            str(self.request_file(name, **overrides)),
+        )
+        assert result.returncode == 0, str(result)
+        return result.json()
+
+    def request_all(self, *overrides: dict[str, Any], tenant: str = "acme") -> list[Any]:
+        """Create several requests at once (concurrent processes); returns the records."""
+        files = [self.request_file(f"req-{i}.json", **o) for i, o in enumerate(overrides)]
+        results = self.cli.run_all(
+            [["approvals", "request", "--tenant", tenant, "--file", str(f)] for f in files]
+        )
+        for result in results:
+            assert result.returncode == 0, str(result)
+        return [result.json() for result in results]
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        assert self.db_path is not None
+        with closing(sqlite3.connect(self.db_path)) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, *params: Any) -> int:
+        assert self.db_path is not None
+        with closing(sqlite3.connect(self.db_path)) as conn, conn:
+            return conn.execute(sql, params).rowcount
+
+
+def deployment(workdir: Path, database_url: str, db_path: Path | None) -> Deployment:
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "signoff.toml"
+    config_path.write_text(to_toml(config_with(database_url)), "utf-8")
+    cli = Cli(cwd=workdir, env=base_env(SIGNOFF_CONFIG=str(config_path)))
+    return Deployment(cli=cli, config_path=config_path, db_path=db_path, workdir=workdir)
+
+
+@pytest.fixture
+def fresh_sqlite(tmp_path: Path) -> Deployment:
+    """A config pointing at a SQLite file that does not exist yet."""
+    path = tmp_path / "fresh.db"
+    return deployment(tmp_path, sqlite_url(path), path)
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path, sqlite_template: Path) -> Deployment:
+    """A config pointing at a migrated, empty SQLite file (a copy of the session template)."""
+    path = tmp_path / "signoff.db"
+    shutil.copy(sqlite_template, path)
+    return deployment(tmp_path, sqlite_url(path), path)

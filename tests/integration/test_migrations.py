@@ -1,0 +1,39 @@
+"""Migrations on empty databases of both kinds, and the refusal to run on an old schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from bot.errors import SchemaOutOfDate
+from store.engine import create_engine
+from store.migrate import ensure_current, head_revision, upgrade
+from store.schema import ALL_TABLES
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    return request.getfixturevalue("pg_empty_url")
+
+
+async def test_upgrade_creates_schema_and_second_run_is_a_no_op(empty_url: str) -> None:
+    engine = create_engine(empty_url)
+    try:
+        with pytest.raises(SchemaOutOfDate, match="signoff db upgrade"):
+            await ensure_current(engine)
+        assert await upgrade(engine) == (None, head_revision())
+        async with engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+            indexes = await conn.run_sync(
+                lambda c: {i["name"] for i in inspect(c).get_indexes("approvals")}
+            )
+        assert {t.name for t in ALL_TABLES} <= tables
+        assert "ix_approvals_pending_expiry" in indexes
+        await ensure_current(engine)
+        assert await upgrade(engine) == (head_revision(), head_revision())
+    finally:
+        await engine.dispose()

@@ -1,0 +1,62 @@
+"""A database that cannot be reached is a clear StoreUnavailable, never a driver traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from bot.errors import SchemaOutOfDate, StoreUnavailable
+from store.migrate import ensure_current, upgrade
+from store.repository import Store
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://postgres@127.0.0.1:1/signoff",
+        "sqlite+aiosqlite:///{tmp}/no/such/dir/signoff.db",
+    ],
+    ids=["postgres-refused", "sqlite-unopenable"],
+)
+async def test_unreachable_database_is_store_unavailable(url: str, tmp_path: Path) -> None:
+    store = Store.from_url(url.format(tmp=tmp_path))
+    try:
+        with pytest.raises(StoreUnavailable, match="database unavailable"):
+            await ensure_current(store.engine)
+        with pytest.raises(StoreUnavailable):
+            await upgrade(store.engine)
+        with pytest.raises(StoreUnavailable):
+            async with store.write() as tx:
+                await tx.get_approval("x")
+    finally:
+        await store.close()
+
+
+async def test_missing_postgres_database_is_store_unavailable(pg_admin_url: str) -> None:
+    url = make_url(pg_admin_url).set(drivername="postgresql+asyncpg", database="signoff_absent")
+    store = Store.from_url(url.render_as_string(hide_password=False))
+    try:
+        with pytest.raises(StoreUnavailable, match="does not exist"):
+            await ensure_current(store.engine)
+    finally:
+        await store.close()
+
+
+async def test_sqlite_schema_mismatch_says_to_upgrade(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    """SQLite reports a missing table like a lost connection; signoff names the real cause."""
+    path = tmp_path / "signoff.db"
+    shutil.copy(sqlite_template, path)
+    store = Store.from_url(f"sqlite+aiosqlite:///{path}")
+    try:
+        async with store.engine.begin() as conn:
+            await conn.exec_driver_sql("DROP TABLE votes")
+        with pytest.raises(SchemaOutOfDate, match="signoff db upgrade"):
+            async with store.read() as tx:
+                await tx.votes_for("x")
+    finally:
+        await store.close()

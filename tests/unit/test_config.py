@@ -1,0 +1,372 @@
+"""Config (DESIGN.md, "Config (contract)"): TOML, env overrides, validation, masking."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import Config, load_config, parse_config
+from bot.errors import ConfigError
+from tests.conftest import TEST_CONFIG
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "signoff.example.toml"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test here may see the developer's own SIGNOFF_* settings."""
+    monkeypatch.delenv("SIGNOFF_CONFIG", raising=False)
+    monkeypatch.delenv("SIGNOFF_DATABASE_URL", raising=False)
+
+
+def _config(**changes: Any) -> dict[str, Any]:
+    return {**copy.deepcopy(TEST_CONFIG), **changes}
+
+
+def _with_route(index: int, **changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["routes"][index].update(changes)
+    return data
+
+
+def _error(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    return info.value.message
+
+
+# -- loading -----------------------------------------------------------------------------
+
+
+def test_example_config_file_validates_and_means_what_it_says(tmp_path: Path) -> None:
+    copied = tmp_path / "signoff.toml"
+    copied.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+
+    config = load_config(copied)
+
+    assert config.server.listen == "127.0.0.1:8700"
+    assert config.database_url == "sqlite+aiosqlite:///signoff.db"
+    assert [t.name for t in config.tenants] == ["acme"]
+    assert config.tenants[0].api_key_env == "SIGNOFF_ACME_API_KEY"
+    assert config.slack is not None and config.telegram is not None
+    assert config.principals["alice"].telegram == 111111
+    assert config.groups["finance"].members == ["alice", "bob"]
+    route = config.directory().route_for("acme", "payments.refund")
+    assert route.approvers == ("group:finance",)
+    assert route.notify == ("slack:C0FINANCE", "telegram:dm")
+    assert route.approval_ttl == timedelta(hours=72)
+    assert route.grant_ttl == timedelta(hours=24)
+    assert route.required_approvals == 1
+    assert route.allow_self_approval is False
+    assert [(e.after, e.to) for e in route.escalation] == [(timedelta(hours=24), "carol")]
+
+
+def test_example_config_loads_from_the_repository_path() -> None:
+    assert load_config(EXAMPLE).tenants[0].name == "acme"
+
+
+def test_defaults_without_file_or_env() -> None:
+    config = load_config()
+
+    assert config.database_url.startswith("sqlite+aiosqlite:///")
+    assert config.database_url.endswith("signoff.db")
+    assert config.server.listen == "127.0.0.1:8700"
+    assert config.slack is None and config.telegram is None
+
+
+def test_signoff_config_env_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "env.toml"
+    path.write_text('[server]\nlisten = "0.0.0.0:9100"\n', encoding="utf-8")
+    monkeypatch.setenv("SIGNOFF_CONFIG", str(path))
+
+    assert load_config().server.listen == "0.0.0.0:9100"
+
+
+def test_explicit_path_wins_over_signoff_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from_env = tmp_path / "env.toml"
+    from_env.write_text('[server]\nlisten = "0.0.0.0:9100"\n', encoding="utf-8")
+    explicit = tmp_path / "explicit.toml"
+    explicit.write_text('[server]\nlisten = "0.0.0.0:9200"\n', encoding="utf-8")
+    monkeypatch.setenv("SIGNOFF_CONFIG", str(from_env))
+
+    assert load_config(explicit).server.listen == "0.0.0.0:9200"
+
+
+def test_signoff_database_url_overrides_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "db.toml"
+    path.write_text('[database]\nurl = "sqlite+aiosqlite:///from-file.db"\n', encoding="utf-8")
+    assert load_config(path).database_url == "sqlite+aiosqlite:///from-file.db"
+
+    monkeypatch.setenv("SIGNOFF_DATABASE_URL", "postgresql+asyncpg://app@db.internal/signoff")
+
+    assert load_config(path).database_url == "postgresql+asyncpg://app@db.internal/signoff"
+    assert Config().database_url == "postgresql+asyncpg://app@db.internal/signoff"
+
+
+def test_missing_file_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    with pytest.raises(ConfigError) as info:
+        load_config(missing)
+    assert str(missing) in info.value.message
+    assert "does not exist" in info.value.message
+
+
+def test_missing_file_named_by_env_is_an_error_not_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nowhere.toml"
+    monkeypatch.setenv("SIGNOFF_CONFIG", str(missing))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config()
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('[server\nlisten = "127.0.0.1:8700"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in info.value.message
+    assert "not valid TOML" in info.value.message
+
+
+def test_validation_error_from_a_file_names_the_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[server]\nlisten = "nope"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in info.value.message
+    assert "server.listen" in info.value.message
+
+
+# -- unknown keys ------------------------------------------------------------------------
+
+
+def test_test_config_itself_is_valid() -> None:
+    assert parse_config(copy.deepcopy(TEST_CONFIG)).routes
+
+
+def test_unknown_top_level_key_is_named() -> None:
+    assert "colour" in _error(_config(colour="blue"))
+
+
+def test_unknown_nested_key_is_named() -> None:
+    message = _error(_config(server={"lisen": "127.0.0.1:8700"}))
+    assert "server.lisen" in message
+
+
+def test_misspelled_route_key_is_named() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    route = data["routes"][0]
+    route["capabilty"] = route.pop("capability")
+    message = _error(data)
+    assert "routes.0.capabilty" in message
+
+
+def test_unknown_key_in_a_principal_is_named() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["principals"]["alice"]["slak"] = "U0ALICE"
+    assert "principals.alice.slak" in _error(data)
+
+
+# -- bad values --------------------------------------------------------------------------
+
+
+def test_bad_listen_address_is_named() -> None:
+    message = _error(_config(server={"listen": "nope"}))
+    assert "server.listen" in message
+    assert "nope" in message
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "127.0.0.1:70000", ":8700", "host:http"])
+def test_listen_needs_a_host_and_a_real_port(listen: str) -> None:
+    assert "server.listen" in _error(_config(server={"listen": listen}))
+
+
+def test_bad_duration_is_named() -> None:
+    message = _error(_with_route(0, approval_ttl="3 fortnights"))
+    assert "routes.0.approval_ttl" in message
+    assert "3 fortnights" in message
+
+
+def test_bad_escalation_duration_is_named() -> None:
+    message = _error(_with_route(0, escalation=[{"after": "soon", "to": "carol"}]))
+    assert "routes.0.escalation.0.after" in message
+    assert "soon" in message
+
+
+def test_absurd_duration_is_a_config_error() -> None:
+    message = _error(_with_route(0, approval_ttl="1000000000d"))
+    assert "routes.0.approval_ttl" in message
+
+
+def test_bad_notify_target_is_named() -> None:
+    message = _error(_with_route(0, notify=["slack:dm", "email:x"]))
+    assert "routes.0" in message
+    assert "email:x" in message
+
+
+def test_valid_notify_targets_are_accepted() -> None:
+    targets = ["slack:C0FINANCE", "slack:dm", "telegram:-100123", "telegram:dm", "web"]
+    route = parse_config(_with_route(0, notify=targets)).directory().routes[0]
+    assert route.notify == tuple(targets)
+
+
+def test_required_approvals_zero_is_refused() -> None:
+    assert "routes.0.required_approvals" in _error(_with_route(0, required_approvals=0))
+
+
+def test_required_approvals_above_available_approvers_is_refused() -> None:
+    # group:finance has three members.
+    message = _error(_with_route(0, required_approvals=4))
+    assert "routes[0].required_approvals" in message
+    assert "3" in message
+
+
+def test_required_approvals_counts_distinct_people() -> None:
+    # alice is named directly and through the group: still three distinct people.
+    data = _with_route(0, approvers=["alice", "group:finance"], required_approvals=3)
+    assert parse_config(data).routes[0].required_approvals == 3
+    data = _with_route(0, approvers=["alice", "group:finance"], required_approvals=4)
+    assert "routes[0].required_approvals" in _error(data)
+
+
+def test_group_member_must_be_a_principal() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["groups"]["finance"]["members"].append("mallory")
+    message = _error(data)
+    assert "groups.finance.members" in message
+    assert "mallory" in message
+
+
+def test_route_approver_must_be_a_known_principal() -> None:
+    message = _error(_with_route(1, approvers=["alice", "mallory"]))
+    assert "routes[1].approvers" in message
+    assert "mallory" in message
+
+
+def test_route_approver_group_must_exist() -> None:
+    message = _error(_with_route(0, approvers=["group:ops"]))
+    assert "routes[0].approvers" in message
+    assert "group:ops" in message
+
+
+def test_route_needs_at_least_one_approver() -> None:
+    assert "routes.0.approvers" in _error(_with_route(0, approvers=[]))
+
+
+def test_escalation_target_must_exist() -> None:
+    message = _error(_with_route(0, escalation=[{"after": "24h", "to": "mallory"}]))
+    assert "routes[0].escalation[0].to" in message
+    assert "mallory" in message
+
+
+def test_escalation_to_a_group_is_accepted() -> None:
+    route = parse_config(_with_route(0, escalation=[{"after": "1h", "to": "group:finance"}]))
+    assert route.routes[0].escalation[0].to == "group:finance"
+
+
+def test_duplicate_tenant_names_are_refused() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"].append({"name": "acme"})
+    message = _error(data)
+    assert "tenants" in message
+    assert "acme" in message
+
+
+def test_env_key_must_be_a_variable_name() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"][0]["api_key_env"] = "sk-live-abc 123"
+    assert "tenants.0.api_key_env" in _error(data)
+
+
+def test_webhook_url_must_be_http() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"][0]["webhook_url"] = "ftp://hooks.example"
+    assert "tenants.0.webhook_url" in _error(data)
+
+
+def test_wrong_type_is_named() -> None:
+    assert "routes.0.approvers" in _error(_with_route(0, approvers="group:finance"))
+
+
+# -- masking -----------------------------------------------------------------------------
+
+
+def test_masked_never_shows_secret_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-live-VERY-SECRET-0123456789"
+    monkeypatch.setenv("SIGNOFF_ACME_API_KEY", secret)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-ALSO-SECRET")
+    monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
+    monkeypatch.delenv("SIGNOFF_ACME_WEBHOOK_SECRET", raising=False)
+
+    masked = load_config(EXAMPLE).masked()
+    text = json.dumps(masked)
+
+    assert secret not in text
+    assert "xoxb-ALSO-SECRET" not in text
+    assert masked["tenants"][0]["api_key_env"] == "SIGNOFF_ACME_API_KEY (set)"
+    assert masked["tenants"][0]["webhook_secret_env"] == "SIGNOFF_ACME_WEBHOOK_SECRET (NOT SET)"
+    assert masked["slack"]["bot_token_env"] == "SLACK_BOT_TOKEN (set)"
+    assert masked["slack"]["signing_secret_env"] == "SLACK_SIGNING_SECRET (NOT SET)"
+
+
+def test_masked_is_plain_json_and_keeps_non_secrets() -> None:
+    masked = load_config(EXAMPLE).masked()
+    assert json.loads(json.dumps(masked)) == masked
+    assert masked["server"]["listen"] == "127.0.0.1:8700"
+    assert masked["routes"][0]["approvers"] == ["group:finance"]
+
+
+def test_masked_hides_the_database_password_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "pg.toml"
+    path.write_text(
+        '[database]\nurl = "postgresql+asyncpg://signoff:hunter2pw@db.internal:5432/signoff"\n',
+        encoding="utf-8",
+    )
+    url = load_config(path).masked()["database"]["url"]
+    assert "hunter2pw" not in url
+    assert "signoff" in url and "db.internal:5432" in url
+
+
+def test_masked_hides_the_password_of_the_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIGNOFF_DATABASE_URL", "postgresql://app:s3cr3t-pw@db.internal/app")
+    url = load_config().masked()["database"]["url"]
+    assert "s3cr3t-pw" not in url
+    assert "db.internal" in url  # it shows the URL actually in use, not the file's
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://:s3cr3t-pw@db.internal/app",
+        "postgresql+asyncpg://app@db.internal/app?password=s3cr3t-pw",
+    ],
+)
+def test_masked_hides_every_form_of_database_password(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("SIGNOFF_DATABASE_URL", url)
+    assert "s3cr3t-pw" not in json.dumps(load_config().masked())
+
+
+def test_route_for_a_tenant_nobody_configured_is_an_error() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["routes"][0]["tenant"] = "acmee"
+    with pytest.raises(ConfigError, match=r"routes\[0\]\.tenant: 'acmee' matches no configured"):
+        parse_config(data)
+
+
+def test_boolean_written_as_a_string_is_refused() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["routes"][0]["allow_self_approval"] = "yes"
+    with pytest.raises(ConfigError, match="allow_self_approval"):
+        parse_config(data)
