@@ -15,16 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.canonical import canonical_json, sha256_hex
+from bot.clock import utc_iso
 from bot.errors import NotFound
-from store.records import Event
+from store.records import ChainHead, Event
 from store.repository import Store
 
 GENESIS = "0" * 64
-
-
-def iso(at: datetime) -> str:
-    """The fixed timestamp form used inside hashed data (independent of the database)."""
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def event_hash(
@@ -44,7 +40,7 @@ def event_hash(
                 "seq": seq,
                 "type": type,
                 "actor": actor,
-                "at": iso(at),
+                "at": utc_iso(at),
                 "data": data,
                 "prev_hash": prev_hash,
             }
@@ -139,21 +135,48 @@ def _check(event: Event, previous: Event | None) -> str | None:
     return None
 
 
-def _check_head(last: Event, head_seq: int, head_hash: str) -> str | None:
-    if (last.seq, last.hash) == (head_seq, head_hash):
-        return None
-    if last.seq < head_seq:
+@dataclass
+class _Trail:
+    """What verification has seen of one approval's chain so far."""
+
+    head: ChainHead
+    last: Event
+    requested_hash: str | None
+    decided_by: str | None = None
+
+    def follow(self, event: Event, head: ChainHead) -> None:
+        self.head, self.last = head, event
+        if "decided_by" in event.data:
+            self.decided_by = event.data["decided_by"]
+
+
+def _check_row(trail: _Trail) -> str | None:
+    """The approval row must agree with the end of its trail."""
+    head, last = trail.head, trail.last
+    if (last.seq, last.hash) != (head.audit_seq, head.audit_head):
+        if last.seq < head.audit_seq:
+            return (
+                f"chain ends at event #{last.seq} but the approval records #{head.audit_seq} "
+                "(newer events were deleted)"
+            )
+        return "the approval's recorded chain head does not match its last event"
+    if head.state != last.data.get("state"):
+        return f"the approval says {head.state!r} but its trail ends in {last.data.get('state')!r}"
+    if head.decided_by != trail.decided_by:
         return (
-            f"chain ends at event #{last.seq} but the approval records #{head_seq} "
-            "(newer events were deleted)"
+            f"the approval says decided by {head.decided_by!r} but its trail says "
+            f"{trail.decided_by!r}"
         )
-    return "the approval's recorded chain head does not match its last event"
+    if head.hash != trail.requested_hash:
+        return "the approval's hash differs from the hash recorded when it was requested"
+    return None
 
 
 async def verify(store: Store, approval_id: str | None = None, page: int = 1000) -> Report:
-    """Recompute every chain (or one approval's) and report the first broken link."""
+    """Recompute every chain (or one approval's), hold each approval row to the end of its
+    chain, and report the first broken link."""
     checked = approvals = 0
-    previous: tuple[Event, int, str] | None = None
+    trail: _Trail | None = None
     cursor: tuple[str, int] | None = None
 
     def broken(event: Event, problem: str) -> Report:
@@ -161,21 +184,21 @@ async def verify(store: Store, approval_id: str | None = None, page: int = 1000)
 
     async with store.read() as tx:
         while batch := await tx.chain_page(approval_id=approval_id, after=cursor, limit=page):
-            for item in batch:
-                event = item[0]
-                if previous is not None and previous[0].approval_id != event.approval_id:
-                    if problem := _check_head(*previous):
-                        return broken(previous[0], problem)
-                    previous = None
-                if previous is None:
-                    approvals += 1
+            for event, head in batch:
+                if trail is not None and trail.last.approval_id != event.approval_id:
+                    if problem := _check_row(trail):
+                        return broken(trail.last, problem)
+                    trail = None
                 checked += 1
-                if problem := _check(event, previous[0] if previous else None):
+                if problem := _check(event, trail.last if trail else None):
                     return broken(event, problem)
-                previous = item
+                if trail is None:
+                    approvals += 1
+                    trail = _Trail(head, event, event.data.get("hash"))
+                trail.follow(event, head)
             cursor = (batch[-1][0].approval_id, batch[-1][0].seq)
-        if previous is not None and (problem := _check_head(*previous)):
-            return broken(previous[0], problem)
+        if trail is not None and (problem := _check_row(trail)):
+            return broken(trail.last, problem)
 
         if approval_id is not None and checked == 0:
             if await tx.get_approval(approval_id) is None:

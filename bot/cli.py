@@ -34,7 +34,9 @@ EXIT_REFUSED = 1
 _HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 # Agent-chosen text must not drive the terminal (ANSI escapes, carriage returns) nor reorder
 # what is shown (bidirectional overrides, as in "Trojan Source").
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# The same minus C0: json.dumps escapes those inside strings, and its own newlines must stay.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass
@@ -66,7 +68,10 @@ def _block(text: str) -> str:
 
 
 def _emit_json(document: Any) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    # These can only occur inside strings here, where a \uXXXX escape is the same JSON value
+    # and inert in a terminal.
+    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def render_card(card: Card) -> str:
@@ -87,6 +92,11 @@ def render_card(card: Card) -> str:
     lines.append(f"state         {card.state}")
     if card.expires_in is not None:
         lines.append(f"expires       in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
+    elif card.overdue:
+        lines.append(
+            f"expired       at {card.expires_at:%Y-%m-%d %H:%M} UTC "
+            "(recorded as expired on the next decision attempt)"
+        )
     if card.decided_by:
         decided = f"{card.decided_by} at {card.decided_at:%Y-%m-%d %H:%M} UTC"
         if card.decision_note:
@@ -163,8 +173,16 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(public_record(approval))
     else:
-        print(render_card(Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe)))
+        # The terminal is where a human reviews before deciding: show every value in full.
+        card = Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe, None)
+        print(render_card(card))
     return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    return int(text)
 
 
 def _hash_arg(text: str) -> str:
@@ -262,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = approvals.add_parser("list", parents=[common], help="newest first")
     p.add_argument("--state", choices=[s.value for s in State])
     p.add_argument("--tenant")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=_positive, default=100)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_list)
 
@@ -328,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return asyncio.run(_run(config, args))
     except SignoffError as exc:
-        print(f"signoff: {exc.message}", file=sys.stderr)
+        # Messages quote input (unknown keys, bad values): never let it drive the terminal.
+        print(f"signoff: {_safe(exc.message)}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130

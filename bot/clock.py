@@ -10,6 +10,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
+def utc_iso(when: datetime) -> str:
+    """The one text form of a time in signoff's output and hashed data:
+    2026-01-05T09:00:00.000000Z (fixed width, so a hash never depends on how it was printed)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current time, timezone-aware UTC."""

@@ -14,6 +14,7 @@ import tomllib
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -23,23 +24,20 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError
 from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
+from bot.validation import DurationText, HttpUrl
+from store.engine import normalize_url
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///signoff.db"
 
 _NAME = r"^[a-z0-9][a-z0-9_.-]*$"
+# Names end up in fixed-width columns (tenant, decided_by, assignee = "group:" + name).
+Name = Annotated[str, Field(pattern=_NAME, max_length=120)]
 _ENV_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+)|web)$")
-
-
-def _duration(value: str) -> str:
-    parse_duration(value)  # ValueError becomes a validation error naming the key
-    return value
 
 
 def _listen(value: str) -> str:
@@ -49,15 +47,6 @@ def _listen(value: str) -> str:
     return value
 
 
-def http_url(value: str) -> str:
-    """An http(s) URL with a host; ValueError otherwise (shared with request validation)."""
-    if not re.match(r"^https?://[^\s/?#@]+", value):
-        raise ValueError(f"expected an http(s) URL with a host, got {value!r}")
-    return value
-
-
-Duration = Annotated[str, AfterValidator(_duration)]
-Url = Annotated[str, AfterValidator(http_url)]
 EnvVar = Annotated[str, Field(pattern=_ENV_VAR)]
 
 
@@ -68,30 +57,39 @@ class _Strict(BaseModel):
 
 class ServerConfig(_Strict):
     listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8700"
-    public_url: Url = "http://127.0.0.1:8700"
+    public_url: HttpUrl = "http://127.0.0.1:8700"
+
+
+def _database_url(value: str) -> str:
+    if not normalize_url(value).startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+        raise ValueError(
+            f"unsupported database {value!r}; use sqlite+aiosqlite:///PATH or "
+            "postgresql+asyncpg://USER@HOST/DB"
+        )
+    return value
 
 
 class DatabaseConfig(_Strict):
-    url: str = DEFAULT_DATABASE_URL
+    url: Annotated[str, AfterValidator(_database_url)] = DEFAULT_DATABASE_URL
 
 
 class TenantConfig(_Strict):
-    name: Annotated[str, Field(pattern=_NAME)]
+    name: Name
     api_key_env: EnvVar | None = None
-    webhook_url: Url | None = None
+    webhook_url: HttpUrl | None = None
     webhook_secret_env: EnvVar | None = None
 
 
 class SlackConfig(_Strict):
     bot_token_env: EnvVar = "SLACK_BOT_TOKEN"
     signing_secret_env: EnvVar = "SLACK_SIGNING_SECRET"
-    api_base_url: Url = "https://slack.com/api/"
+    api_base_url: HttpUrl = "https://slack.com/api/"
 
 
 class TelegramConfig(_Strict):
     bot_token_env: EnvVar = "TELEGRAM_BOT_TOKEN"
     webhook_secret_env: EnvVar = "TELEGRAM_WEBHOOK_SECRET"
-    api_base_url: Url = "https://api.telegram.org/bot"
+    api_base_url: HttpUrl = "https://api.telegram.org/bot"
 
 
 class PrincipalConfig(_Strict):
@@ -105,7 +103,7 @@ class GroupConfig(_Strict):
 
 
 class EscalationConfig(_Strict):
-    after: Duration
+    after: DurationText
     to: str
 
 
@@ -114,8 +112,8 @@ class RouteConfig(_Strict):
     capability: str
     approvers: Annotated[list[str], Field(min_length=1)]
     notify: list[str] = []
-    approval_ttl: Duration = "72h"
-    grant_ttl: Duration = "24h"
+    approval_ttl: DurationText = "72h"
+    grant_ttl: DurationText = "24h"
     required_approvals: Annotated[int, Field(ge=1)] = 1
     allow_self_approval: bool = False
     escalation: list[EscalationConfig] = []
@@ -137,8 +135,8 @@ class Config(_Strict):
     tenants: list[TenantConfig] = []
     slack: SlackConfig | None = None
     telegram: TelegramConfig | None = None
-    principals: dict[Annotated[str, Field(pattern=_NAME)], PrincipalConfig] = {}
-    groups: dict[Annotated[str, Field(pattern=_NAME)], GroupConfig] = {}
+    principals: dict[Name, PrincipalConfig] = {}
+    groups: dict[Name, GroupConfig] = {}
     routes: list[RouteConfig] = []
 
     @model_validator(mode="after")
@@ -151,6 +149,7 @@ class Config(_Strict):
             for member in spec.members:
                 if member not in self.principals:
                     raise ValueError(f"groups.{group}.members: unknown principal {member!r}")
+        directory = self.directory()
         for i, route in enumerate(self.routes):
             if not any(fnmatchcase(name, route.tenant) for name in names):
                 raise ValueError(
@@ -160,7 +159,7 @@ class Config(_Strict):
                 self._check_approver(approver, f"routes[{i}].approvers")
             for j, step in enumerate(route.escalation):
                 self._check_approver(step.to, f"routes[{i}].escalation[{j}].to")
-            possible = _expand(self, route.approvers)
+            possible = directory.expand(route.approvers)
             if route.required_approvals > len(possible):
                 raise ValueError(
                     f"routes[{i}].required_approvals: {route.required_approvals} needed but only "
@@ -217,47 +216,42 @@ class Config(_Strict):
         """The config as data with every secret shown only as its variable and whether it is
         set; the values themselves never leave the process."""
         data = self.model_dump(mode="json")
-        data["database"]["url"] = _mask_password(self.database_url)
-        _mark_env(data)
+        data["database"]["url"] = _mask_url(self.database_url)
+        _mask(data)
         return data
 
 
-def _expand(config: Config, approvers: list[str]) -> set[str]:
-    result: set[str] = set()
-    for approver in approvers:
-        if approver.startswith(GROUP_PREFIX):
-            result |= set(config.groups[approver[len(GROUP_PREFIX) :]].members)
-        else:
-            result.add(approver)
-    return result
+def _mask_url(url: str) -> str:
+    """Hide what a URL can carry as a secret: the password (user:pw@, :pw@) and every query
+    value (?password=, ?token=). The rest of the URL is left exactly as written."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        masked = f"{user}:***@{host}" if ":" in userinfo else parts.netloc
+        url = url.replace(parts.netloc, masked, 1)
+    if parts.query:
+        query = "&".join(
+            f"{pair.split('=', 1)[0]}=***" if "=" in pair else pair
+            for pair in parts.query.split("&")
+        )
+        url = url.replace(f"?{parts.query}", f"?{query}", 1)
+    return url
 
 
-def _mask_password(url: str) -> str:
-    """Hide a password wherever a database URL can carry one (user:pw@, :pw@, ?password=)."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return re.sub(r"(://[^/@]*:)[^@]*@", r"\1***@", url)
-    if parsed.password is not None:
-        parsed = parsed.set(password="***")
-    query = {
-        k: ("***" if k.lower() in {"password", "pass", "passwd"} else v)
-        for k, v in parsed.query.items()
-    }
-    rendered = parsed.set(query=query).render_as_string(hide_password=False)
-    return rendered.replace("%2A%2A%2A", "***")
-
-
-def _mark_env(node: Any) -> None:
+def _mask(node: Any) -> None:
+    """In place: `*_env` keys show whether their variable is set, `*_url` keys lose secrets."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key.endswith("_env") and isinstance(value, str):
                 node[key] = f"{value} ({'set' if os.environ.get(value) else 'NOT SET'})"
+            elif key.endswith("_url") and isinstance(value, str):
+                node[key] = _mask_url(value)
             else:
-                _mark_env(value)
+                _mask(value)
     elif isinstance(node, list):
         for item in node:
-            _mark_env(item)
+            _mask(item)
 
 
 def _format_errors(exc: ValidationError) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from bot.clock import utc_iso
 from bot.model import State, public_record
 from bot.routing import Directory
 from store.records import Approval, Event
@@ -47,7 +48,7 @@ async def enqueue_transition(
         body = {
             "delivery_id": delivery,
             "event": event.type,
-            "occurred_at": event.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "occurred_at": utc_iso(event.at),
             "approval": public_record(approval),
         }
         await tx.enqueue(

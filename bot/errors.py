@@ -2,7 +2,7 @@
 
 Each class's docstring is its default message. Surfaces (CLI, HTTP API, chat channels) turn
 these into a human sentence or a status code; none of them is ever shown as a traceback.
-`code` is the stable machine-readable name used in API error bodies and CLI `--json` output.
+`code` is the stable machine-readable name (the HTTP API's error bodies will carry it).
 """
 
 from __future__ import annotations

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from bot import audit
 from bot.canonical import approval_hash, canonical_json
-from bot.clock import Clock
-from bot.config import http_url
+from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
 from bot.errors import (
     ApproversOutsideRoute,
@@ -30,6 +29,7 @@ from bot.errors import (
 )
 from bot.model import Kind, State
 from bot.routing import Directory, Route
+from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
 from store.records import Approval
 from store.repository import Store
 
@@ -39,17 +39,12 @@ _MAX_TTL = timedelta(days=365)
 JsonValue = Any
 
 
-def _duration(text: str) -> str:
-    parse_duration(text)
-    return text
-
-
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ToolCall(_Model):
-    name: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    name: Annotated[StrictStr, Field(min_length=1, max_length=256), NO_NUL]
     arguments: dict[str, JsonValue]
 
 
@@ -67,7 +62,7 @@ class Presentation(_Model):
 class RequestBody(_Model):
     """The create body (DESIGN.md, "Agent-facing HTTP API")."""
 
-    run_id: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    run_id: Annotated[StrictStr, Field(min_length=1, max_length=256), NO_NUL]
     capability: Annotated[
         StrictStr,
         Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"),
@@ -77,15 +72,15 @@ class RequestBody(_Model):
     # interrupted_side_effect is raised by signoff itself, never asked for by an agent.
     kind: Literal["tool_call"] = "tool_call"
     step: JsonValue = None
-    reason: Annotated[StrictStr, Field(max_length=4000)] | None = None
-    requested_by: Annotated[StrictStr, Field(min_length=1, max_length=128)] | None = None
+    reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
+    requested_by: Annotated[StrictStr, Field(min_length=1, max_length=128), NO_NUL] | None = None
     approvers: Annotated[list[StrictStr], Field(min_length=1)] | None = None
-    approval_ttl: Annotated[StrictStr, AfterValidator(_duration)] | None = None
-    grant_ttl: Annotated[StrictStr, AfterValidator(_duration)] | None = None
+    approval_ttl: Annotated[StrictStr, IS_DURATION] | None = None
+    grant_ttl: Annotated[StrictStr, IS_DURATION] | None = None
     required_approvals: Annotated[int, Field(ge=1, le=50)] | None = None
     preconditions: JsonValue = None
     resume: JsonValue = None
-    callback_url: Annotated[StrictStr, AfterValidator(http_url)] | None = None
+    callback_url: Annotated[StrictStr, IS_HTTP_URL, NO_NUL] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,13 +210,14 @@ async def create_request(
         actor=f"agent:{tenant}",
         at=now,
         data={
+            "state": State.PENDING.value,
             "hash": hash_,
             "capability": body.capability,
             "tool": body.tool.name,
             "run_id": body.run_id,
             "assignee": approvers[0],
             "approvers": approvers,
-            "expires_at": audit.iso(expires_at),
+            "expires_at": utc_iso(expires_at),
             "requested_by": body.requested_by,
         },
     )

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.canonical import approval_hash, short_hash
+from bot.clock import utc_iso
 from bot.durations import format_duration
 from store.records import Approval
 
@@ -76,7 +77,7 @@ def recompute_hash(approval: Approval) -> str:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
+    return utc_iso(value) if value else None
 
 
 def public_record(approval: Approval) -> dict[str, Any]:
@@ -126,7 +127,8 @@ class Card:
     assignee: str
     state: str
     expires_at: datetime
-    expires_in: str | None
+    expires_in: str | None  # while pending and not yet past expires_at
+    overdue: bool  # pending, but past expires_at: the next attempt or the sweeper expires it
     decided_by: str | None
     decided_at: datetime | None
     decision_note: str | None
@@ -138,9 +140,14 @@ class Card:
 
     @classmethod
     def from_approval(
-        cls, approval: Approval, now: datetime, describe: Any = str, max_value: int = 200
+        cls,
+        approval: Approval,
+        now: datetime,
+        describe: Any = str,
+        max_value: int | None = 200,
     ) -> Card:
-        """`describe` turns a principal or group key into display text (Directory.describe)."""
+        """`describe` turns a principal or group key into display text (Directory.describe).
+        `max_value` cuts long values for surfaces with little room (None: show everything)."""
         presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
         fields = tuple(
             (str(f.get("label", "")), _truncate(f.get("value"), max_value))
@@ -152,6 +159,7 @@ class Card:
             for key, value in (approval.tool_args or {}).items()
         )
         pending = approval.state == State.PENDING
+        overdue = pending and now >= approval.expires_at
         return cls(
             approval_id=approval.id,
             title=str(presentation.get("title") or approval.capability),
@@ -165,7 +173,10 @@ class Card:
             assignee=describe(approval.assignee),
             state=approval.state,
             expires_at=approval.expires_at,
-            expires_in=format_duration(approval.expires_at - now) if pending else None,
+            expires_in=format_duration(approval.expires_at - now)
+            if pending and not overdue
+            else None,
+            overdue=overdue,
             decided_by=describe(approval.decided_by) if approval.decided_by else None,
             decided_at=approval.decided_at,
             decision_note=approval.decision_note,
@@ -173,9 +184,9 @@ class Card:
         )
 
 
-def _truncate(value: Any, limit: int) -> str:
+def _truncate(value: Any, limit: int | None) -> str:
     """Long values are cut with their full size shown, so a human knows there is more."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) <= limit:
+    if limit is None or len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text)} chars)"

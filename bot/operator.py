@@ -9,17 +9,19 @@ anything in memory, says who won; losers get an error naming the state the winne
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from bot import audit, effects
-from bot.clock import Clock, SystemClock
+from bot.clock import Clock, SystemClock, utc_iso
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
     ApprovalCorrupt,
     ApprovalExpired,
+    NotAnApprover,
     NotFound,
     NotPending,
     SignoffError,
@@ -30,6 +32,7 @@ from store.records import Approval, Event
 from store.repository import Store, Tx
 
 log = logging.getLogger("signoff.operator")
+_FULL_HASH = re.compile(r"[0-9a-f]{64}")
 
 Action = Literal["approve", "reject", "cancel"]
 
@@ -81,7 +84,8 @@ class Operator:
         return await self._decide("reject", approval_id, actor, note, shown_hash)
 
     async def cancel(self, approval_id: str, actor: Actor, note: str | None = None) -> Decision:
-        """Withdraw a pending request. An entitled approver or the requester may cancel."""
+        """Withdraw a pending request; for those entitled to decide it. (The agent withdraws
+        its own request through the API, not through a human's authority.)"""
         return await self._decide("cancel", approval_id, actor, note, None)
 
     async def _decide(
@@ -93,12 +97,18 @@ class Operator:
         shown_hash: str | None,
     ) -> Decision:
         self.directory.principal(actor.principal)  # UnknownPrincipal before touching the row
-        now = self.clock.now()
+        if actor.break_glass and actor.via != "cli":
+            raise NotAnApprover("break-glass decisions are only for the CLI operator")
+        if action != "cancel" and not _FULL_HASH.fullmatch(shown_hash or ""):
+            raise ApprovalChanged("a decision must name the full 64-hex hash that was shown")
         expired: ApprovalExpired | None = None
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id)
             if row is None:
                 raise NotFound(f"no approval with id {approval_id!r}")
+            # Read the clock once the row is ours: a wait for the lock must not let an
+            # attempt be judged at the earlier time it arrived.
+            now = self.clock.now()
             if row.state == State.EXPIRED:
                 raise _expired_error(row)
             if row.state not in DECIDABLE:
@@ -144,7 +154,7 @@ class Operator:
                 f"now sha256:{row.hash[:12]}; review it again"
             )
         if not actor.break_glass:
-            self._check_entitled(action, row, actor.principal)
+            self.directory.check_eligible(row, actor.principal, approving=action == "approve")
         if action == "approve" and not _hash_intact(row):
             raise ApprovalCorrupt(
                 f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
@@ -205,7 +215,12 @@ class Operator:
         shown_hash: str | None = None,
     ) -> Decision:
         """The conditional update, its audit event and its outbox jobs, in the caller's
-        transaction. The update also moves the audit chain's head to the new event."""
+        transaction. The update also moves the audit chain's head to the new event, and the
+        event records the state (and decider) it left, so `audit verify` can hold the row to
+        its trail."""
+        data = data | {"state": values["state"]}
+        if "decided_by" in values:
+            data["decided_by"] = values["decided_by"]
         event = audit.next_event(
             row.id,
             event_type,
@@ -222,16 +237,13 @@ class Operator:
             expect_hash=shown_hash,
             values=values | audit.head_of(event),
         )
-        if updated is None:  # unreachable while we hold the row lock; refuse rather than guess
-            raise NotPending(state=row.state)
+        if updated is None:
+            # We hold the row lock, so nobody can have moved the row: something is wrong
+            # with the database or this code. Refuse loudly rather than guess.
+            raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
         stored = await tx.insert_event(event)
         await effects.enqueue_transition(tx, self.directory, updated, stored, now)
         return Decision(updated, stored)
-
-    def _check_entitled(self, action: Action, row: Approval, principal: str) -> None:
-        if action == "cancel" and principal == row.requested_by:
-            return  # the requester may always withdraw their own request
-        self.directory.check_eligible(row, principal, approving=action == "approve")
 
     async def _expire(self, tx: Tx, row: Approval, *, cause: Actor, now: datetime) -> Approval:
         decision = await self._transition(
@@ -241,7 +253,7 @@ class Operator:
             "expired",
             now=now,
             actor="system",
-            data={"expires_at": audit.iso(row.expires_at), "on_attempt_by": cause.label},
+            data={"expires_at": utc_iso(row.expires_at), "on_attempt_by": cause.label},
         )
         log.info(
             "approval %s expired (noticed on an attempt by %s)",

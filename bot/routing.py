@@ -117,12 +117,14 @@ class Directory:
 
         Entitled: the assignee (or a member of the assignee group) and the original approvers
         (or members of their groups); never the requester approving their own request unless
-        the route allowed it when the request was made.
+        the route allowed it when the request was made. `requested_by` is compared without
+        regard to case, so "Sam" cannot slip past the guard for principal "sam".
         """
         entitled = self.members(approval.assignee) | self.expand(approval.approvers)
         if principal not in entitled:
             raise NotAnApprover(assignee=self.describe(approval.assignee))
-        if approving and principal == approval.requested_by and not approval.allow_self_approval:
+        requester = (approval.requested_by or "").casefold()
+        if approving and principal.casefold() == requester and not approval.allow_self_approval:
             raise SelfApproval(
                 f"{principal} requested this and may not approve it; "
                 "the route does not allow self-approval"

@@ -16,21 +16,16 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import (
-    ArgumentError,
-    DataError,
-    DBAPIError,
-    IntegrityError,
-    InterfaceError,
-    ProgrammingError,
-)
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bot.errors import ConfigError, SchemaOutOfDate, StoreUnavailable
+from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# SQLite reports a missing table or column as an OperationalError, like a lost connection.
+# SQLite reports a missing table or column as an OperationalError, like a lost connection;
+# PostgreSQL says undefined_table / undefined_column.
 _SCHEMA_MISMATCH = re.compile(r"no such (table|column)")
+_UNDEFINED_OBJECT = frozenset({"42P01", "42703"})
 # Execution option read by the "begin" hook: which BEGIN a SQLite transaction starts with.
 BEGIN_MODE = "signoff_sqlite_begin"
 
@@ -95,20 +90,25 @@ def is_sqlite(engine: AsyncEngine) -> bool:
 
 @asynccontextmanager
 async def translated_errors() -> AsyncIterator[None]:
-    """Turn "cannot reach or open the database" into StoreUnavailable, a message for a human.
+    """Turn database failures a human can act on into signoff's errors.
 
-    Errors that mean a bug in signoff (integrity, programming, data errors) pass unchanged.
+    Unreachable or unopenable database: StoreUnavailable. Missing table or column:
+    SchemaOutOfDate. A value the database refuses (SQLSTATE class 22): InvalidRequest.
+    Everything else that signals a bug in signoff (integrity, syntax) passes unchanged.
     """
     try:
         yield
-    except (IntegrityError, ProgrammingError, DataError):
-        raise
-    except (DBAPIError, InterfaceError) as exc:
-        if _SCHEMA_MISMATCH.search(str(exc.orig)):
+    except DBAPIError as exc:
+        state = getattr(exc.orig, "sqlstate", None) or ""
+        if state in _UNDEFINED_OBJECT or _SCHEMA_MISMATCH.search(str(exc.orig)):
             raise SchemaOutOfDate(
                 f"the database schema does not match this signoff ({exc.orig}); "
                 "run `signoff db upgrade`"
             ) from exc
+        if state.startswith("22"):
+            raise InvalidRequest(f"the database refused a value: {exc.orig}") from exc
+        if isinstance(exc, (IntegrityError, ProgrammingError)) or state.startswith(("23", "42")):
+            raise
         raise StoreUnavailable(f"database unavailable: {exc.orig}") from exc
     except OSError as exc:
         raise StoreUnavailable(f"database unavailable: {exc}") from exc

@@ -12,9 +12,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.errors import SchemaOutOfDate
-from store.engine import translated_errors
+from store.engine import BEGIN_MODE, translated_errors
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# Any fixed number: the key of the PostgreSQL advisory lock that serialises migrations.
+_MIGRATION_LOCK = 0x5160FF
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -41,16 +43,22 @@ async def current_revision(engine: AsyncEngine) -> str | None:
 
 
 async def upgrade(engine: AsyncEngine) -> tuple[str | None, str]:
-    """Bring the schema to head; returns (revision before, revision after). Idempotent."""
+    """Bring the schema to head; returns (revision before, revision after). Idempotent, and
+    safe to run from several processes at once (replicas starting together): they take turns,
+    and all but the first find nothing to do."""
 
     def _upgrade(connection: Connection) -> str | None:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
         before = _current(connection)
         cfg = alembic_config()
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
         return before
 
-    async with translated_errors(), engine.begin() as conn:
+    # On SQLite, BEGIN IMMEDIATE takes the file's write lock before reading the revision.
+    writer = engine.execution_options(**{BEGIN_MODE: "IMMEDIATE"})
+    async with translated_errors(), writer.begin() as conn:
         before = await conn.run_sync(_upgrade)
     return before, head_revision()
 

@@ -68,6 +68,17 @@ class Event(_FromRow):
 
 
 @dataclass(frozen=True, slots=True)
+class ChainHead:
+    """What an approval row says about its own audit trail, for verification."""
+
+    audit_seq: int
+    audit_head: str
+    state: str
+    decided_by: str | None
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class Vote(_FromRow):
     approval_id: str
     principal: str

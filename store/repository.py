@@ -15,12 +15,12 @@ from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.engine import BEGIN_MODE, create_engine, is_sqlite, translated_errors
-from store.records import Approval, CardMessage, Event, OutboxJob, Vote
+from store.records import Approval, CardMessage, ChainHead, Event, OutboxJob, Vote
 from store.schema import approval_events, approvals, card_messages, outbox, votes
 
 
@@ -39,10 +39,6 @@ class Store:
     @classmethod
     def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
         return cls(create_engine(url, **engine_kwargs))
-
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -202,35 +198,14 @@ class Tx:
         return Approval.from_row(row) if row else None
 
     async def list_approvals(
-        self,
-        *,
-        tenant: str | None = None,
-        state: str | None = None,
-        run_id: str | None = None,
-        capability: str | None = None,
-        assignee: str | None = None,
-        before: tuple[datetime, str] | None = None,
-        limit: int = 100,
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
     ) -> list[Approval]:
-        """Newest first; `before` is the (created_at, id) of the last row of the previous page."""
+        """The newest approvals first, optionally of one tenant and in one state."""
         stmt: Select[Any] = select(approvals)
-        for column, value in (
-            (approvals.c.tenant, tenant),
-            (approvals.c.state, state),
-            (approvals.c.run_id, run_id),
-            (approvals.c.capability, capability),
-            (approvals.c.assignee, assignee),
-        ):
-            if value is not None:
-                stmt = stmt.where(column == value)
-        if before is not None:
-            created, last_id = before
-            stmt = stmt.where(
-                or_(
-                    approvals.c.created_at < created,
-                    and_(approvals.c.created_at == created, approvals.c.id < last_id),
-                )
-            )
+        if tenant is not None:
+            stmt = stmt.where(approvals.c.tenant == tenant)
+        if state is not None:
+            stmt = stmt.where(approvals.c.state == state)
         stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
         rows = (await self.conn.execute(stmt)).mappings().all()
         return [Approval.from_row(r) for r in rows]
@@ -255,10 +230,17 @@ class Tx:
         approval_id: str | None = None,
         after: tuple[str, int] | None = None,
         limit: int = 1000,
-    ) -> list[tuple[Event, int, str]]:
-        """Events in (approval_id, seq) order, a page at a time, each with its approval's
-        recorded chain head (audit_seq, audit_head), for verification."""
-        stmt = select(approval_events, approvals.c.audit_seq, approvals.c.audit_head).join(
+    ) -> list[tuple[Event, ChainHead]]:
+        """Events in (approval_id, seq) order, a page at a time, each with what its approval
+        row records about the trail (chain head, state, decider, hash), for verification."""
+        head = [
+            approvals.c.audit_seq,
+            approvals.c.audit_head,
+            approvals.c.state,
+            approvals.c.decided_by,
+            approvals.c.hash.label("approval_hash"),
+        ]
+        stmt = select(approval_events, *head).join(
             approvals, approvals.c.id == approval_events.c.approval_id
         )
         if approval_id is not None:
@@ -276,7 +258,15 @@ class Tx:
             )
         stmt = stmt.order_by(approval_events.c.approval_id, approval_events.c.seq).limit(limit)
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return [(Event.from_row(r), r["audit_seq"], r["audit_head"]) for r in rows]
+        return [
+            (
+                Event.from_row(r),
+                ChainHead(
+                    r["audit_seq"], r["audit_head"], r["state"], r["decided_by"], r["approval_hash"]
+                ),
+            )
+            for r in rows
+        ]
 
     async def approvals_without_events(self, limit: int = 10) -> list[str]:
         """Ids of approvals whose whole audit trail is gone (every approval has a
@@ -344,9 +334,3 @@ class Tx:
         if state is not None:
             stmt = stmt.where(outbox.c.state == state)
         return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
-
-    async def count_approvals(self, *, state: str | None = None) -> int:
-        stmt = select(func.count()).select_from(approvals)
-        if state is not None:
-            stmt = stmt.where(approvals.c.state == state)
-        return int((await self.conn.execute(stmt)).scalar_one())

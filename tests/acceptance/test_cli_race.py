@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tests.acceptance.conftest import Deployment, assert_refused
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from tests.acceptance.conftest import TIMEOUT, Deployment, Result, assert_refused
 
 TARGET = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 
@@ -28,7 +33,7 @@ def test_concurrent_decisions_have_one_winner(sqlite_db: Deployment) -> None:
         ["approvals", action, aid, *([] if action == "cancel" else ["--hash", hash_]), "--as", who]
         for action, who in plan
     ]
-    results = sqlite_db.cli.run_all(commands)  # every process started before any is awaited
+    results = start_behind_a_held_lock(sqlite_db, commands)
 
     winners = [(plan[i], r) for i, r in enumerate(results) if r.returncode == 0]
     assert len(winners) == 1, "\n".join(map(str, results))
@@ -56,3 +61,36 @@ def test_concurrent_decisions_have_one_winner(sqlite_db: Deployment) -> None:
     assert {principal for (principal,) in votes} <= {who}
     verified = sqlite_db.cli.run("audit", "verify")
     assert verified.returncode == 0, str(verified)
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    try:
+        return any(
+            os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")
+        )
+    except OSError:  # the process is gone, or closed the file meanwhile
+        return True
+
+
+def start_behind_a_held_lock(deployment: Deployment, commands: list[list[str]]) -> list[Result]:
+    """Hold the file's write lock while every process starts and opens the database, then let
+    go: they all reach for it at once, so the database, not start-up timing, keeps them apart.
+    """
+    assert deployment.db_path is not None
+    blocker = sqlite3.connect(deployment.db_path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        procs = [deployment.cli.start(*args) for args in commands]
+        deadline = time.monotonic() + TIMEOUT
+        while not all(_has_open(p.pid, deployment.db_path) for p in procs):
+            assert time.monotonic() < deadline, "the CLI processes never opened the database"
+            time.sleep(0.02)
+        time.sleep(0.2)  # from opening the file to waiting on its write lock
+        blocker.execute("ROLLBACK")
+    finally:
+        blocker.close()
+    results = []
+    for args, proc in zip(commands, procs, strict=True):
+        out, err = proc.communicate(timeout=TIMEOUT)
+        results.append(Result(tuple(args), proc.returncode, out, err))
+    return results

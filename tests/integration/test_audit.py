@@ -63,7 +63,7 @@ async def test_edited_event_is_named_as_the_first_broken_link(
     assert not (await audit.verify(store, made[1].id)).ok
 
 
-async def test_deleted_or_reordered_events_break_the_chain(
+async def test_deleted_events_break_the_chain(
     store: Store, operator: Operator, clock: FakeClock
 ) -> None:
     made = await _history(store, operator, clock)
@@ -116,3 +116,46 @@ async def test_moving_the_recorded_head_is_detected(
     assert report.broken is not None
     assert "chain head does not match" in report.broken.problem
     assert (await audit.verify(store, made[1].id)).ok
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("state", "approved", "trail ends in 'pending'"),
+        ("decided_by", "mallory", "decided by 'mallory'"),
+        ("hash", "e" * 64, "hash recorded when it was requested"),
+    ],
+)
+async def test_a_row_edited_without_its_trail_is_detected(
+    store: Store, operator: Operator, clock: FakeClock, column: str, value: str, says: str
+) -> None:
+    """The simplest tamper: flip the row itself (a pending request marked approved, another
+    decider, another hash). The row no longer agrees with the end of its trail."""
+    made = await _history(store, operator, clock)
+    target = made[2]  # pending, one vote towards its quorum
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            text(f"UPDATE approvals SET {column} = :v WHERE id = :id"),
+            {"v": value, "id": target.id},
+        )
+    report = await audit.verify(store)
+    assert report.broken is not None
+    assert report.broken.approval_id == target.id
+    assert says in report.broken.problem
+
+
+@pytest.mark.parametrize("page", [1, 2, 1000])
+async def test_verification_pages_through_every_chain(
+    store: Store, operator: Operator, clock: FakeClock, page: int
+) -> None:
+    made = await _history(store, operator, clock)
+    assert (await audit.verify(store, page=page)).events_checked == 6
+    async with store.read() as tx:
+        last = (await tx.events_for(made[0].id))[-1]
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE approval_events SET actor = 'cli:mallory' WHERE id = :id"),
+            {"id": last.id},
+        )
+    report = await audit.verify(store, page=page)
+    assert report.broken is not None and report.broken.event_id == last.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,21 @@ async def test_upgrade_creates_schema_and_second_run_is_a_no_op(empty_url: str) 
         assert await upgrade(engine) == (head_revision(), head_revision())
     finally:
         await engine.dispose()
+
+
+async def test_concurrent_upgrades_take_turns(empty_url: str) -> None:
+    """Replicas starting together may all run `db upgrade`: one migrates, the others find
+    nothing to do, none fails."""
+    engines = [create_engine(empty_url) for _ in range(4)]
+    try:
+        # Without the lock the racers can block each other for good: fail, don't hang.
+        results = await asyncio.wait_for(
+            asyncio.gather(*(upgrade(engine) for engine in engines)), timeout=60
+        )
+        assert sorted(results, key=str) == sorted(
+            [(None, head_revision())] + [(head_revision(), head_revision())] * 3, key=str
+        )
+        await ensure_current(engines[0])
+    finally:
+        for engine in engines:
+            await engine.dispose()

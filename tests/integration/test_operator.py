@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
+from bot import audit
 from bot.clock import FakeClock
 from bot.errors import (
     AlreadyVoted,
@@ -81,13 +82,15 @@ async def test_decision_on_unknown_id_is_not_found(operator: Operator, action: s
 
 
 async def test_fifty_concurrent_decisions_make_exactly_one_transition(
-    store: Store, directory: Directory, clock: FakeClock
+    db_url: str, store: Store, directory: Directory, clock: FakeClock
 ) -> None:
     approval = await _create(store, directory, clock)
-    # Each attempt is its own Operator call, so its own connection and transaction.
-    operator = Operator(store, directory, clock)
+    # Every attempt gets its own Store: its own engine, connection and transaction, as if
+    # each came from a different replica, so only the database can keep them apart.
+    stores = [Store.from_url(db_url) for _ in range(50)]
     attempts = []
-    for i in range(50):
+    for i, own in enumerate(stores):
+        operator = Operator(own, directory, clock)
         actor = ALICE if i % 2 else BOB
         kind = ("approve", "reject", "cancel")[i % 3]
         if kind == "approve":
@@ -96,7 +99,10 @@ async def test_fifty_concurrent_decisions_make_exactly_one_transition(
             attempts.append(operator.reject_shown(approval.id, approval.hash, actor, note="no"))
         else:
             attempts.append(operator.cancel(approval.id, actor))
-    results = await asyncio.gather(*attempts, return_exceptions=True)
+    try:
+        results = await asyncio.gather(*attempts, return_exceptions=True)
+    finally:
+        await asyncio.gather(*(own.close() for own in stores))
 
     winners = [r for r in results if not isinstance(r, BaseException)]
     losers = [r for r in results if isinstance(r, BaseException)]
@@ -108,12 +114,13 @@ async def test_fifty_concurrent_decisions_make_exactly_one_transition(
         assert isinstance(loser, NotPending), repr(loser)
         assert loser.state == final.state
         assert final.state in str(loser)
-    decisions = [
-        t
-        for t in await _event_types(store, approval.id)
-        if t in {"approved", "rejected", "cancelled"}
-    ]
+    decided = {"approved", "rejected", "cancelled"}
+    decisions = [t for t in await _event_types(store, approval.id) if t in decided]
     assert len(decisions) == 1
+    async with store.read() as tx:
+        jobs = await tx.outbox_jobs(approval_id=approval.id)
+    assert [j.payload["body"]["event"] for j in jobs] == [final.state]
+    assert (await audit.verify(store, approval.id)).ok
 
 
 async def test_decided_after_71_hours_of_a_72_hour_ttl(
@@ -123,6 +130,16 @@ async def test_decided_after_71_hours_of_a_72_hour_ttl(
     clock.advance(hours=71)
     decision = await operator.approve_shown(approval.id, approval.hash, ALICE)
     assert decision.state == "approved"
+
+
+async def test_at_exactly_the_ttl_the_request_has_expired(
+    store: Store, directory: Directory, clock: FakeClock, operator: Operator
+) -> None:
+    approval = await _create(store, directory, clock, approval_ttl="72h")
+    clock.advance(hours=72)
+    with pytest.raises(ApprovalExpired):
+        await operator.approve_shown(approval.id, approval.hash, ALICE)
+    assert (await _state(store, approval.id)).state == "expired"
 
 
 async def test_attempt_after_73_hours_expires_the_request_and_says_so(
@@ -163,6 +180,19 @@ async def test_shown_hash_differs_refused_and_nothing_written(
     async with store.read() as tx:
         assert await tx.votes_for(approval.id) == []
         assert await tx.outbox_jobs(approval_id=approval.id) == []
+
+
+@pytest.mark.parametrize("shown", [None, "", "abc", "F" * 64, "sha256:" + "f" * 64])
+async def test_a_decision_must_name_a_full_hash(
+    store: Store, directory: Directory, clock: FakeClock, operator: Operator, shown: str | None
+) -> None:
+    approval = await _create(store, directory, clock)
+    with pytest.raises(ApprovalChanged, match="full 64-hex hash"):
+        await operator.approve_shown(approval.id, shown, ALICE)  # type: ignore[arg-type]
+    with pytest.raises(ApprovalChanged):
+        await operator.reject_shown(approval.id, shown, ALICE)  # type: ignore[arg-type]
+    assert await _state(store, approval.id) == approval
+    assert await _event_types(store, approval.id) == ["requested"]
 
 
 async def test_row_altered_behind_the_operators_back_is_corrupt(
@@ -208,6 +238,14 @@ async def test_requester_may_not_approve_own_request_by_default(
     assert decision.state == "rejected"
 
 
+async def test_self_approval_guard_ignores_case(
+    store: Store, directory: Directory, clock: FakeClock, operator: Operator
+) -> None:
+    approval = await _create(store, directory, clock, requested_by="Sam")
+    with pytest.raises(SelfApproval):
+        await operator.approve_shown(approval.id, approval.hash, Actor("sam", via="test"))
+
+
 async def test_self_approval_allowed_when_the_route_says_so(
     store: Store, directory: Directory, clock: FakeClock, operator: Operator
 ) -> None:
@@ -227,15 +265,26 @@ async def test_break_glass_decides_without_entitlement_and_is_recorded(
     assert decision.event.actor == "cli:dave"
 
 
-async def test_cancel_by_requester_or_approver_not_by_others(
+async def test_break_glass_is_only_for_the_cli(
     store: Store, directory: Directory, clock: FakeClock, operator: Operator
 ) -> None:
-    first = await _create(store, directory, clock, run_id="r1")
+    approval = await _create(store, directory, clock)
+    with pytest.raises(NotAnApprover, match="break-glass"):
+        await operator.approve_shown(
+            approval.id, approval.hash, Actor("dave", via="slack", break_glass=True)
+        )
+    assert (await _state(store, approval.id)).state == "pending"
+
+
+async def test_cancel_needs_an_entitled_approver(
+    store: Store, directory: Directory, clock: FakeClock, operator: Operator
+) -> None:
+    # The requester is named by the agent, so naming someone grants them nothing.
+    first = await _create(store, directory, clock, run_id="r1", requested_by="dave")
     with pytest.raises(NotAnApprover):
         await operator.cancel(first.id, Actor("dave", via="test"))
-    assert (await operator.cancel(first.id, Actor("sam", via="test"), "not needed")).state == (
-        "cancelled"
-    )
+    cancelled = await operator.cancel(first.id, BOB, "not needed")
+    assert (cancelled.state, cancelled.approval.decision_note) == ("cancelled", "not needed")
     # A human cancel aimed at a pending request never revokes an approval that landed first.
     second = await _create(store, directory, clock, run_id="r2")
     await operator.approve_shown(second.id, second.hash, ALICE)

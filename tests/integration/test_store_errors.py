@@ -1,16 +1,17 @@
-"""A database that cannot be reached is a clear StoreUnavailable, never a driver traceback."""
+"""Database failures a human can act on become signoff's own errors, never a driver traceback."""
 
 from __future__ import annotations
 
-import shutil
+import dataclasses
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.errors import SchemaOutOfDate, StoreUnavailable
+from bot.errors import InvalidRequest, SchemaOutOfDate, StoreUnavailable
 from store.migrate import ensure_current, upgrade
 from store.repository import Store
+from tests.conftest import approval_record
 
 
 @pytest.mark.parametrize(
@@ -45,18 +46,19 @@ async def test_missing_postgres_database_is_store_unavailable(pg_admin_url: str)
         await store.close()
 
 
-async def test_sqlite_schema_mismatch_says_to_upgrade(
-    sqlite_template: Path, tmp_path: Path
-) -> None:
-    """SQLite reports a missing table like a lost connection; signoff names the real cause."""
-    path = tmp_path / "signoff.db"
-    shutil.copy(sqlite_template, path)
-    store = Store.from_url(f"sqlite+aiosqlite:///{path}")
-    try:
-        async with store.engine.begin() as conn:
-            await conn.exec_driver_sql("DROP TABLE votes")
-        with pytest.raises(SchemaOutOfDate, match="signoff db upgrade"):
-            async with store.read() as tx:
-                await tx.votes_for("x")
-    finally:
-        await store.close()
+async def test_schema_mismatch_says_to_upgrade(store: Store) -> None:
+    """A missing table is reported as what it is, on both databases (SQLite calls it an
+    OperationalError, like a lost connection)."""
+    async with store.engine.begin() as conn:
+        await conn.exec_driver_sql("DROP TABLE votes")
+    with pytest.raises(SchemaOutOfDate, match="signoff db upgrade"):
+        async with store.read() as tx:
+            await tx.votes_for("x")
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite ignores lengths
+async def test_a_value_postgresql_refuses_is_invalid_input_not_an_outage(store: Store) -> None:
+    too_long = dataclasses.asdict(approval_record(tenant="t" * 200))  # the column holds 128
+    with pytest.raises(InvalidRequest, match="refused a value"):
+        async with store.write() as tx:
+            await tx.insert_approval(too_long)

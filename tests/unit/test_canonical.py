@@ -34,7 +34,9 @@ from __future__ import annotations
 import datetime
 import decimal
 import hashlib
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -558,3 +560,17 @@ def test_approval_hash_propagates_not_canonical(
 ) -> None:
     with pytest.raises(NotCanonical):
         approval_hash("tool_call", "payments.refund", presentation, "payments.refund", arguments)
+
+
+def test_the_worked_example_in_docs_hashing_md() -> None:
+    """docs/hashing.md promises this value for examples/refund-request.json (checked there
+    against the JavaScript canonicalize package); keep the two in step."""
+    root = Path(__file__).resolve().parents[2]
+    body = json.loads((root / "examples" / "refund-request.json").read_text(encoding="utf-8"))
+    expected = "b7251afae0c624b26f7ffa39f29987d46301c342c9e05c529e98bb37c2c046ca"
+    assert expected in (root / "docs" / "hashing.md").read_text(encoding="utf-8")
+    tool = body["tool"]
+    got = approval_hash(
+        "tool_call", body["capability"], body["presentation"], tool["name"], tool["arguments"]
+    )
+    assert got == expected

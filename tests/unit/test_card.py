@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.cli import render_card
+from bot.cli import _emit_json, render_card
 from bot.config import parse_config
 from bot.model import Card, Execution, State, execution_of, public_record
 from bot.routing import Directory
@@ -103,6 +103,20 @@ def test_pending_card_says_how_long_is_left() -> None:
     card = Card.from_approval(approval, later)
     assert card.expires_in == "2 d 23 h"
     assert card.expires_at == approval.expires_at
+
+
+def test_card_without_a_limit_shows_every_value_in_full() -> None:
+    long = "x" * 5000
+    card = Card.from_approval(_approval(tool_args={"v": long}), NOW, max_value=None)
+    assert dict(card.arguments)["v"] == long
+
+
+def test_pending_card_past_its_ttl_is_overdue_not_counting_down(directory: Directory) -> None:
+    approval = _approval()
+    card = Card.from_approval(approval, approval.expires_at + timedelta(seconds=1))
+    assert (card.expires_in, card.overdue) == (None, True)
+    assert "expired       at" in render_card(card)
+    assert not Card.from_approval(approval, NOW).overdue
 
 
 @pytest.mark.parametrize("state", [s.value for s in State if s is not State.PENDING])
@@ -312,3 +326,14 @@ def test_render_card_of_a_decision_shows_who_and_when(directory: Directory) -> N
     text = render_card(Card.from_approval(_decided(), NOW, directory.describe))
     assert "Alice Ng (alice) at 2026-03-02 14:07 UTC: checked the ledger" in text
     assert "expires" not in text
+
+
+def test_json_output_keeps_values_but_never_raw_terminal_controls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    document = {"title": "Refund \x9b31m\u202eZoë\u2028", "escape": "\x1b[2J", "n": [1, 2]}
+    _emit_json(document)
+    out = capsys.readouterr().out
+    assert json.loads(out) == document
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u202e]", out)
+    assert "Zoë" in out  # readable text stays readable

@@ -370,3 +370,33 @@ def test_boolean_written_as_a_string_is_refused() -> None:
     data["routes"][0]["allow_self_approval"] = "yes"
     with pytest.raises(ConfigError, match="allow_self_approval"):
         parse_config(data)
+
+
+def test_masked_hides_webhook_credentials_and_keeps_plain_urls(tmp_path: Path) -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"][0]["webhook_url"] = "https://hook:s3cret@agents.example/in?token=abc123"
+    masked = parse_config(data).masked()
+    webhook = masked["tenants"][0]["webhook_url"]
+    assert "s3cret" not in webhook and "abc123" not in webhook
+    assert webhook == "https://hook:***@agents.example/in?token=***"
+    assert masked["database"]["url"] == "sqlite+aiosqlite:///signoff.db"
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/db", "oracle://h", "sqlite+pysqlite:///x.db"])
+def test_unsupported_database_is_a_config_error(url: str) -> None:
+    data = copy.deepcopy(TEST_CONFIG) | {"database": {"url": url}}
+    with pytest.raises(ConfigError, match=r"database\.url: unsupported database"):
+        parse_config(data)
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "postgres://u@h/db", "postgresql://u@h/db"])
+def test_plain_database_urls_are_accepted(url: str) -> None:
+    data = copy.deepcopy(TEST_CONFIG) | {"database": {"url": url}}
+    assert parse_config(data).database_url == url
+
+
+def test_names_longer_than_the_columns_hold_are_refused() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["principals"]["a" * 121] = {"name": "Too Long"}
+    with pytest.raises(ConfigError, match="principals"):
+        parse_config(data)

@@ -320,3 +320,14 @@ def test_parse_request_uses_the_limit() -> None:
 @pytest.mark.parametrize("url", ["http://", "https://?x", "ftp://host/x", "host/x"])
 def test_callback_url_needs_a_scheme_and_host(url: str) -> None:
     assert "callback_url" in _failing_fields(request_body(callback_url=url))
+
+
+@pytest.mark.parametrize("field", ["run_id", "reason", "requested_by"])
+def test_nul_in_a_text_field_is_refused_on_every_database(field: str) -> None:
+    # PostgreSQL text cannot store U+0000 and SQLite can: refuse it before either sees it.
+    assert field in _failing_fields(request_body(**{field: "a\x00b"}))
+
+
+def test_nul_in_the_tool_name_is_refused() -> None:
+    body = request_body(tool={"name": "x\x00", "arguments": {}})
+    assert "tool.name" in _failing_fields(body)
