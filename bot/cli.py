@@ -174,7 +174,7 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
         _emit_json(public_record(approval))
     else:
         # The terminal is where a human reviews before deciding: show every value in full.
-        card = Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe, None)
+        card = Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe, max_value=None)
         print(render_card(card))
     return 0
 

@@ -153,16 +153,16 @@ class Config(_Strict):
         for i, route in enumerate(self.routes):
             if not any(fnmatchcase(name, route.tenant) for name in names):
                 raise ValueError(
-                    f"routes[{i}].tenant: {route.tenant!r} matches no configured tenant"
+                    f"routes.{i}.tenant: {route.tenant!r} matches no configured tenant"
                 )
             for approver in route.approvers:
-                self._check_approver(approver, f"routes[{i}].approvers")
+                self._check_approver(approver, f"routes.{i}.approvers")
             for j, step in enumerate(route.escalation):
-                self._check_approver(step.to, f"routes[{i}].escalation[{j}].to")
+                self._check_approver(step.to, f"routes.{i}.escalation.{j}.to")
             possible = directory.expand(route.approvers)
             if route.required_approvals > len(possible):
                 raise ValueError(
-                    f"routes[{i}].required_approvals: {route.required_approvals} needed but only "
+                    f"routes.{i}.required_approvals: {route.required_approvals} needed but only "
                     f"{len(possible)} distinct approver(s) exist"
                 )
         return self

@@ -219,6 +219,9 @@ def test_request_file_errors_write_nothing(sqlite_db: Deployment) -> None:
         "huge": good.replace(amount, '"amount": 1e400'),
         "no_route": json.dumps(request_body(capability="hr.hire")),
         "unknown_tenant": good,
+        # An unknown key that is a terminal escape (set the window title) quoted in the error.
+        "escape_key": json.dumps(request_body(**{"\x1b]0;pwned\x07": 1})),
+        "nul": json.dumps(request_body(reason="a\x00b")),
     }
     for name, text in files.items():
         (sqlite_db.workdir / f"{name}.json").write_text(text, "utf-8")
@@ -237,6 +240,9 @@ def test_request_file_errors_write_nothing(sqlite_db: Deployment) -> None:
     assert_refused(results["no_route"], "no route", "hr.hire")
     assert_refused(results["unknown_tenant"], "unknown tenant", "initech")
     assert_refused(results["missing"], "missing.json")
+    escaped = assert_refused(results["escape_key"], "Extra inputs")
+    assert "\x1b" not in escaped and "\x07" not in escaped and "\\u001b" in escaped
+    assert_refused(results["nul"], "reason", "NUL")
     assert sqlite_db.query("SELECT count(*) FROM approvals") == [(0,)]
     assert sqlite_db.query("SELECT count(*) FROM approval_events") == [(0,)]
     assert sqlite_db.query("SELECT count(*) FROM outbox") == [(0,)]
@@ -320,4 +326,4 @@ def test_config_check(tmp_path: Path) -> None:
     assert "not set" in shown["webhook_secret_env"].lower()
 
     assert_refused(bad_key, "server.lisen")
-    assert_refused(bad_principal, "routes[0].approvers", "zed")
+    assert_refused(bad_principal, "routes.0.approvers", "zed")

@@ -227,7 +227,7 @@ def test_required_approvals_zero_is_refused() -> None:
 def test_required_approvals_above_available_approvers_is_refused() -> None:
     # group:finance has three members.
     message = _error(_with_route(0, required_approvals=4))
-    assert "routes[0].required_approvals" in message
+    assert "routes.0.required_approvals" in message
     assert "3" in message
 
 
@@ -236,7 +236,7 @@ def test_required_approvals_counts_distinct_people() -> None:
     data = _with_route(0, approvers=["alice", "group:finance"], required_approvals=3)
     assert parse_config(data).routes[0].required_approvals == 3
     data = _with_route(0, approvers=["alice", "group:finance"], required_approvals=4)
-    assert "routes[0].required_approvals" in _error(data)
+    assert "routes.0.required_approvals" in _error(data)
 
 
 def test_group_member_must_be_a_principal() -> None:
@@ -249,13 +249,13 @@ def test_group_member_must_be_a_principal() -> None:
 
 def test_route_approver_must_be_a_known_principal() -> None:
     message = _error(_with_route(1, approvers=["alice", "mallory"]))
-    assert "routes[1].approvers" in message
+    assert "routes.1.approvers" in message
     assert "mallory" in message
 
 
 def test_route_approver_group_must_exist() -> None:
     message = _error(_with_route(0, approvers=["group:ops"]))
-    assert "routes[0].approvers" in message
+    assert "routes.0.approvers" in message
     assert "group:ops" in message
 
 
@@ -265,7 +265,7 @@ def test_route_needs_at_least_one_approver() -> None:
 
 def test_escalation_target_must_exist() -> None:
     message = _error(_with_route(0, escalation=[{"after": "24h", "to": "mallory"}]))
-    assert "routes[0].escalation[0].to" in message
+    assert "routes.0.escalation.0.to" in message
     assert "mallory" in message
 
 
@@ -361,7 +361,7 @@ def test_masked_hides_every_form_of_database_password(
 def test_route_for_a_tenant_nobody_configured_is_an_error() -> None:
     data = copy.deepcopy(TEST_CONFIG)
     data["routes"][0]["tenant"] = "acmee"
-    with pytest.raises(ConfigError, match=r"routes\[0\]\.tenant: 'acmee' matches no configured"):
+    with pytest.raises(ConfigError, match=r"routes\.0\.tenant: 'acmee' matches no configured"):
         parse_config(data)
 
 
