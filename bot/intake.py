@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from bot import audit
 from bot.canonical import approval_hash, canonical_json
 from bot.clock import Clock, utc_iso
-from bot.durations import parse_duration
+from bot.durations import format_duration, parse_duration
 from bot.errors import (
     ApproversOutsideRoute,
     InvalidRequest,
@@ -159,7 +159,7 @@ def _capped(asked: str | None, route_value: timedelta, name: str) -> timedelta:
     value = parse_duration(asked)
     if value > route_value or value > _MAX_TTL:
         raise InvalidRequest(
-            f"{name} {asked!r} is longer than the route allows ({route_value}); "
+            f"{name} {asked!r} is longer than the route allows ({format_duration(route_value)}); "
             "a request may shorten it, not extend it",
             fields=[{"field": name, "message": "longer than the route allows"}],
         )
@@ -187,10 +187,10 @@ async def create_request(
             f"required_approvals {required} is below the route's {route.required_approvals}",
             fields=[{"field": "required_approvals", "message": "below the route's minimum"}],
         )
-    if required > len(directory.expand(approvers)):
+    available = len(directory.expand(approvers))
+    if required > available:
         raise InvalidRequest(
-            f"required_approvals {required} exceeds the {len(directory.expand(approvers))} "
-            "distinct approvers available",
+            f"required_approvals {required} exceeds the {available} distinct approvers available",
             fields=[{"field": "required_approvals", "message": "more than available approvers"}],
         )
     approval_ttl = _capped(body.approval_ttl, route.approval_ttl, "approval_ttl")
