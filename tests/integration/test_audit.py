@@ -159,3 +159,20 @@ async def test_verification_pages_through_every_chain(
         )
     report = await audit.verify(store, page=page)
     assert report.broken is not None and report.broken.event_id == last.id
+
+
+async def test_reordered_events_break_the_chain(
+    store: Store, operator: Operator, clock: FakeClock
+) -> None:
+    made = await _history(store, operator, clock)
+    async with store.read() as tx:
+        first, second = await tx.events_for(made[0].id)
+    # Swap the two events' places in the sequence (through -1: (approval_id, seq) is unique).
+    async with store.engine.begin() as conn:
+        for event_id, seq in ((first.id, -1), (second.id, 1), (first.id, 2)):
+            await conn.execute(
+                text("UPDATE approval_events SET seq = :s WHERE id = :id"),
+                {"s": seq, "id": event_id},
+            )
+    report = await audit.verify(store, made[0].id)
+    assert report.broken is not None and report.broken.event_id == second.id
