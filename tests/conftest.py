@@ -23,6 +23,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from bot.clock import FakeClock
@@ -192,6 +193,13 @@ def directory() -> Directory:
 @pytest.fixture
 def operator(store: Store, directory: Directory, clock: FakeClock) -> Operator:
     return Operator(store, directory, clock)
+
+
+async def tamper(store: Store, sql: str, **params: Any) -> None:
+    """Change the database behind signoff's back with plain SQL, as an intruder or a careless
+    operator with database access would."""
+    async with store.engine.begin() as conn:
+        await conn.execute(text(sql), params)
 
 
 def request_body(**overrides: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
 
 from bot import audit
 from bot.clock import FakeClock
@@ -12,7 +11,7 @@ from bot.intake import create_request
 from bot.operator import Actor, Operator
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request
+from tests.conftest import make_request, tamper
 
 
 async def _history(store: Store, operator: Operator, clock: FakeClock) -> list[Approval]:
@@ -48,11 +47,12 @@ async def test_edited_event_is_named_as_the_first_broken_link(
     made = await _history(store, operator, clock)
     async with store.read() as tx:
         target = (await tx.events_for(made[1].id))[1]  # the rejection
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE approval_events SET data = :d WHERE id = :id"),
-            {"d": '{"note": "approved after all"}', "id": target.id},
-        )
+    await tamper(
+        store,
+        "UPDATE approval_events SET data = :d WHERE id = :id",
+        d='{"note": "approved after all"}',
+        id=target.id,
+    )
     report = await audit.verify(store)
     assert not report.ok
     assert report.broken is not None
@@ -70,15 +70,11 @@ async def test_deleted_events_break_the_chain(
     async with store.read() as tx:
         first, second = await tx.events_for(made[0].id)
     # Delete the first event: the second no longer starts the chain.
-    async with store.engine.begin() as conn:
-        await conn.execute(text("DELETE FROM approval_events WHERE id = :id"), {"id": first.id})
+    await tamper(store, "DELETE FROM approval_events WHERE id = :id", id=first.id)
     report = await audit.verify(store, made[0].id)
     assert report.broken is not None and report.broken.event_id == second.id
     # Delete the whole trail of another approval: noticed too.
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text("DELETE FROM approval_events WHERE approval_id = :a"), {"a": made[2].id}
-        )
+    await tamper(store, "DELETE FROM approval_events WHERE approval_id = :a", a=made[2].id)
     assert not (await audit.verify(store, made[2].id)).ok
 
 
@@ -95,8 +91,7 @@ async def test_cutting_off_the_newest_event_is_detected(
     made = await _history(store, operator, clock)
     async with store.read() as tx:
         requested, rejected = await tx.events_for(made[1].id)
-    async with store.engine.begin() as conn:
-        await conn.execute(text("DELETE FROM approval_events WHERE id = :id"), {"id": rejected.id})
+    await tamper(store, "DELETE FROM approval_events WHERE id = :id", id=rejected.id)
     report = await audit.verify(store)
     assert report.broken is not None
     assert (report.broken.approval_id, report.broken.event_id) == (made[1].id, requested.id)
@@ -107,11 +102,9 @@ async def test_moving_the_recorded_head_is_detected(
     store: Store, operator: Operator, clock: FakeClock
 ) -> None:
     made = await _history(store, operator, clock)
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE approvals SET audit_head = :h WHERE id = :id"),
-            {"h": "a" * 64, "id": made[0].id},
-        )
+    await tamper(
+        store, "UPDATE approvals SET audit_head = :h WHERE id = :id", h="a" * 64, id=made[0].id
+    )
     report = await audit.verify(store, made[0].id)
     assert report.broken is not None
     assert "chain head does not match" in report.broken.problem
@@ -133,11 +126,7 @@ async def test_a_row_edited_without_its_trail_is_detected(
     decider, another hash). The row no longer agrees with the end of its trail."""
     made = await _history(store, operator, clock)
     target = made[2]  # pending, one vote towards its quorum
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text(f"UPDATE approvals SET {column} = :v WHERE id = :id"),
-            {"v": value, "id": target.id},
-        )
+    await tamper(store, f"UPDATE approvals SET {column} = :v WHERE id = :id", v=value, id=target.id)
     report = await audit.verify(store)
     assert report.broken is not None
     assert report.broken.approval_id == target.id
@@ -152,11 +141,9 @@ async def test_verification_pages_through_every_chain(
     assert (await audit.verify(store, page=page)).events_checked == 6
     async with store.read() as tx:
         last = (await tx.events_for(made[0].id))[-1]
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE approval_events SET actor = 'cli:mallory' WHERE id = :id"),
-            {"id": last.id},
-        )
+    await tamper(
+        store, "UPDATE approval_events SET actor = 'cli:mallory' WHERE id = :id", id=last.id
+    )
     report = await audit.verify(store, page=page)
     assert report.broken is not None and report.broken.event_id == last.id
 
@@ -168,11 +155,9 @@ async def test_reordered_events_break_the_chain(
     async with store.read() as tx:
         first, second = await tx.events_for(made[0].id)
     # Swap the two events' places in the sequence (through -1: (approval_id, seq) is unique).
-    async with store.engine.begin() as conn:
-        for event_id, seq in ((first.id, -1), (second.id, 1), (first.id, 2)):
-            await conn.execute(
-                text("UPDATE approval_events SET seq = :s WHERE id = :id"),
-                {"s": seq, "id": event_id},
-            )
+    for event_id, seq in ((first.id, -1), (second.id, 1), (first.id, 2)):
+        await tamper(
+            store, "UPDATE approval_events SET seq = :s WHERE id = :id", s=seq, id=event_id
+        )
     report = await audit.verify(store, made[0].id)
     assert report.broken is not None and report.broken.event_id == second.id

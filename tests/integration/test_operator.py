@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
 
 from bot import audit
 from bot.clock import FakeClock
@@ -26,7 +25,7 @@ from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request
+from tests.conftest import make_request, tamper
 
 ALICE = Actor("alice", via="test")
 BOB = Actor("bob", via="test")
@@ -200,11 +199,12 @@ async def test_row_altered_behind_the_operators_back_is_corrupt(
 ) -> None:
     approval = await _create(store, directory, clock)
     # Someone with database access changes what the human will approve, keeping the hash.
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE approvals SET presentation = :p WHERE id = :id"),
-            {"p": '{"title": "Refund €1.00 to Zoë"}', "id": approval.id},
-        )
+    await tamper(
+        store,
+        "UPDATE approvals SET presentation = :p WHERE id = :id",
+        p='{"title": "Refund €1.00 to Zoë"}',
+        id=approval.id,
+    )
     with pytest.raises(ApprovalCorrupt):
         await operator.approve_shown(approval.id, approval.hash, ALICE)
     assert (await _state(store, approval.id)).state == "pending"
