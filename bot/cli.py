@@ -34,9 +34,10 @@ EXIT_REFUSED = 1
 _HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 # Agent-chosen text must not drive the terminal (ANSI escapes, carriage returns) nor reorder
 # what is shown (bidirectional overrides, as in "Trojan Source").
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-# The same minus C0: json.dumps escapes those inside strings, and its own newlines must stay.
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_BEYOND_C0 = r"\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\x00-\\x1f{_UNSAFE_BEYOND_C0}]")
+# Without C0: json.dumps escapes those inside strings, and its own newlines must stay.
+_JSON_UNSAFE = re.compile(f"[{_UNSAFE_BEYOND_C0}]")
 
 
 @dataclass
@@ -57,9 +58,13 @@ Handler = Callable[[Context, argparse.Namespace], Awaitable[int]]
 # -- output ------------------------------------------------------------------------------
 
 
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def _safe(text: Any) -> str:
     """One line of agent-chosen text, every control character shown as an escape."""
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text))
+    return _CONTROL.sub(_escaped, str(text))
 
 
 def _block(text: str) -> str:
@@ -71,7 +76,7 @@ def _emit_json(document: Any) -> None:
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     # These can only occur inside strings here, where a \uXXXX escape is the same JSON value
     # and inert in a terminal.
-    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    print(_JSON_UNSAFE.sub(_escaped, text))
 
 
 def render_card(card: Card) -> str:
