@@ -139,13 +139,13 @@ def _check(event: Event, previous: Event | None) -> str | None:
 class _Trail:
     """What verification has seen of one approval's chain so far."""
 
-    head: ChainHead
+    head: ChainHead  # the same on every row of one approval: the join repeats it
     last: Event
     requested_hash: str | None
     decided_by: str | None = None
 
-    def follow(self, event: Event, head: ChainHead) -> None:
-        self.head, self.last = head, event
+    def follow(self, event: Event) -> None:
+        self.last = event
         if "decided_by" in event.data:
             self.decided_by = event.data["decided_by"]
 
@@ -195,7 +195,7 @@ async def verify(store: Store, approval_id: str | None = None, page: int = 1000)
                 if trail is None:
                     approvals += 1
                     trail = _Trail(head, event, event.data.get("hash"))
-                trail.follow(event, head)
+                trail.follow(event)
             cursor = (batch[-1][0].approval_id, batch[-1][0].seq)
         if trail is not None and (problem := _check_row(trail)):
             return broken(trail.last, problem)
