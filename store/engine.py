@@ -10,6 +10,7 @@ will not upgrade a reader's lock while another writer holds it.)
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -70,7 +71,7 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         # Take transaction control away from the driver so the "begin" hook decides.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cursor)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -82,6 +83,26 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the file in WAL mode (a property of the file: once set, it stays).
+
+    Switching needs the file to itself. On a brand-new file, connections opening at once
+    (replicas running `db upgrade` together) can deadlock on the switch, and SQLite then
+    answers "database is locked" at once instead of waiting out the busy timeout. Retry
+    briefly until this connection switches or sees that another one did. (This blocks the
+    event loop for those few milliseconds, once, on a brand-new file only.)
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:  # the driver's OperationalError, raised through the adapter
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

@@ -56,3 +56,19 @@ async def test_concurrent_upgrades_take_turns(empty_url: str) -> None:
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_brand_new_sqlite_file_opened_by_many_at_once(tmp_path: Path) -> None:
+    """The first connections to a new file race to switch it to WAL; SQLite answers the losers
+    "database is locked" at once (a deadlock, so no busy wait). Each round is a new file."""
+    for round_ in range(20):
+        url = f"sqlite+aiosqlite:///{tmp_path / f'new-{round_}.db'}"
+        engines = [create_engine(url) for _ in range(6)]
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(upgrade(engine) for engine in engines)), timeout=60
+            )
+            assert sum(before is None for before, _ in results) == 1
+        finally:
+            for engine in engines:
+                await engine.dispose()
