@@ -18,16 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot import audit
-from bot.clock import Clock, SystemClock
+from bot import audit, logs
+from bot.app import run_server, run_worker
+from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, load_config
-from bot.errors import InvalidRequest, NotFound, SignoffError
+from bot.errors import InvalidRequest, NotFound, NotPending, SignoffError
 from bot.intake import MAX_REQUEST_BYTES, create_request, parse_request
 from bot.model import Card, State, public_record
 from bot.operator import Actor, Decision, Operator
 from bot.routing import Directory
 from store.migrate import ensure_current, upgrade
-from store.records import Approval
+from store.records import Approval, OutboxJob
 from store.repository import Store
 
 EXIT_REFUSED = 1
@@ -253,6 +254,65 @@ async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_REFUSED
 
 
+async def cmd_outbox_list(ctx: Context, args: argparse.Namespace) -> int:
+    states = ["dead"] if args.dead else ["queued", "dead"]
+    async with ctx.store.read() as tx:
+        jobs = await tx.list_jobs(states=states, limit=args.limit)
+    if args.json:
+        _emit_json({"jobs": [_job_record(job) for job in jobs]})
+        return 0
+    if not jobs:
+        print("no dead outbox jobs" if args.dead else "outbox is empty")
+        return 0
+    header = f"{'id':>6}  {'kind':<12} {'state':<7} {'tries':>5}  {'next (UTC)':<16}"
+    print(f"{header}  approval / last error")
+    for job in jobs:
+        print(
+            f"{job.id:>6}  {job.kind:<12} {job.state:<7} {job.attempts:>5}  "
+            f"{job.run_after:%Y-%m-%d %H:%M}  {job.approval_id or '-'}"
+        )
+        if job.last_error:
+            print(f"{'':>8}{_safe(job.last_error)[:200]}")
+    return 0
+
+
+def _job_record(job: OutboxJob) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "approval_id": job.approval_id,
+        "state": job.state,
+        "attempts": job.attempts,
+        "run_after": utc_iso(job.run_after),
+        "locked_by": job.locked_by,
+        "last_error": job.last_error,
+        "delivery_id": job.payload.get("delivery_id"),
+    }
+
+
+async def cmd_outbox_retry(ctx: Context, args: argparse.Namespace) -> int:
+    async with ctx.store.write() as tx:
+        job = await tx.requeue_job(args.id, now=ctx.clock.now())
+        current = None if job else await tx.get_job(args.id)
+    if job is None:
+        if current is None:
+            raise NotFound(f"no outbox job with id {args.id}; see `signoff outbox list --dead`")
+        raise NotPending(
+            f"outbox job {args.id} is {current.state}, not dead; only dead jobs are retried",
+            state=current.state,
+        )
+    print(f"outbox job {job.id} ({job.kind}) queued again with a fresh set of attempts")
+    return 0
+
+
+async def _serve(config: Config, args: argparse.Namespace) -> None:
+    await run_server(config, args.listen)
+
+
+async def _work(config: Config, args: argparse.Namespace) -> None:
+    await run_worker(config)
+
+
 # -- wiring ------------------------------------------------------------------------------
 
 
@@ -273,6 +333,16 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_parser("upgrade", parents=[common], help="run migrations").set_defaults(
         handler=cmd_db_upgrade, check_schema=False
     )
+
+    for name, process, help_text in (
+        ("serve", _serve, "HTTP API + outbox runner + sweeper"),
+        ("worker", _work, "outbox runner + sweeper only"),
+    ):
+        p = commands.add_parser(name, parents=[common], help=help_text)
+        if name == "serve":
+            p.add_argument("--listen", metavar="HOST:PORT", help="default: [server] listen")
+        p.add_argument("--log-format", choices=["text", "json"], default="text")
+        p.set_defaults(process=process)
 
     approvals = commands.add_parser("approvals", help="approval requests").add_subparsers(
         dest="approvals_command", required=True
@@ -313,6 +383,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)
 
+    outbox_cmds = commands.add_parser("outbox", help="webhook and card jobs").add_subparsers(
+        dest="outbox_command", required=True
+    )
+    p = outbox_cmds.add_parser("list", parents=[common], help="jobs not yet done, oldest first")
+    p.add_argument("--dead", action="store_true", help="only jobs that used up their attempts")
+    p.add_argument("--limit", type=_positive, default=100)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_outbox_list)
+    p = outbox_cmds.add_parser("retry", parents=[common], help="requeue a dead job")
+    p.add_argument("id", type=_positive)
+    p.set_defaults(handler=cmd_outbox_retry)
+
     audit_cmds = commands.add_parser("audit", help="audit trail").add_subparsers(
         dest="audit_command", required=True
     )
@@ -345,6 +427,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config)
+        if getattr(args, "process", None) is not None:
+            logs.setup(args.log_format)
+            asyncio.run(args.process(config, args))
+            return 0
         if args.handler is None:  # config check needs no database
             _emit_json(config.masked())
             print("config OK", file=sys.stderr)

@@ -42,7 +42,7 @@ _NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+)|web)$")
 
 def _listen(value: str) -> str:
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"expected HOST:PORT, got {value!r}")
     return value
 
@@ -58,6 +58,27 @@ class _Strict(BaseModel):
 class ServerConfig(_Strict):
     listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8700"
     public_url: HttpUrl = "http://127.0.0.1:8700"
+    # Largest request body the API reads (413 beyond it).
+    max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
+    # How long a claim holds an approved call before it counts as outcome_unknown.
+    claim_lease: DurationText = "10m"
+
+
+class OutboxConfig(_Strict):
+    """The outbox runner: leases, retries and backoff of webhooks and card jobs."""
+
+    lease: DurationText = "60s"
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
+    backoff_base: DurationText = "2s"
+    backoff_max: DurationText = "1h"
+    batch: Annotated[int, Field(ge=1, le=1000)] = 20
+    poll_interval: Annotated[float, Field(gt=0, le=60)] = 1.0
+    webhook_timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
+
+
+class SweeperConfig(_Strict):
+    interval: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    batch: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
 def _database_url(value: str) -> str:
@@ -132,6 +153,8 @@ class RouteConfig(_Strict):
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     database: DatabaseConfig = DatabaseConfig()
+    outbox: OutboxConfig = OutboxConfig()
+    sweeper: SweeperConfig = SweeperConfig()
     tenants: list[TenantConfig] = []
     slack: SlackConfig | None = None
     telegram: TelegramConfig | None = None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Annotated, Any, Literal
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -24,6 +24,7 @@ from bot.durations import format_duration, parse_duration
 from bot.errors import (
     ApproversOutsideRoute,
     InvalidRequest,
+    MalformedJson,
     NotCanonical,
     RequestTooLarge,
 )
@@ -37,6 +38,7 @@ MAX_REQUEST_BYTES = 256 * 1024
 _MAX_TTL = timedelta(days=365)
 
 JsonValue = Any
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Model(BaseModel):
@@ -95,7 +97,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise InvalidRequest(f"duplicate key {key!r} in JSON object")
+            raise MalformedJson(f"duplicate key {key!r} in JSON object")
         result[key] = value
     return result
 
@@ -116,13 +118,14 @@ def parse_json(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> Any:
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, InvalidRequest):
             raise
-        raise InvalidRequest(f"malformed JSON: {exc}") from None
+        raise MalformedJson(f"malformed JSON: {exc}") from None
 
 
-def validate_request(document: Any) -> ParsedRequest:
-    """Validate a parsed JSON document as a create body; InvalidRequest lists failing fields."""
+def validate(model: type[M], document: Any) -> M:
+    """Validate a parsed JSON document against a pydantic model; InvalidRequest lists every
+    failing field with its message."""
     try:
-        body = RequestBody.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as exc:
         fields = [
             {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"]}
@@ -130,6 +133,11 @@ def validate_request(document: Any) -> ParsedRequest:
         ]
         summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
         raise InvalidRequest(f"invalid request: {summary}", fields=fields) from None
+
+
+def validate_request(document: Any) -> ParsedRequest:
+    """Validate a parsed JSON document as a create body; InvalidRequest lists failing fields."""
+    body = validate(RequestBody, document)
     # Everything the agent chose must survive canonicalisation (refuses 1e400, 2**60, ...).
     canonical_json(document)
     return ParsedRequest(body=body, raw_presentation=document["presentation"])
@@ -167,6 +175,94 @@ def _capped(asked: str | None, route_value: timedelta, name: str) -> timedelta:
 
 
 @dataclass(frozen=True, slots=True)
+class Draft:
+    """Everything a new approval row is made from, already routed and hashed."""
+
+    tenant: str
+    run_id: str
+    kind: Kind
+    capability: str
+    tool_name: str
+    tool_args: Any
+    presentation: Any
+    hash: str
+    reason: str | None
+    requested_by: str | None
+    approvers: list[str]
+    required_approvals: int
+    allow_self_approval: bool
+    approval_ttl: timedelta
+    grant_ttl: timedelta
+    first_escalation: timedelta | None
+    step: Any = None
+    preconditions: Any = None
+    resume: Any = None
+    callback_url: str | None = None
+    origin_id: str | None = None
+
+
+def new_approval(
+    draft: Draft, *, now: datetime, actor: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The row values of a new pending approval and its `requested` audit event (the first
+    link of its chain); the caller inserts both in one transaction."""
+    approval_id = str(uuid.uuid4())
+    expires_at = now + draft.approval_ttl
+    assignee = draft.approvers[0]
+    requested = audit.next_event(
+        approval_id,
+        "requested",
+        after_seq=0,
+        after_hash=audit.GENESIS,
+        actor=actor,
+        at=now,
+        data={
+            "state": State.PENDING.value,
+            "hash": draft.hash,
+            "kind": draft.kind.value,
+            "capability": draft.capability,
+            "tool": draft.tool_name,
+            "run_id": draft.run_id,
+            "assignee": assignee,
+            "approvers": draft.approvers,
+            "expires_at": utc_iso(expires_at),
+            "requested_by": draft.requested_by,
+            **({"origin_id": draft.origin_id} if draft.origin_id else {}),
+        },
+    )
+    values = {
+        "id": approval_id,
+        "tenant": draft.tenant,
+        "run_id": draft.run_id,
+        "step": draft.step,
+        "kind": draft.kind.value,
+        "capability": draft.capability,
+        "tool_name": draft.tool_name,
+        "tool_args": draft.tool_args,
+        "presentation": draft.presentation,
+        "reason": draft.reason,
+        "hash": draft.hash,
+        "requested_by": draft.requested_by,
+        "assignee": assignee,
+        "approvers": draft.approvers,
+        "required_approvals": draft.required_approvals,
+        "allow_self_approval": draft.allow_self_approval,
+        "state": State.PENDING.value,
+        "preconditions": draft.preconditions,
+        "resume": draft.resume,
+        "callback_url": draft.callback_url,
+        "created_at": now,
+        "expires_at": expires_at,
+        "escalate_at": now + draft.first_escalation if draft.first_escalation else None,
+        "grant_ttl_s": int(draft.grant_ttl.total_seconds()),
+        "origin_id": draft.origin_id,
+        "version": 1,
+        **audit.head_of(requested),
+    }
+    return values, requested
+
+
+@dataclass(frozen=True, slots=True)
 class Created:
     approval: Approval
     created: bool
@@ -198,57 +294,32 @@ async def create_request(
     hash_ = approval_hash(
         body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
     )
-    now = clock.now()
-    approval_id = str(uuid.uuid4())
-    expires_at = now + approval_ttl
-    first_escalation = route.escalation[0].after if route.escalation else None
-    requested = audit.next_event(
-        approval_id,
-        "requested",
-        after_seq=0,
-        after_hash=audit.GENESIS,
+    values, requested = new_approval(
+        Draft(
+            tenant=tenant,
+            run_id=body.run_id,
+            kind=Kind(body.kind),
+            capability=body.capability,
+            tool_name=body.tool.name,
+            tool_args=body.tool.arguments,
+            presentation=request.raw_presentation,
+            hash=hash_,
+            reason=body.reason,
+            requested_by=body.requested_by,
+            approvers=approvers,
+            required_approvals=required,
+            allow_self_approval=route.allow_self_approval,
+            approval_ttl=approval_ttl,
+            grant_ttl=grant_ttl,
+            first_escalation=route.escalation[0].after if route.escalation else None,
+            step=body.step,
+            preconditions=body.preconditions,
+            resume=body.resume,
+            callback_url=body.callback_url,
+        ),
+        now=clock.now(),
         actor=f"agent:{tenant}",
-        at=now,
-        data={
-            "state": State.PENDING.value,
-            "hash": hash_,
-            "capability": body.capability,
-            "tool": body.tool.name,
-            "run_id": body.run_id,
-            "assignee": approvers[0],
-            "approvers": approvers,
-            "expires_at": utc_iso(expires_at),
-            "requested_by": body.requested_by,
-        },
     )
-    values = {
-        "id": approval_id,
-        "tenant": tenant,
-        "run_id": body.run_id,
-        "step": body.step,
-        "kind": Kind(body.kind).value,
-        "capability": body.capability,
-        "tool_name": body.tool.name,
-        "tool_args": body.tool.arguments,
-        "presentation": request.raw_presentation,
-        "reason": body.reason,
-        "hash": hash_,
-        "requested_by": body.requested_by,
-        "assignee": approvers[0],
-        "approvers": approvers,
-        "required_approvals": required,
-        "allow_self_approval": route.allow_self_approval,
-        "state": State.PENDING.value,
-        "preconditions": body.preconditions,
-        "resume": body.resume,
-        "callback_url": body.callback_url,
-        "created_at": now,
-        "expires_at": expires_at,
-        "escalate_at": now + first_escalation if first_escalation else None,
-        "grant_ttl_s": int(grant_ttl.total_seconds()),
-        "version": 1,
-        **audit.head_of(requested),
-    }
     async with store.write() as tx:
         approval = await tx.insert_approval(values)
         if approval is None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import audit, effects
+from bot import transitions
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.errors import (
     AlreadyVoted,
@@ -26,9 +26,11 @@ from bot.errors import (
     NotPending,
     SignoffError,
 )
+from bot.metrics import Metrics
 from bot.model import DECIDABLE, State, recompute_hash
 from bot.routing import Directory
-from store.records import Approval, Event
+from bot.transitions import Transition
+from store.records import Approval
 from store.repository import Store, Tx
 
 log = logging.getLogger("signoff.operator")
@@ -54,21 +56,22 @@ class Actor:
         return f"{self.via}:{self.principal}"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    approval: Approval
-    event: Event
-
-    @property
-    def state(self) -> str:
-        return self.approval.state
+# A human decision is a transition like any other.
+Decision = Transition
 
 
 class Operator:
-    def __init__(self, store: Store, directory: Directory, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        directory: Directory,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.store = store
         self.directory = directory
         self.clock = clock or SystemClock()
+        self.metrics = metrics
 
     async def approve_shown(
         self, approval_id: str, shown_hash: str, actor: Actor, note: str | None = None
@@ -118,25 +121,18 @@ class Operator:
             if row.state == State.PENDING and now >= row.expires_at:
                 # Judged on this clock, now: the attempt itself expires the request, and the
                 # expiry must commit even though the decider is refused.
-                row = await self._expire(tx, row, cause=actor, now=now)
-                expired = _expired_error(row)
+                expiry = await self._expire(tx, row, cause=actor, now=now)
+                expired = _expired_error(expiry.approval)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
+            if self.metrics is not None:
+                self.metrics.transitioned(expiry)
+            transitions.logged(expiry)
             raise expired
-        log.info(
-            "approval %s %s by %s",
-            decision.approval.id,
-            decision.event.type,
-            actor.label,
-            extra={
-                "approval_id": decision.approval.id,
-                "tenant": decision.approval.tenant,
-                "actor": actor.label,
-                "state": decision.state,
-            },
-        )
-        return decision
+        if self.metrics is not None:
+            self.metrics.transitioned(decision)
+        return transitions.logged(decision)
 
     async def _apply(
         self,
@@ -190,9 +186,12 @@ class Operator:
         values: dict[str, object] = {"state": target.value}
         if target != State.PENDING:
             values |= {"decided_by": actor.principal, "decided_at": now, "decision_note": note}
+        if target == State.APPROVED:
+            values["grant_expires_at"] = now + timedelta(seconds=row.grant_ttl_s or 0)
         event_type = "voted" if target == State.PENDING else target.value
-        return await self._transition(
+        return await transitions.apply(
             tx,
+            self.directory,
             row,
             values,
             event_type,
@@ -202,52 +201,10 @@ class Operator:
             shown_hash=shown_hash,
         )
 
-    async def _transition(
-        self,
-        tx: Tx,
-        row: Approval,
-        values: dict[str, object],
-        event_type: str,
-        *,
-        now: datetime,
-        actor: str,
-        data: dict[str, object],
-        shown_hash: str | None = None,
-    ) -> Decision:
-        """The conditional update, its audit event and its outbox jobs, in the caller's
-        transaction. The update also moves the audit chain's head to the new event, and the
-        event records the state (and decider) it left, so `audit verify` can hold the row to
-        its trail."""
-        data = data | {"state": values["state"]}
-        if "decided_by" in values:
-            data["decided_by"] = values["decided_by"]
-        event = audit.next_event(
-            row.id,
-            event_type,
-            after_seq=row.audit_seq,
-            after_hash=row.audit_head,
-            actor=actor,
-            at=now,
-            data=data,
-        )
-        updated = await tx.update_approval(
-            row.id,
-            expect_states=[row.state],
-            expect_version=row.version,
-            expect_hash=shown_hash,
-            values=values | audit.head_of(event),
-        )
-        if updated is None:
-            # We hold the row lock, so nobody can have moved the row: something is wrong
-            # with the database or this code. Refuse loudly rather than guess.
-            raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
-        stored = await tx.insert_event(event)
-        await effects.enqueue_transition(tx, self.directory, updated, stored, now)
-        return Decision(updated, stored)
-
-    async def _expire(self, tx: Tx, row: Approval, *, cause: Actor, now: datetime) -> Approval:
-        decision = await self._transition(
+    async def _expire(self, tx: Tx, row: Approval, *, cause: Actor, now: datetime) -> Decision:
+        decision = await transitions.apply(
             tx,
+            self.directory,
             row,
             {"state": State.EXPIRED.value},
             "expired",
@@ -255,13 +212,7 @@ class Operator:
             actor="system",
             data={"expires_at": utc_iso(row.expires_at), "on_attempt_by": cause.label},
         )
-        log.info(
-            "approval %s expired (noticed on an attempt by %s)",
-            row.id,
-            cause.label,
-            extra={"approval_id": row.id, "tenant": row.tenant, "actor": "system"},
-        )
-        return decision.approval
+        return decision
 
 
 def _expired_error(row: Approval) -> ApprovalExpired:

@@ -44,11 +44,13 @@ class Approval(_FromRow):
     decided_by: str | None
     decided_at: datetime | None
     decision_note: str | None
+    grant_expires_at: datetime | None
     claim_token: str | None
     claimed_at: datetime | None
     lease_until: datetime | None
     executed_at: datetime | None
     outcome: Any
+    origin_id: str | None
     version: int
     audit_seq: int
     audit_head: str

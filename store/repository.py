@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, bindparam, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -135,6 +135,14 @@ def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) 
     return update(approvals).where(*conditions).values(values).returning(approvals)
 
 
+_PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
+_DUE_COLUMN = {
+    "pending": approvals.c.expires_at,
+    "approved": approvals.c.grant_expires_at,
+    "executing": approvals.c.lease_until,
+}
+
+
 class Tx:
     """The statements, bound to one open transaction."""
 
@@ -196,6 +204,60 @@ class Tx:
             params["w_hash"] = expect_hash
         row = await self._one(stmt, params)
         return Approval.from_row(row) if row else None
+
+    async def page_approvals(
+        self,
+        tenant: str,
+        *,
+        filters: Mapping[str, str],
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Approval]:
+        """One page of a tenant's approvals, newest first, after the cursor `before`
+        ((created_at, id) of the last row of the previous page). `filters` are equality
+        conditions on state, run_id, capability, assignee."""
+        stmt: Select[Any] = select(approvals).where(approvals.c.tenant == tenant)
+        for name, value in filters.items():
+            if name not in _PAGE_FILTERS:
+                raise ValueError(f"cannot filter approvals on {name!r}")
+            stmt = stmt.where(approvals.c[name] == value)
+        if before is not None:
+            created, last_id = before
+            stmt = stmt.where(
+                or_(
+                    approvals.c.created_at < created,
+                    and_(approvals.c.created_at == created, approvals.c.id < last_id),
+                )
+            )
+        stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return [Approval.from_row(r) for r in rows]
+
+    async def due(self, state: str, now: datetime, limit: int) -> list[str]:
+        """Ids of approvals in `state` whose clock ran out by `now`, oldest first: pending
+        past expires_at, approved past grant_expires_at, executing past lease_until."""
+        column = _DUE_COLUMN[state]
+        stmt = (
+            select(approvals.c.id)
+            .where(approvals.c.state == state, column <= now)
+            .order_by(column)
+            .limit(limit)
+        )
+        return list((await self.conn.execute(stmt)).scalars().all())
+
+    async def pending_summary(self) -> list[tuple[str, str, int, datetime]]:
+        """(tenant, capability, pending count, oldest created_at) for the metrics."""
+        stmt = (
+            select(
+                approvals.c.tenant,
+                approvals.c.capability,
+                func.count(),
+                func.min(approvals.c.created_at),
+            )
+            .where(approvals.c.state == "pending")
+            .group_by(approvals.c.tenant, approvals.c.capability)
+        )
+        return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
 
     async def list_approvals(
         self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
@@ -334,3 +396,116 @@ class Tx:
         if state is not None:
             stmt = stmt.where(outbox.c.state == state)
         return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def claim_jobs(
+        self,
+        worker: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
+        kinds: Collection[str],
+    ) -> list[OutboxJob]:
+        """Take up to `limit` due jobs for `worker` until `lease_until`, counting an attempt.
+
+        Due: queued, run_after reached, and not leased (or the lease of a worker that died
+        has run out). PostgreSQL skips rows another replica is claiming right now (FOR UPDATE
+        SKIP LOCKED); on SQLite the write transaction already excludes every other writer,
+        and the lease condition keeps a second process off a job the first one holds.
+        """
+        due = (
+            select(outbox.c.id)
+            .where(
+                outbox.c.state == "queued",
+                outbox.c.kind.in_(list(kinds)),
+                outbox.c.run_after <= now,
+                or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= now),
+            )
+            .order_by(outbox.c.run_after, outbox.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        stmt = (
+            update(outbox)
+            .where(outbox.c.id.in_(due.scalar_subquery()))
+            .values(locked_by=worker, locked_until=lease_until, attempts=outbox.c.attempts + 1)
+            .returning(outbox)
+        )
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+
+    async def finish_job(self, job_id: int, worker: str, *, now: datetime) -> bool:
+        """Mark a job done; False if `worker` no longer holds it (its lease ran out and
+        another worker took it: that one reports the outcome)."""
+        return await self._settle(job_id, worker, state="done", done_at=now)
+
+    async def reschedule_job(
+        self, job_id: int, worker: str, *, run_after: datetime, error: str
+    ) -> bool:
+        """Put a failed job back in the queue for another attempt at `run_after`."""
+        return await self._settle(job_id, worker, run_after=run_after, last_error=error)
+
+    async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
+        """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
+        return await self._settle(job_id, worker, state="dead", done_at=now, last_error=error)
+
+    async def _settle(self, job_id: int, worker: str, **values: Any) -> bool:
+        stmt = (
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.locked_by == worker)
+            .values(locked_by=None, locked_until=None, **values)
+            .returning(outbox.c.id)
+        )
+        return (await self.conn.execute(stmt)).first() is not None
+
+    async def release_jobs(self, worker: str) -> int:
+        """Hand back every job `worker` holds without counting the attempt (clean shutdown)."""
+        stmt = (
+            update(outbox)
+            .where(outbox.c.locked_by == worker, outbox.c.state == "queued")
+            .values(locked_by=None, locked_until=None, attempts=outbox.c.attempts - 1)
+            .returning(outbox.c.id)
+        )
+        return len((await self.conn.execute(stmt)).all())
+
+    async def requeue_job(self, job_id: int, *, now: datetime) -> OutboxJob | None:
+        """Give a dead job a fresh set of attempts, due now; None if no dead job has that id."""
+        stmt = (
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == "dead")
+            .values(
+                state="queued",
+                attempts=0,
+                run_after=now,
+                locked_by=None,
+                locked_until=None,
+                done_at=None,
+            )
+            .returning(outbox)
+        )
+        row = (await self.conn.execute(stmt)).mappings().first()
+        return OutboxJob.from_row(row) if row else None
+
+    async def get_job(self, job_id: int) -> OutboxJob | None:
+        row = (await self.conn.execute(select(outbox).where(outbox.c.id == job_id))).mappings()
+        found = row.first()
+        return OutboxJob.from_row(found) if found else None
+
+    async def list_jobs(self, *, states: Collection[str], limit: int = 100) -> list[OutboxJob]:
+        """Jobs in `states`, oldest first."""
+        stmt = (
+            select(outbox)
+            .where(outbox.c.state.in_(list(states)))
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def outbox_summary(self) -> list[tuple[str, str, int]]:
+        """(kind, state, count) of jobs not yet done, for the metrics."""
+        stmt = (
+            select(outbox.c.kind, outbox.c.state, func.count())
+            .where(outbox.c.state != "done")
+            .group_by(outbox.c.kind, outbox.c.state)
+        )
+        return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]

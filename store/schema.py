@@ -97,11 +97,16 @@ approvals = Table(
     Column("decided_by", String(128)),
     Column("decided_at", UTCDateTime),
     Column("decision_note", Text),
+    # When an approved grant runs out unclaimed (decided_at + grant_ttl_s), kept as a column
+    # so the sweeper finds due grants with an index instead of date arithmetic in SQL.
+    Column("grant_expires_at", UTCDateTime),
     Column("claim_token", String(64)),
     Column("claimed_at", UTCDateTime),
     Column("lease_until", UTCDateTime),
     Column("executed_at", UTCDateTime),
     Column("outcome", _json()),
+    # For an interrupted_side_effect approval: the approval whose execution lease lapsed.
+    Column("origin_id", String(36)),
     Column("version", Integer, nullable=False, server_default=text("1")),
     # The head of this approval's audit chain, moved in the same statement as every
     # transition: a chain whose newest events were deleted no longer reaches it.
@@ -116,6 +121,19 @@ approvals = Table(
         "expires_at",
         sqlite_where=text("state = 'pending'"),
         postgresql_where=text("state = 'pending'"),
+    ),
+    # The sweeper's other scans: grants running out, execution leases lapsing.
+    Index(
+        "ix_approvals_grant_expiry",
+        "grant_expires_at",
+        sqlite_where=text("state = 'approved'"),
+        postgresql_where=text("state = 'approved'"),
+    ),
+    Index(
+        "ix_approvals_lease",
+        "lease_until",
+        sqlite_where=text("state = 'executing'"),
+        postgresql_where=text("state = 'executing'"),
     ),
 )
 

@@ -186,7 +186,7 @@ def test_bad_listen_address_is_named() -> None:
     assert "nope" in message
 
 
-@pytest.mark.parametrize("listen", ["127.0.0.1:0", "127.0.0.1:70000", ":8700", "host:http"])
+@pytest.mark.parametrize("listen", ["127.0.0.1:70000", ":8700", "host:http"])
 def test_listen_needs_a_host_and_a_real_port(listen: str) -> None:
     assert "server.listen" in _error(_config(server={"listen": listen}))
 

@@ -12,7 +12,7 @@ import pytest
 import rfc8785
 
 from bot.canonical import approval_hash
-from bot.errors import InvalidRequest, NotCanonical, RequestTooLarge
+from bot.errors import InvalidRequest, MalformedJson, NotCanonical, RequestTooLarge
 from bot.intake import MAX_REQUEST_BYTES, parse_json, parse_request, validate_request
 from tests.conftest import request_body
 
@@ -58,7 +58,7 @@ def test_parse_json_refuses_duplicate_keys() -> None:
 def test_parse_json_refuses_malformed_json(text: bytes) -> None:
     with pytest.raises(InvalidRequest) as info:
         parse_json(text)
-    assert type(info.value) is InvalidRequest
+    assert type(info.value) is MalformedJson
     assert "malformed JSON" in info.value.message
 
 
@@ -89,7 +89,7 @@ def test_parse_json_deep_nesting_is_invalid_not_a_crash(opening: str) -> None:
     text = opening * 100_000
     with pytest.raises(InvalidRequest) as info:
         parse_json(text, limit=len(text))
-    assert type(info.value) is InvalidRequest
+    assert type(info.value) is MalformedJson
 
 
 # -- validate_request: what is refused ---------------------------------------------------

@@ -1,0 +1,367 @@
+"""The agent-facing HTTP API (DESIGN.md, "Agent-facing HTTP API").
+
+Every route is tenant-scoped by the bearer key: a key of one tenant never sees or touches
+another tenant's approvals, and their ids answer 404 exactly like ids that do not exist.
+Bodies are parsed strictly (bot.intake.parse_json) and validated with pydantic; every error,
+including aiohttp's own (unknown route, wrong method, body too large), leaves as
+`{"error": {"code", "message", ...}}`. Bad input never reaches a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from bot.canonical import canonical_json
+from bot.clock import Clock, utc_iso
+from bot.durations import parse_duration
+from bot.errors import (
+    ApprovalChanged,
+    ApprovalExpired,
+    ClaimMismatch,
+    InvalidRequest,
+    MalformedJson,
+    NotFound,
+    NotPending,
+    RequestTooLarge,
+    SchemaOutOfDate,
+    SignoffError,
+    StoreUnavailable,
+    Unauthorized,
+)
+from bot.execution import AgentActions
+from bot.intake import MAX_REQUEST_BYTES, create_request, parse_json, validate, validate_request
+from bot.model import State, public_record
+from bot.routing import Directory
+from bot.validation import IS_DURATION, NO_NUL
+from store.repository import Store
+
+log = logging.getLogger("signoff.api")
+
+MAX_RESULT_BYTES = 16 * 1024
+MAX_CLAIM_LEASE = timedelta(hours=24)
+_MAX_PAGE = 500
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    directory: Directory
+    clock: Clock
+    actions: AgentActions
+    # (tenant, key) for every tenant whose api_key_env is set
+    keys: list[tuple[str, bytes]]
+    max_body: int = MAX_REQUEST_BYTES
+    claim_lease: timedelta = timedelta(minutes=10)
+    # Called after a transition commits, so the outbox runner looks at once.
+    on_commit: Callable[[], None] = field(default=lambda: None)
+
+
+API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
+
+
+def tenant_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[str, bytes]]:
+    """Each tenant's API key from its environment variable; tenants without one cannot use
+    the API (logged, so an operator sees why their agent gets 401)."""
+    keys = []
+    for tenant in directory.tenants.values():
+        value = environ.get(tenant.api_key_env) if tenant.api_key_env else None
+        if value:
+            keys.append((tenant.name, value.encode()))
+        else:
+            why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
+            log.warning("tenant %s cannot use the HTTP API: %s", tenant.name, why)
+    return keys
+
+
+# -- errors --------------------------------------------------------------------------------
+
+# Most specific first: the first matching class gives the status.
+_STATUS: tuple[tuple[type[SignoffError], int], ...] = (
+    (MalformedJson, 400),
+    (RequestTooLarge, 413),
+    (InvalidRequest, 422),
+    (Unauthorized, 401),
+    (NotFound, 404),
+    (ApprovalExpired, 410),
+    (NotPending, 409),
+    (ClaimMismatch, 409),
+    (ApprovalChanged, 409),
+    (StoreUnavailable, 503),
+    (SchemaOutOfDate, 503),
+)
+
+
+def status_for(error: SignoffError) -> int:
+    for cls, status in _STATUS:
+        if isinstance(error, cls):
+            return status
+    return 400
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return utc_iso(value)
+    return value
+
+
+def error_response(status: int, code: str, message: str, **details: Any) -> web.Response:
+    error = {"code": code, "message": message}
+    error |= {k: _jsonable(v) for k, v in details.items() if v is not None and v != []}
+    return web.json_response({"error": error}, status=status)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+}
+
+
+@web.middleware
+async def errors_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except SignoffError as exc:
+        return error_response(status_for(exc), exc.code, exc.message, **exc.details)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = _HTTP_CODES.get(exc.status, "http_error")
+        message = exc.text or exc.reason
+        if exc.status == 404:
+            message = f"no such endpoint: {request.method} {request.path}"
+        elif exc.status == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        response = error_response(exc.status, code, message)
+        if exc.status == 405 and "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal", "internal error; see the server log")
+
+
+# -- request plumbing ------------------------------------------------------------------------
+
+
+def _tenant(request: web.Request) -> str:
+    """The tenant whose key is presented (every key is compared, in constant time)."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, presented = header.partition(" ")
+    if scheme.lower() != "bearer" or not presented.strip():
+        raise Unauthorized("missing API key: send Authorization: Bearer <tenant api key>")
+    offered = presented.strip().encode()
+    found = None
+    for tenant, key in request.app[API].keys:
+        if hmac.compare_digest(offered, key):
+            found = tenant
+    if found is None:
+        raise Unauthorized("unknown API key")
+    return found
+
+
+async def _body(request: web.Request, *, optional: bool = False) -> Any:
+    ctx = request.app[API]
+    if request.content_length is not None and request.content_length > ctx.max_body:
+        raise RequestTooLarge(
+            f"request is {request.content_length} bytes; the limit is {ctx.max_body}"
+        )
+    data = await request.read()  # the app's client_max_size stops chunked bodies too
+    if optional and not data.strip():
+        return {}
+    return parse_json(data, ctx.max_body)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ClaimBody(_Body):
+    lease: Annotated[StrictStr, IS_DURATION] | None = None
+
+
+class CompleteBody(_Body):
+    claim_token: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    outcome: Literal["succeeded", "failed"]
+    result: Any = None
+
+
+class SupersedeBody(_Body):
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=4000), NO_NUL]
+
+
+class CancelBody(_Body):
+    reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
+
+
+class ListQuery(BaseModel):
+    # Query strings are text: numbers are parsed (not strict), unknown parameters refused.
+    model_config = ConfigDict(extra="forbid")
+
+    state: State | None = None
+    run_id: Annotated[str, Field(max_length=256)] | None = None
+    capability: Annotated[str, Field(max_length=256)] | None = None
+    assignee: Annotated[str, Field(max_length=160)] | None = None
+    limit: Annotated[int, Field(ge=1, le=_MAX_PAGE)] = 50
+    cursor: Annotated[str, Field(max_length=200)] | None = None
+
+
+def _encode_cursor(created_at: datetime, approval_id: str) -> str:
+    raw = json.dumps([utc_iso(created_at), approval_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, approval_id = json.loads(raw)
+        when = datetime.strptime(created, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        return when, str(approval_id)
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidRequest(
+            "cursor is not one this server issued; pass next_cursor from the previous page",
+            fields=[{"field": "cursor", "message": "invalid cursor"}],
+        ) from None
+
+
+def _committed(request: web.Request) -> None:
+    request.app[API].on_commit()
+
+
+# -- handlers --------------------------------------------------------------------------------
+
+
+async def create(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    ctx = request.app[API]
+    parsed = validate_request(await _body(request))
+    result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
+    if result.created:
+        log.info(
+            "approval %s requested by tenant %s (%s)",
+            result.approval.id,
+            tenant,
+            result.approval.capability,
+            extra={"approval_id": result.approval.id, "tenant": tenant, "actor": f"agent:{tenant}"},
+        )
+        _committed(request)
+    return web.json_response(public_record(result.approval), status=201 if result.created else 200)
+
+
+async def get(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    async with request.app[API].store.read() as tx:
+        approval = await tx.get_approval(request.match_info["id"], tenant)
+    if approval is None:
+        raise NotFound(f"no approval with id {request.match_info['id']!r}")
+    return web.json_response(public_record(approval))
+
+
+async def list_(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    query = validate(ListQuery, dict(request.query))
+    before = _decode_cursor(query.cursor) if query.cursor else None
+    filters = {
+        name: str(value)
+        for name, value in (
+            ("state", query.state),
+            ("run_id", query.run_id),
+            ("capability", query.capability),
+            ("assignee", query.assignee),
+        )
+        if value is not None
+    }
+    async with request.app[API].store.read() as tx:
+        rows = await tx.page_approvals(
+            tenant, filters=filters, before=before, limit=query.limit + 1
+        )
+    page, more = rows[: query.limit], len(rows) > query.limit
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
+    return web.json_response(
+        {"approvals": [public_record(a) for a in page], "next_cursor": next_cursor}
+    )
+
+
+async def claim(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    ctx = request.app[API]
+    body = validate(ClaimBody, await _body(request, optional=True))
+    lease = parse_duration(body.lease) if body.lease else ctx.claim_lease
+    if lease > MAX_CLAIM_LEASE:
+        raise InvalidRequest(
+            f"lease {body.lease!r} is longer than {MAX_CLAIM_LEASE}",
+            fields=[{"field": "lease", "message": "longer than 24h"}],
+        )
+    claimed = await ctx.actions.claim(tenant, request.match_info["id"], lease)
+    _committed(request)
+    approval = claimed.approval
+    return web.json_response(
+        {
+            "approval": public_record(approval),
+            "claim_token": claimed.claim_token,
+            "lease_until": utc_iso(approval.lease_until) if approval.lease_until else None,
+            "idempotency_key": claimed.idempotency_key,
+            "tool": {"name": approval.tool_name, "arguments": approval.tool_args},
+            "step": approval.step,
+            "resume": approval.resume,
+            "preconditions": approval.preconditions,
+        }
+    )
+
+
+async def complete(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    document = await _body(request)
+    body = validate(CompleteBody, document)
+    result = document.get("result")
+    if len(canonical_json(result)) > MAX_RESULT_BYTES:
+        raise RequestTooLarge(f"result is larger than {MAX_RESULT_BYTES} bytes; keep a reference")
+    approval = await request.app[API].actions.complete(
+        tenant, request.match_info["id"], body.claim_token, body.outcome, result
+    )
+    _committed(request)
+    return web.json_response(public_record(approval))
+
+
+async def supersede(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    body = validate(SupersedeBody, await _body(request))
+    approval = await request.app[API].actions.supersede(
+        tenant, request.match_info["id"], body.reason
+    )
+    _committed(request)
+    return web.json_response(public_record(approval))
+
+
+async def cancel(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    body = validate(CancelBody, await _body(request, optional=True))
+    approval = await request.app[API].actions.cancel(tenant, request.match_info["id"], body.reason)
+    _committed(request)
+    return web.json_response(public_record(approval))
+
+
+def add_routes(app: web.Application, ctx: ApiContext) -> None:
+    app[API] = ctx
+    app.router.add_post("/v1/approvals", create)
+    app.router.add_get("/v1/approvals", list_)
+    app.router.add_get("/v1/approvals/{id}", get)
+    app.router.add_post("/v1/approvals/{id}/claim", claim)
+    app.router.add_post("/v1/approvals/{id}/complete", complete)
+    app.router.add_post("/v1/approvals/{id}/supersede", supersede)
+    app.router.add_post("/v1/approvals/{id}/cancel", cancel)

@@ -1,0 +1,265 @@
+"""Assembles the aiohttp application from config: the agent API, health, readiness and
+metrics, and the background work (outbox runner, sweeper) that runs beside them.
+
+This is the one place that knows every channel; channels plug in here as they arrive.
+`signoff serve` runs `build_app` behind a TCP site; `signoff worker` runs `Background` alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
+from bot.clock import Clock, SystemClock
+from bot.config import Config
+from bot.durations import parse_duration
+from bot.execution import AgentActions
+from bot.metrics import CONTENT_TYPE, Metrics
+from bot.outbox import OutboxRunner, OutboxSettings
+from bot.routing import Directory
+from bot.sweeper import Sweeper
+from bot.webhooks import WebhookSender
+from store.engine import is_sqlite
+from store.migrate import current_revision, ensure_current, head_revision, upgrade
+from store.repository import Store
+
+log = logging.getLogger("signoff.app")
+
+# In-flight jobs get this long to finish on shutdown before they are cancelled and released.
+_DRAIN_SECONDS = 3.0
+
+
+def outbox_settings(config: Config) -> OutboxSettings:
+    o = config.outbox
+    return OutboxSettings(
+        lease=parse_duration(o.lease),
+        max_attempts=o.max_attempts,
+        backoff_base=parse_duration(o.backoff_base),
+        backoff_max=parse_duration(o.backoff_max),
+        batch=o.batch,
+        poll_interval=o.poll_interval,
+    )
+
+
+@dataclass
+class Background:
+    """The outbox runner and the sweeper as tasks, started and stopped together."""
+
+    config: Config
+    store: Store
+    directory: Directory
+    clock: Clock
+    metrics: Metrics
+    runner: OutboxRunner | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession()
+        sender = WebhookSender(
+            self._session,
+            self.directory,
+            self.clock,
+            timeout=self.config.outbox.webhook_timeout,
+            metrics=self.metrics,
+        )
+        self.runner = OutboxRunner(
+            self.store,
+            {"webhook": sender},
+            self.clock,
+            outbox_settings(self.config),
+            metrics=self.metrics,
+        )
+        sweeper = Sweeper(
+            self.store,
+            self.directory,
+            self.clock,
+            batch=self.config.sweeper.batch,
+            metrics=self.metrics,
+        )
+        self._tasks = [
+            asyncio.create_task(self.runner.run(self._stop), name="outbox"),
+            asyncio.create_task(
+                sweeper.run(self.config.sweeper.interval, self._stop), name="sweeper"
+            ),
+        ]
+        log.info("outbox runner %s and sweeper started", self.runner.worker)
+
+    def wake(self) -> None:
+        if self.runner is not None:
+            self.runner.wake()
+
+    async def stop(self) -> None:
+        """Let in-flight jobs finish briefly, then cancel; the runner hands back what it held."""
+        self._stop.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=_DRAIN_SECONDS)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with suppress(asyncio.CancelledError):
+                    await task
+            if pending and self.runner is not None:
+                await self.runner.release()
+        if self._session is not None:
+            await self._session.close()
+
+
+METRICS: web.AppKey[Metrics] = web.AppKey("signoff_metrics", Metrics)
+STORE: web.AppKey[Store] = web.AppKey("signoff_store", Store)
+CLOCK: web.AppKey[Clock] = web.AppKey("signoff_clock", object)  # type: ignore[arg-type]
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Ready when the database answers and its schema is the one this code needs."""
+    try:
+        current = await asyncio.wait_for(current_revision(request.app[STORE].engine), 5)
+    except Exception as exc:  # unreachable, timed out, refused: all mean "not ready"
+        return web.json_response(
+            {"status": "unavailable", "database": f"unreachable: {exc}"}, status=503
+        )
+    head = head_revision()
+    if current != head:
+        return web.json_response(
+            {
+                "status": "unavailable",
+                "database": f"schema {current or 'empty'}, needs {head}; run `signoff db upgrade`",
+            },
+            status=503,
+        )
+    return web.json_response({"status": "ready", "schema": current})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    registry = request.app[METRICS]
+    try:
+        await registry.refresh(request.app[STORE], request.app[CLOCK].now())
+    except Exception:
+        log.exception("metrics: could not read the database gauges")
+    return web.Response(body=registry.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def build_app(
+    config: Config,
+    store: Store,
+    *,
+    clock: Clock | None = None,
+    background: bool = True,
+    metrics_registry: Metrics | None = None,
+) -> web.Application:
+    """The whole server. With `background`, the outbox runner and the sweeper run inside the
+    application's lifetime (started on startup, drained on shutdown)."""
+    clock = clock or SystemClock()
+    directory = config.directory()
+    registry = metrics_registry or Metrics()
+    app = web.Application(
+        middlewares=[errors_middleware],
+        # One byte over the limit still reaches us, so the 413 names the real limit.
+        client_max_size=config.server.max_body_bytes + 1,
+    )
+    app[METRICS] = registry
+    app[STORE] = store
+    app[CLOCK] = clock
+    work = Background(config, store, directory, clock, registry)
+    add_routes(
+        app,
+        ApiContext(
+            store=store,
+            directory=directory,
+            clock=clock,
+            actions=AgentActions(store, directory, clock, registry),
+            keys=tenant_keys(directory),
+            max_body=config.server.max_body_bytes,
+            claim_lease=parse_duration(config.server.claim_lease),
+            on_commit=work.wake,
+        ),
+    )
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+
+    if background:
+
+        async def lifetime(_app: web.Application) -> AsyncIterator[None]:
+            await work.start()
+            yield
+            await work.stop()
+
+        app.cleanup_ctx.append(lifetime)
+    return app
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+async def prepare_schema(store: Store) -> None:
+    """The embedded default (SQLite) upgrades itself; a shared PostgreSQL database is upgraded
+    deliberately, with `signoff db upgrade`, and an old one is refused here."""
+    if is_sqlite(store.engine):
+        before, after = await upgrade(store.engine)
+        if before != after:
+            log.info("schema upgraded from %s to %s", before or "empty", after)
+    else:
+        await ensure_current(store.engine)
+
+
+def _signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def run_server(config: Config, listen: str | None = None) -> None:
+    """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
+    stop: no new connections, in-flight requests finish, claimed outbox jobs are released."""
+    store = Store.from_url(config.database_url)
+    try:
+        await prepare_schema(store)
+        host, _, port = (listen or config.server.listen).rpartition(":")
+        runner = web.AppRunner(build_app(config, store), access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, int(port))
+        await site.start()
+        stop = asyncio.Event()
+        _signals(stop)
+        for address in runner.addresses:
+            # Tests and scripts read the bound port from this line (listen = "HOST:0").
+            print(f"signoff listening on http://{address[0]}:{address[1]}", file=sys.stderr)
+            sys.stderr.flush()
+        await stop.wait()
+        log.info("shutting down")
+        await runner.cleanup()
+    finally:
+        await store.close()
+
+
+async def run_worker(config: Config) -> None:
+    """`signoff worker`: the outbox runner and the sweeper, without the HTTP server."""
+    store = Store.from_url(config.database_url)
+    try:
+        await prepare_schema(store)
+        work = Background(config, store, config.directory(), SystemClock(), Metrics())
+        stop = asyncio.Event()
+        _signals(stop)
+        await work.start()
+        print("signoff worker running", file=sys.stderr)
+        sys.stderr.flush()
+        await stop.wait()
+        log.info("shutting down")
+        await work.stop()
+    finally:
+        await store.close()

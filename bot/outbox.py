@@ -1,0 +1,194 @@
+"""The transactional outbox runner: performs the jobs transitions queued (decision webhooks,
+card posts and updates), from any replica, at least once.
+
+A worker claims a batch of due jobs with a lease (FOR UPDATE SKIP LOCKED on PostgreSQL, a
+conditional lease update inside SQLite's single-writer transaction), runs them, and settles
+each: done; back in the queue after an exponential backoff with jitter; or dead after
+`max_attempts`, until `signoff outbox retry ID`. A worker killed mid-job leaves its lease to
+run out, and any replica then picks the job up again. The settle is conditional on still
+holding the lease, so a slow worker can never overwrite the outcome of the one that took over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.clock import Clock, SystemClock
+from bot.metrics import Metrics
+from store.records import OutboxJob
+from store.repository import Store
+
+log = logging.getLogger("signoff.outbox")
+
+Handler = Callable[[OutboxJob], Awaitable[None]]
+
+
+class RetryLater(Exception):
+    """Raised by a handler when the far side asked to wait (HTTP 429 or 503 Retry-After)."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+@dataclass(frozen=True)
+class OutboxSettings:
+    lease: timedelta = timedelta(seconds=60)
+    max_attempts: int = 10
+    backoff_base: timedelta = timedelta(seconds=2)
+    backoff_max: timedelta = timedelta(hours=1)
+    batch: int = 20
+    poll_interval: float = 1.0
+
+
+def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
+    """Delay before attempt `attempt + 1`: base * 2^(attempt-1), capped, then jittered to
+    between half and all of it, so a receiver coming back is not hit by every job at once."""
+    full = min(
+        settings.backoff_base.total_seconds() * 2 ** max(attempt - 1, 0),
+        settings.backoff_max.total_seconds(),
+    )
+    return timedelta(seconds=full * (0.5 + 0.5 * rand()))
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class OutboxRunner:
+    def __init__(
+        self,
+        store: Store,
+        handlers: Mapping[str, Handler],
+        clock: Clock | None = None,
+        settings: OutboxSettings | None = None,
+        *,
+        metrics: Metrics | None = None,
+        worker: str | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.store = store
+        self.handlers = dict(handlers)
+        self.clock = clock or SystemClock()
+        self.settings = settings or OutboxSettings()
+        self.metrics = metrics
+        self.worker = worker or worker_name()
+        self._rand = rand
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """New jobs were committed in this process: look now, not at the next poll."""
+        self._wake.set()
+
+    async def run_once(self) -> int:
+        """Claim one batch of due jobs, run them concurrently, settle each; returns how many
+        were attempted."""
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            jobs = await tx.claim_jobs(
+                self.worker,
+                now=now,
+                lease_until=now + self.settings.lease,
+                limit=self.settings.batch,
+                kinds=list(self.handlers),
+            )
+        if jobs:
+            await asyncio.gather(*(self._attempt(job) for job in jobs))
+        return len(jobs)
+
+    async def _attempt(self, job: OutboxJob) -> None:
+        try:
+            await self.handlers[job.kind](job)
+        except Exception as exc:  # any failure is retried; the error is kept on the job
+            await self._failed(job, exc)
+            return
+        async with self.store.write() as tx:
+            held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
+        self._count(job, "done" if held else "lost_lease")
+
+    async def _failed(self, job: OutboxJob, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            if job.attempts >= self.settings.max_attempts:
+                held = await tx.bury_job(job.id, self.worker, now=now, error=error)
+                result = "dead"
+                log.error(
+                    "outbox job %d (%s, approval %s) is dead after %d attempts: %s; "
+                    "requeue with `signoff outbox retry %d`",
+                    job.id,
+                    job.kind,
+                    job.approval_id,
+                    job.attempts,
+                    error,
+                    job.id,
+                    extra={"approval_id": job.approval_id, "job_id": job.id},
+                )
+            else:
+                delay = backoff(job.attempts, self.settings, self._rand)
+                if isinstance(exc, RetryLater) and exc.delay is not None:
+                    delay = max(delay, timedelta(seconds=exc.delay))
+                held = await tx.reschedule_job(
+                    job.id, self.worker, run_after=now + delay, error=error
+                )
+                result = "retry"
+                log.warning(
+                    "outbox job %d (%s, approval %s) attempt %d failed: %s; next in %.0f s",
+                    job.id,
+                    job.kind,
+                    job.approval_id,
+                    job.attempts,
+                    error,
+                    delay.total_seconds(),
+                    extra={"approval_id": job.approval_id, "job_id": job.id},
+                )
+        self._count(job, result if held else "lost_lease")
+
+    def _count(self, job: OutboxJob, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.outbox_jobs.labels(job.kind, result).inc()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until `stop` is set, then hand back any job still held."""
+        try:
+            while not stop.is_set():
+                try:
+                    if await self.run_once():
+                        continue  # a full or partial batch: there may be more due now
+                except Exception:
+                    log.exception("outbox pass failed; retrying")
+                self._wake.clear()
+                waits = [
+                    asyncio.ensure_future(stop.wait()),
+                    asyncio.ensure_future(self._wake.wait()),
+                ]
+                try:
+                    await asyncio.wait(
+                        waits, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
+                    )
+                finally:
+                    for waiter in waits:
+                        waiter.cancel()
+        finally:
+            await self.release()
+
+    async def release(self) -> int:
+        """Hand back jobs this worker still holds (shutdown), so another replica can run them
+        at once instead of after the lease. Attempts in flight are not counted."""
+        try:
+            async with self.store.write() as tx:
+                released = await tx.release_jobs(self.worker)
+        except Exception:
+            log.exception("could not release outbox jobs; they return after their lease")
+            return 0
+        if released:
+            log.info("released %d outbox job(s) held by %s", released, self.worker)
+        return released

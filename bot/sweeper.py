@@ -1,0 +1,134 @@
+"""The sweeper: the clocks of every approval, enforced from the database, not from memory.
+
+Each pass expires pending requests past their TTL and approved grants past their grant TTL,
+turns executions whose lease lapsed into `outcome_unknown` (raising an
+interrupted_side_effect approval), and runs the escalation hook. Work comes in bounded
+batches of ids, and each row is one short transaction that locks it and judges it again, so
+a decision racing the sweeper on the same row produces exactly one outcome and a large
+backlog never holds a lock for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot import execution, transitions
+from bot.clock import Clock, SystemClock
+from bot.metrics import Metrics
+from bot.model import State
+from bot.routing import Directory
+from bot.transitions import Transition
+from store.repository import Store
+
+log = logging.getLogger("signoff.sweeper")
+
+# Filled in by routing (escalation along a route's chain): given the time, escalate what is
+# due and return how many requests moved.
+EscalationHook = Callable[[datetime], Awaitable[int]]
+
+
+@dataclass
+class SweepReport:
+    expired: int = 0
+    grants_expired: int = 0
+    lapsed: int = 0
+    escalated: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.expired + self.grants_expired + self.lapsed + self.escalated
+
+
+class Sweeper:
+    def __init__(
+        self,
+        store: Store,
+        directory: Directory,
+        clock: Clock | None = None,
+        *,
+        batch: int = 200,
+        metrics: Metrics | None = None,
+        escalate: EscalationHook | None = None,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.clock = clock or SystemClock()
+        self.batch = batch
+        self.metrics = metrics
+        self.escalate = escalate
+
+    async def sweep(self) -> SweepReport:
+        """One pass: at most `batch` rows of each kind. Returns what moved."""
+        now = self.clock.now()
+        report = SweepReport()
+        async with self.store.read() as tx:
+            pending = await tx.due(State.PENDING, now, self.batch)
+            grants = await tx.due(State.APPROVED, now, self.batch)
+            leases = await tx.due(State.EXECUTING, now, self.batch)
+        for approval_id in pending:
+            report.expired += await self._one(approval_id, State.PENDING)
+        for approval_id in grants:
+            report.grants_expired += await self._one(approval_id, State.APPROVED)
+        for approval_id in leases:
+            report.lapsed += await self._one(approval_id, State.EXECUTING)
+        if self.escalate is not None:
+            report.escalated = await self.escalate(now)
+        return report
+
+    async def sweep_all(self) -> SweepReport:
+        """Passes until nothing is due (a backlog larger than one batch)."""
+        total = SweepReport()
+        while True:
+            report = await self.sweep()
+            for name in ("expired", "grants_expired", "lapsed", "escalated"):
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            if report.total == 0:
+                return total
+
+    async def _one(self, approval_id: str, seen_state: str) -> int:
+        """Judge one row again under its lock; someone may have decided it since the scan."""
+        result: Transition | None = None
+        async with self.store.write() as tx:
+            row = await tx.lock_approval(approval_id)
+            now = self.clock.now()
+            if row is None or row.state != seen_state:
+                return 0
+            if row.state == State.EXECUTING:
+                if row.lease_until is not None and now >= row.lease_until:
+                    result = await execution.lapse(tx, self.directory, row, now)
+            else:
+                clock_name = execution.expiry_due(row, now)
+                if clock_name is not None:
+                    result = await execution.expire(tx, self.directory, row, now, clock_name)
+        if result is None:
+            return 0
+        if self.metrics is not None:
+            self.metrics.transitioned(result)
+        transitions.logged(result)
+        return 1
+
+    async def run(self, interval: float, stop: asyncio.Event) -> None:
+        """Sweep every `interval` seconds until `stop` is set. A failed pass (database
+        briefly unreachable) is logged and retried on the next tick."""
+        while not stop.is_set():
+            try:
+                report = await self.sweep()
+                if report.total:
+                    log.info(
+                        "sweep: %d expired, %d grants expired, %d leases lapsed, %d escalated",
+                        report.expired,
+                        report.grants_expired,
+                        report.lapsed,
+                        report.escalated,
+                    )
+                    continue  # more may be due: go again without waiting
+            except Exception:
+                log.exception("sweep failed; retrying in %.1f s", interval)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except TimeoutError:
+                pass

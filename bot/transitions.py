@@ -1,0 +1,96 @@
+"""The one shape of every state change: a conditional UPDATE, its audit event, and the outbox
+jobs it causes, in the caller's transaction.
+
+The Operator (human decisions), the agent-side actions (bot.execution) and the sweeper all
+move rows through `apply`, so each transition is audited, chained and announced the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot import audit, effects
+from bot.routing import Directory
+from store.records import Approval, Event
+from store.repository import Tx
+
+log = logging.getLogger("signoff.transitions")
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A committed (or about to commit) state change: the row after it and its audit event."""
+
+    approval: Approval
+    event: Event
+
+    @property
+    def state(self) -> str:
+        return self.approval.state
+
+
+async def apply(
+    tx: Tx,
+    directory: Directory,
+    row: Approval,
+    values: dict[str, object],
+    event_type: str,
+    *,
+    now: datetime,
+    actor: str,
+    data: dict[str, object],
+    shown_hash: str | None = None,
+) -> Transition:
+    """Move `row` (read under its lock in this transaction) to `values`.
+
+    The update also moves the audit chain's head to the new event, and the event records the
+    state (and decider) it left, so `audit verify` can hold the row to its trail.
+    """
+    data = data | {"state": values["state"]}
+    if "decided_by" in values:
+        data["decided_by"] = values["decided_by"]
+    event = audit.next_event(
+        row.id,
+        event_type,
+        after_seq=row.audit_seq,
+        after_hash=row.audit_head,
+        actor=actor,
+        at=now,
+        data=data,
+    )
+    updated = await tx.update_approval(
+        row.id,
+        expect_states=[row.state],
+        expect_version=row.version,
+        expect_hash=shown_hash,
+        values=values | audit.head_of(event),
+    )
+    if updated is None:
+        # We hold the row lock, so nobody can have moved the row: something is wrong with
+        # the database or this code. Refuse loudly rather than guess.
+        raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
+    stored = await tx.insert_event(event)
+    await effects.enqueue_transition(tx, directory, updated, stored, now)
+    return Transition(updated, stored)
+
+
+def logged(result: Transition) -> Transition:
+    """One log line per committed transition, with the fields an operator filters on."""
+    approval, event = result.approval, result.event
+    log.info(
+        "approval %s %s -> %s by %s",
+        approval.id,
+        event.type,
+        approval.state,
+        event.actor,
+        extra={
+            "approval_id": approval.id,
+            "tenant": approval.tenant,
+            "actor": event.actor,
+            "event": event.type,
+            "state": approval.state,
+        },
+    )
+    return result

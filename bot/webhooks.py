@@ -1,0 +1,157 @@
+"""Signed decision webhooks (DESIGN.md, "Decision webhooks").
+
+Headers: `Signoff-Delivery` (stable across retries of one event), `Signoff-Timestamp` (unix
+seconds of this attempt) and `Signoff-Signature: v1=<hex HMAC-SHA256(secret,
+"{timestamp}.{delivery}.{raw body}")>`. The body bytes are the RFC 8785 form of the body
+stored with the job, so every retry of a delivery carries the same bytes. Receivers verify
+with `verify()` (also exported by bot.client) and dedupe on the delivery id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from bot.canonical import canonical_json
+from bot.clock import Clock
+from bot.errors import BadWebhookSignature
+from bot.metrics import Metrics
+from bot.outbox import RetryLater
+from bot.routing import Directory
+from store.records import OutboxJob
+
+DELIVERY = "Signoff-Delivery"
+TIMESTAMP = "Signoff-Timestamp"
+SIGNATURE = "Signoff-Signature"
+DEFAULT_TOLERANCE = 300
+
+
+def body_bytes(body: Any) -> bytes:
+    return canonical_json(body)
+
+
+def signature(secret: str, timestamp: int, delivery: str, body: bytes) -> str:
+    signed = f"{timestamp}.{delivery}.".encode() + body
+    return "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def signed_headers(
+    secret: str, delivery: str, body: bytes, now: float | None = None
+) -> dict[str, str]:
+    timestamp = int(time.time() if now is None else now)
+    return {
+        "Content-Type": "application/json",
+        DELIVERY: delivery,
+        TIMESTAMP: str(timestamp),
+        SIGNATURE: signature(secret, timestamp, delivery, body),
+    }
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return value
+    raise BadWebhookSignature(f"missing {name} header")
+
+
+def verify(
+    headers: Mapping[str, str],
+    body: bytes,
+    secret: str,
+    tolerance: int = DEFAULT_TOLERANCE,
+    now: float | None = None,
+) -> str:
+    """Check a received webhook; returns its delivery id (dedupe on it).
+
+    Raises BadWebhookSignature when a header is missing, the timestamp is further than
+    `tolerance` seconds from now (a replay), or no `v1=` signature matches (a signature header
+    may carry several, comma-separated, while a secret is being rotated).
+    """
+    delivery = _header(headers, DELIVERY)
+    raw_timestamp = _header(headers, TIMESTAMP)
+    try:
+        timestamp = int(raw_timestamp)
+    except ValueError:
+        raise BadWebhookSignature(f"{TIMESTAMP} is not unix seconds: {raw_timestamp!r}") from None
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance:
+        raise BadWebhookSignature(
+            f"{TIMESTAMP} is {int(current - timestamp)} s from now; the window is {tolerance} s"
+        )
+    expected = signature(secret, timestamp, delivery, body)
+    offered = [part.strip() for part in _header(headers, SIGNATURE).split(",")]
+    if not any(hmac.compare_digest(expected, candidate) for candidate in offered):
+        raise BadWebhookSignature("signature does not match (wrong secret or altered body)")
+    return delivery
+
+
+class DeliveryFailed(Exception):
+    """The receiver did not answer 2xx; the outbox retries."""
+
+
+class WebhookSender:
+    """The outbox handler for `webhook` jobs: POST the stored body, signed with the tenant's
+    secret. Anything but a 2xx is a failed attempt (retried with backoff by the runner)."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        directory: Directory,
+        clock: Clock,
+        *,
+        timeout: float = 10.0,
+        metrics: Metrics | None = None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.session = session
+        self.directory = directory
+        self.clock = clock
+        self.timeout = timeout
+        self.metrics = metrics
+        self.environ = environ
+
+    def _secret(self, tenant_name: str) -> str:
+        tenant = self.directory.tenants.get(tenant_name)
+        variable = tenant.webhook_secret_env if tenant else None
+        secret = self.environ.get(variable) if variable else None
+        if not secret:
+            where = f"${variable} is not set" if variable else "it has no webhook_secret_env"
+            raise DeliveryFailed(
+                f"cannot sign webhooks for tenant {tenant_name!r}: {where}; unsigned webhooks "
+                "are never sent"
+            )
+        return secret
+
+    async def __call__(self, job: OutboxJob) -> None:
+        payload = job.payload
+        tenant = str(payload["tenant"])
+        try:
+            await self._post(payload, tenant)
+        except Exception:
+            if self.metrics is not None:
+                self.metrics.webhook_failures.labels(tenant).inc()
+            raise
+
+    async def _post(self, payload: Mapping[str, Any], tenant: str) -> None:
+        body = body_bytes(payload["body"])
+        headers = signed_headers(
+            self._secret(tenant), str(payload["delivery_id"]), body, self.clock.now().timestamp()
+        )
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with self.session.post(
+            payload["url"], data=body, headers=headers, timeout=timeout, allow_redirects=False
+        ) as response:
+            if 200 <= response.status < 300:
+                return
+            text = (await response.text(errors="replace"))[:200]
+            message = f"{payload['url']} answered HTTP {response.status}: {text}"
+            retry_after = response.headers.get("Retry-After", "")
+            if response.status in (429, 503) and retry_after.isdigit():
+                raise RetryLater(message, delay=float(retry_after))
+            raise DeliveryFailed(message)
