@@ -51,6 +51,9 @@ async def enqueue_transition(
             "occurred_at": utc_iso(event.at),
             "approval": public_record(approval),
         }
+        if "follow_up_id" in event.data:
+            # outcome_unknown: the interrupted_side_effect approval that asks to run it again
+            body["follow_up_id"] = event.data["follow_up_id"]
         await tx.enqueue(
             "webhook",
             {"url": url, "tenant": approval.tenant, "delivery_id": delivery, "body": body},

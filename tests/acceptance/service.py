@@ -1,0 +1,309 @@
+"""Running `signoff serve` (and `worker`) as real subprocesses, talking to them over real HTTP,
+and a webhook receiver the tests start on loopback.
+
+`ServerProcess` starts the server on port 0 and reads the bound port from its
+"signoff listening on" line; `kill9()` is a real SIGKILL. `Api` is a small synchronous HTTP
+client (urllib) for the agent API. `WebhookReceiver` is an aiohttp server in its own thread
+that records every delivery (headers and raw body) and can be told to fail or to hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
+
+API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
+WEBHOOK_SECRET = "whsec-acme-test"
+START_TIMEOUT = 30.0
+
+
+def service_config(database_url: str, webhook_url: str, **sections: Any) -> dict[str, Any]:
+    """TEST_CONFIG with API keys and a webhook for acme, port 0, and fast background loops
+    (the outbox polls every 0.1 s, the sweeper every 0.2 s); `sections` override any table."""
+    config = config_with(
+        database_url,
+        server={"listen": "127.0.0.1:0"},
+        outbox={"poll_interval": 0.1, "backoff_base": "1s", "lease": "60s"},
+        sweeper={"interval": 0.2},
+        tenants=[
+            {
+                "name": "acme",
+                "api_key_env": "SIGNOFF_ACME_API_KEY",
+                "webhook_url": webhook_url,
+                "webhook_secret_env": "SIGNOFF_ACME_WEBHOOK_SECRET",
+            },
+            {"name": "globex", "api_key_env": "SIGNOFF_GLOBEX_API_KEY"},
+        ],
+    )
+    for name, value in sections.items():
+        config[name] = {**config.get(name, {}), **value}
+    return config
+
+
+def service_env(config_path: Path) -> dict[str, str]:
+    return base_env(
+        SIGNOFF_CONFIG=str(config_path),
+        SIGNOFF_ACME_API_KEY=API_KEYS["acme"],
+        SIGNOFF_GLOBEX_API_KEY=API_KEYS["globex"],
+        SIGNOFF_ACME_WEBHOOK_SECRET=WEBHOOK_SECRET,
+    )
+
+
+def write_config(path: Path, config: Mapping[str, Any]) -> Path:
+    path.write_text(to_toml(config), "utf-8")
+    return path
+
+
+@dataclass
+class ServerProcess:
+    """One `signoff serve` (or `worker`) subprocess."""
+
+    config_path: Path
+    cwd: Path
+    command: str = "serve"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[str] | None = None
+    port: int | None = None
+    _lines: list[str] = field(default_factory=list)
+
+    def start(self) -> ServerProcess:
+        env = {**service_env(self.config_path), **self.extra_env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", self.command],
+            cwd=self.cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        ready = threading.Event()
+        threading.Thread(target=self._drain, args=(ready,), daemon=True).start()
+        if not ready.wait(START_TIMEOUT) or self.proc.poll() is not None:
+            self.proc.kill()
+            raise AssertionError(f"signoff {self.command} did not start:\n{self.log}")
+        return self
+
+    def _drain(self, ready: threading.Event) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._lines.append(line)
+            if "signoff listening on http://" in line:
+                self.port = int(line.rsplit(":", 1)[1])
+                ready.set()
+            elif "signoff worker running" in line:
+                ready.set()
+        ready.set()  # the process ended: let start() report it
+
+    @property
+    def log(self) -> str:
+        return "".join(self._lines)
+
+    @property
+    def url(self) -> str:
+        assert self.port is not None
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def api(self, tenant: str = "acme") -> Api:
+        return Api(self.url, API_KEYS[tenant])
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any
+    headers: Mapping[str, str]
+
+    @property
+    def error_code(self) -> str | None:
+        return (self.body or {}).get("error", {}).get("code")
+
+
+class Api:
+    """A minimal synchronous client of the agent API, returning status and parsed body."""
+
+    def __init__(self, base_url: str, api_key: str | None) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        if self.api_key is not None:
+            all_headers.setdefault("Authorization", f"Bearer {self.api_key}")
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers=all_headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return Response(response.status, _json(response.read()), dict(response.headers))
+        except urllib.error.HTTPError as error:
+            return Response(error.code, _json(error.read()), dict(error.headers))
+
+    def get(self, path: str) -> Response:
+        return self.call("GET", path)
+
+    def post(self, path: str, body: Any = None) -> Response:
+        return self.call("POST", path, body if body is not None else {})
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+    @property
+    def delivery_id(self) -> str:
+        return self.headers["Signoff-Delivery"]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class WebhookReceiver:
+    """A webhook endpoint on loopback, in its own thread and event loop.
+
+    `status` is what it answers (200 by default; set 503 to play "down"); with `hang` set it
+    holds every request open until released. Every request that arrived is in `deliveries`,
+    whatever was answered.
+    """
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+        self.status = 200
+        self.hang = threading.Event()
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    def __enter__(self) -> WebhookReceiver:
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("webhook receiver did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.hang.clear()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/signoff"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/hooks/signoff", self._handle)
+        runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        self.port = runner.addresses[0][1]
+        self._started.set()
+        self._loop.run_forever()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        with self._lock:
+            self.deliveries.append(Delivery(dict(request.headers), body, time.time()))
+        # `hang` is set and cleared from the test's thread: poll it (an asyncio.Event belongs
+        # to one loop).
+        while self.hang.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        return web.Response(status=self.status, text="ok" if self.status < 300 else "down")
+
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.deliveries)
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0) -> list[Delivery]:
+        """Wait until predicate(deliveries) is true; returns the deliveries then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.snapshot()
+            if predicate(seen):
+                return seen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"webhook condition not met in {timeout} s; got {seen!r}")
+            time.sleep(0.05)
+
+
+def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.05)
+
+
+__all__ = [
+    "API_KEYS",
+    "REPO_ROOT",
+    "WEBHOOK_SECRET",
+    "Api",
+    "Delivery",
+    "ServerProcess",
+    "WebhookReceiver",
+    "service_config",
+    "service_env",
+    "wait_until",
+    "write_config",
+]

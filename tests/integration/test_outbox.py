@@ -1,0 +1,305 @@
+"""The outbox runner and signed webhooks, on real SQLite and PostgreSQL, against a real
+webhook receiver on loopback, with a FakeClock driving leases and backoff.
+
+Proves: a decision's webhook arrives signed and verifiable; failures are retried with
+exponential backoff and jitter under a stable delivery id and identical body bytes; after
+the attempt limit the job is dead until requeued; a job whose worker died is taken over after
+its lease (and the dead worker cannot settle it any more); two runners sharing the queue never
+run one job twice while its lease holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.errors import BadWebhookSignature
+from bot.intake import create_request
+from bot.metrics import Metrics
+from bot.operator import Actor, Operator
+from bot.outbox import OutboxRunner, OutboxSettings
+from bot.routing import Directory
+from bot.webhooks import WebhookSender, verify
+from store.records import Approval
+from store.repository import Store
+from tests.conftest import TEST_CONFIG, make_request
+
+SECRET = "whsec-test"
+SETTINGS = OutboxSettings(
+    lease=timedelta(seconds=30),
+    max_attempts=4,
+    backoff_base=timedelta(seconds=10),
+    backoff_max=timedelta(minutes=5),
+)
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint in this event loop: records requests, answers `status`."""
+
+    url: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    gate: asyncio.Event | None = None
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received.append((dict(request.headers), await request.read()))
+        self.arrived.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        return web.Response(status=self.status, headers=self.headers, text="x")
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    hooks = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", hooks.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    hooks.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    yield hooks
+    if hooks.gate is not None:
+        hooks.gate.set()
+    await runner.cleanup()
+
+
+@pytest.fixture
+def hooked(receiver: Receiver) -> Directory:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0] = {
+        "name": "acme",
+        "webhook_url": receiver.url,
+        "webhook_secret_env": "ACME_SECRET",
+    }
+    return parse_config(config).directory()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as http:
+        yield http
+
+
+def _runner(
+    store: Store,
+    directory: Directory,
+    clock: FakeClock,
+    session: aiohttp.ClientSession,
+    *,
+    worker: str = "w1",
+    environ: dict[str, str] | None = None,
+    metrics: Metrics | None = None,
+) -> OutboxRunner:
+    sender = WebhookSender(
+        session, directory, clock, environ={"ACME_SECRET": SECRET} if environ is None else environ
+    )
+    # Jitter pinned to its maximum so the schedule is exact; the jitter range is unit-tested.
+    return OutboxRunner(
+        store,
+        {"webhook": sender},
+        clock,
+        SETTINGS,
+        worker=worker,
+        rand=lambda: 1.0,
+        metrics=metrics,
+    )
+
+
+async def _approved(
+    store: Store, directory: Directory, clock: FakeClock, run_id: str = "r"
+) -> Approval:
+    created = await create_request(store, directory, clock, "acme", make_request(run_id=run_id))
+    decision = await Operator(store, directory, clock).approve_shown(
+        created.approval.id, created.approval.hash, Actor("alice", "cli")
+    )
+    return decision.approval
+
+
+async def _job(store: Store, approval_id: str) -> Any:
+    async with store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=approval_id)
+    return job
+
+
+async def test_a_decision_webhook_arrives_signed(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    assert await _runner(store, hooked, clock, session).run_once() == 1
+    [(headers, body)] = receiver.received
+    delivery = verify(headers, body, SECRET, now=clock.now().timestamp())
+    assert delivery == f"{approval.id}.2"
+    with pytest.raises(BadWebhookSignature):
+        verify(headers, body, "another-secret", now=clock.now().timestamp())
+    with pytest.raises(BadWebhookSignature):
+        verify(headers, body + b" ", SECRET, now=clock.now().timestamp())
+    with pytest.raises(BadWebhookSignature, match="window"):  # a replay ten minutes later
+        verify(headers, body, SECRET, now=clock.now().timestamp() + 600)
+    job = await _job(store, approval.id)
+    assert (job.state, job.attempts, job.locked_by) == ("done", 1, None)
+
+
+async def test_failures_back_off_then_die_then_retry_delivers(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    metrics = Metrics()
+    runner = _runner(store, hooked, clock, session, metrics=metrics)
+    receiver.status = 503
+    gaps = []
+    for attempt in range(1, SETTINGS.max_attempts + 1):
+        assert await runner.run_once() == 1
+        job = await _job(store, approval.id)
+        assert job.attempts == attempt
+        if attempt < SETTINGS.max_attempts:
+            assert job.state == "queued"
+            assert "HTTP 503" in job.last_error
+            gap = job.run_after - clock.now()
+            gaps.append(gap.total_seconds())
+            assert await runner.run_once() == 0  # not due yet
+            clock.advance(gap)
+    assert gaps == [10, 20, 40]  # base 10 s, doubling (jitter pinned at its maximum)
+    job = await _job(store, approval.id)
+    assert job.state == "dead"
+    clock.advance(hours=1)
+    assert await runner.run_once() == 0  # the dead stay dead
+    await metrics.refresh(store, clock.now())
+    assert 'signoff_outbox_dead_jobs{kind="webhook"} 1.0' in metrics.render().decode()
+
+    # Every attempt carried the same delivery id and the same bytes.
+    assert len({h["Signoff-Delivery"] for h, _ in receiver.received}) == 1
+    assert len({body for _, body in receiver.received}) == 1
+
+    async with store.write() as tx:
+        assert await tx.requeue_job(job.id, now=clock.now()) is not None
+    receiver.status = 200
+    assert await runner.run_once() == 1
+    assert (await _job(store, approval.id)).state == "done"
+    assert len(receiver.received) == SETTINGS.max_attempts + 1
+
+
+async def test_retry_after_is_honoured(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    receiver.status, receiver.headers = 429, {"Retry-After": "120"}
+    await _runner(store, hooked, clock, session).run_once()
+    job = await _job(store, approval.id)
+    assert (job.run_after - clock.now()).total_seconds() == 120
+
+
+async def test_a_missing_secret_never_sends_unsigned(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    await _runner(store, hooked, clock, session, environ={}).run_once()
+    assert receiver.received == []
+    job = await _job(store, approval.id)
+    assert "$ACME_SECRET is not set" in job.last_error
+
+
+async def test_a_dead_workers_job_is_taken_over_after_its_lease(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    receiver.gate = asyncio.Event()
+    crashed = _runner(store, hooked, clock, session, worker="crashed")
+    stuck = asyncio.create_task(crashed.run_once())
+    await receiver.arrived.wait()
+    stuck.cancel()  # the process dies mid-delivery: no release, no settle
+    with pytest.raises(asyncio.CancelledError):
+        await stuck
+    assert (await _job(store, approval.id)).locked_by == "crashed"
+
+    receiver.gate.set()
+    survivor = _runner(store, hooked, clock, session, worker="survivor")
+    assert await survivor.run_once() == 0  # the lease still holds
+    clock.advance(SETTINGS.lease)
+    assert await survivor.run_once() == 1
+    job = await _job(store, approval.id)
+    assert (job.state, job.attempts) == ("done", 2)
+    # The crashed worker, were it to come back, can no longer settle the job.
+    async with store.write() as tx:
+        assert not await tx.finish_job(job.id, "crashed", now=clock.now())
+
+
+async def test_two_runners_never_run_a_leased_job_twice(
+    db_url: str,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    stores = [Store.from_url(db_url), Store.from_url(db_url)]
+    try:
+        approvals = [await _approved(stores[0], hooked, clock, f"r-{i}") for i in range(30)]
+        runners = [_runner(s, hooked, clock, session, worker=f"w{i}") for i, s in enumerate(stores)]
+
+        async def drain(runner: OutboxRunner) -> int:
+            total = 0
+            while n := await runner.run_once():
+                total += n
+            return total
+
+        counts = await asyncio.gather(*(drain(r) for r in runners))
+        assert sum(counts) == 30
+        deliveries = [h["Signoff-Delivery"] for h, _ in receiver.received]
+        assert sorted(deliveries) == sorted(f"{a.id}.2" for a in approvals)
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_stopping_releases_held_jobs_without_counting_the_attempt(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    receiver.gate = asyncio.Event()
+    runner = _runner(store, hooked, clock, session)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    await receiver.arrived.wait()
+    stop.set()
+    task.cancel()  # shutdown gave up waiting on the in-flight delivery
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    job = await _job(store, approval.id)
+    assert (job.state, job.locked_by, job.attempts) == ("queued", None, 0)
