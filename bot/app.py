@@ -29,7 +29,13 @@ from bot.routing import Directory
 from bot.sweeper import Sweeper
 from bot.webhooks import WebhookSender
 from store.engine import is_sqlite
-from store.migrate import current_revision, ensure_current, head_revision, upgrade
+from store.migrate import (
+    current_revision,
+    ensure_current,
+    head_revision,
+    known_revisions,
+    upgrade,
+)
 from store.repository import Store
 
 log = logging.getLogger("signoff.app")
@@ -133,6 +139,10 @@ async def readyz(request: web.Request) -> web.Response:
             {"status": "unavailable", "database": f"unreachable: {exc}"}, status=503
         )
     head = head_revision()
+    if current is not None and current != head and current not in known_revisions():
+        # Upgraded by a newer release during a rolling deploy; migrations are additive, so
+        # this replica keeps serving until it is replaced.
+        return web.json_response({"status": "ready", "schema": current, "needs": head})
     if current != head:
         return web.json_response(
             {

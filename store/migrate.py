@@ -33,6 +33,12 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> frozenset[str]:
+    """Every revision this version of signoff ships."""
+    scripts = ScriptDirectory.from_config(alembic_config())
+    return frozenset(script.revision for script in scripts.walk_revisions())
+
+
 def _current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
