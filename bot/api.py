@@ -15,6 +15,7 @@ import hmac
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,7 @@ log = logging.getLogger("signoff.api")
 MAX_RESULT_BYTES = 16 * 1024
 MAX_CLAIM_LEASE = timedelta(hours=24)
 _MAX_PAGE = 500
+_ID = re.compile(r"[0-9a-fA-F-]{1,36}")
 
 
 @dataclass
@@ -145,6 +147,9 @@ async def errors_middleware(
         message = exc.text or exc.reason
         if exc.status == 404:
             message = f"no such endpoint: {request.method} {request.path}"
+        elif exc.status == 413:
+            # aiohttp names its own buffer size; say the configured limit.
+            message = f"request body is over the limit of {request.app[API].max_body} bytes"
         elif exc.status == 405:
             message = f"{request.method} is not allowed on {request.path}"
         response = error_response(exc.status, code, message)
@@ -214,9 +219,9 @@ class ListQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     state: State | None = None
-    run_id: Annotated[str, Field(max_length=256)] | None = None
-    capability: Annotated[str, Field(max_length=256)] | None = None
-    assignee: Annotated[str, Field(max_length=160)] | None = None
+    run_id: Annotated[str, Field(max_length=256), NO_NUL] | None = None
+    capability: Annotated[str, Field(max_length=256), NO_NUL] | None = None
+    assignee: Annotated[str, Field(max_length=160), NO_NUL] | None = None
     limit: Annotated[int, Field(ge=1, le=_MAX_PAGE)] = 50
     cursor: Annotated[str, Field(max_length=200)] | None = None
 
@@ -237,6 +242,15 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
             "cursor is not one this server issued; pass next_cursor from the previous page",
             fields=[{"field": "cursor", "message": "invalid cursor"}],
         ) from None
+
+
+def _approval_id(request: web.Request) -> str:
+    """The id in the path. Ids are UUIDs: anything else cannot exist, and is answered like an
+    unknown id without asking the database (which would refuse some text, e.g. NUL)."""
+    approval_id = request.match_info["id"]
+    if not _ID.fullmatch(approval_id):
+        raise NotFound(f"no approval with id {approval_id!r}")
+    return approval_id
 
 
 def _committed(request: web.Request) -> None:
@@ -266,7 +280,7 @@ async def create(request: web.Request) -> web.Response:
 async def get(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     async with request.app[API].store.read() as tx:
-        approval = await tx.get_approval(request.match_info["id"], tenant)
+        approval = await tx.get_approval(_approval_id(request), tenant)
     if approval is None:
         raise NotFound(f"no approval with id {request.match_info['id']!r}")
     return web.json_response(public_record(approval))
@@ -307,7 +321,7 @@ async def claim(request: web.Request) -> web.Response:
             f"lease {body.lease!r} is longer than {MAX_CLAIM_LEASE}",
             fields=[{"field": "lease", "message": "longer than 24h"}],
         )
-    claimed = await ctx.actions.claim(tenant, request.match_info["id"], lease)
+    claimed = await ctx.actions.claim(tenant, _approval_id(request), lease)
     _committed(request)
     approval = claimed.approval
     return web.json_response(
@@ -332,7 +346,7 @@ async def complete(request: web.Request) -> web.Response:
     if len(canonical_json(result)) > MAX_RESULT_BYTES:
         raise RequestTooLarge(f"result is larger than {MAX_RESULT_BYTES} bytes; keep a reference")
     approval = await request.app[API].actions.complete(
-        tenant, request.match_info["id"], body.claim_token, body.outcome, result
+        tenant, _approval_id(request), body.claim_token, body.outcome, result
     )
     _committed(request)
     return web.json_response(public_record(approval))
@@ -341,9 +355,7 @@ async def complete(request: web.Request) -> web.Response:
 async def supersede(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(SupersedeBody, await _body(request))
-    approval = await request.app[API].actions.supersede(
-        tenant, request.match_info["id"], body.reason
-    )
+    approval = await request.app[API].actions.supersede(tenant, _approval_id(request), body.reason)
     _committed(request)
     return web.json_response(public_record(approval))
 
@@ -351,7 +363,7 @@ async def supersede(request: web.Request) -> web.Response:
 async def cancel(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(CancelBody, await _body(request, optional=True))
-    approval = await request.app[API].actions.cancel(tenant, request.match_info["id"], body.reason)
+    approval = await request.app[API].actions.cancel(tenant, _approval_id(request), body.reason)
     _committed(request)
     return web.json_response(public_record(approval))
 

@@ -229,6 +229,7 @@ class WebhookReceiver:
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.port = 0
+        self._runner: web.AppRunner
 
     def __enter__(self) -> WebhookReceiver:
         self._thread.start()
@@ -238,6 +239,9 @@ class WebhookReceiver:
 
     def __exit__(self, *exc: object) -> None:
         self.hang.clear()
+        # Close the server and its keep-alive connections before the loop stops, so no
+        # handler task is left pending.
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
@@ -249,7 +253,7 @@ class WebhookReceiver:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
         app.router.add_post("/hooks/signoff", self._handle)
-        runner = web.AppRunner(app, access_log=None)
+        self._runner = runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         self._loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())

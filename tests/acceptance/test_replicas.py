@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -157,10 +159,19 @@ def test_two_replicas_share_one_postgresql_database(
                 lambda: _settled_outbox(db_url, ids), timeout=15.0, what="outbox drained"
             )
             assert sorted(jobs) == sorted(ids), "one decision webhook job per approval"
+            # Each job was settled done by exactly one replica; both runners took part.
+            sent = [_webhooks_done(base) for base in bases]
+            assert sum(sent) == APPROVALS, sent
+            assert all(sent), f"one runner delivered every webhook: {sent}"
             verified = cli.run("audit", "verify")
             assert verified.returncode == 0, str(verified)
             events = 2 * APPROVALS + 2 * len(approved)  # + claimed, executed
             assert f"{events} events across {APPROVALS} approvals" in verified.stdout
+            # A clean stop (SIGTERM) of both replicas, with nothing alarming in their logs.
+            for server in (one, two):
+                assert server.terminate() == 0, server.log[-3000:]
+                trouble = [x for x in server.log.splitlines() if " ERROR " in x or "Traceback" in x]
+                assert not trouble, trouble
 
     elapsed = time.monotonic() - started
     with capsys.disabled():
@@ -168,7 +179,8 @@ def test_two_replicas_share_one_postgresql_database(
             f"\n[replicas] {APPROVALS} approvals, {len(approved)} approved / {len(rejected)} "
             f"rejected; races won by replica A {by_replica['A']}, B {by_replica['B']}; "
             f"claims won via server 1 {claimed_via[0]}, server 2 {claimed_via[1]}; "
-            f"{len(deliveries)} webhook deliveries ({redelivered} redelivered); "
+            f"webhooks sent by server 1 {sent[0]}, server 2 {sent[1]}, "
+            f"{len(deliveries)} arrivals ({redelivered} redelivered); "
             f"{elapsed:.1f} s"
         )
 
@@ -362,6 +374,16 @@ async def _race_claims(bases: Sequence[str], ids: Sequence[str]) -> tuple[int, i
 
         await asyncio.gather(*(race(aid) for aid in ids))
     return wins[0], wins[1]
+
+
+def _webhooks_done(base: str) -> int:
+    """How many webhook jobs this server's runner settled as done (its /metrics counter)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.search(
+        r'^signoff_outbox_jobs_total\{kind="webhook",result="done"\} (\S+)$', text, re.M
+    )
+    return int(float(found.group(1))) if found else 0
 
 
 def _settled_outbox(url: str, ids: Sequence[str]) -> list[str] | None:
