@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ def outbox_settings(config: Config) -> OutboxSettings:
         backoff_base=parse_duration(o.backoff_base),
         backoff_max=parse_duration(o.backoff_max),
         batch=o.batch,
+        concurrency=o.concurrency,
         poll_interval=o.poll_interval,
     )
 
@@ -94,7 +94,7 @@ class Background:
             metrics=self.metrics,
         )
         self._tasks = [
-            asyncio.create_task(self.runner.run(self._stop), name="outbox"),
+            asyncio.create_task(self.runner.run(self._stop, _DRAIN_SECONDS), name="outbox"),
             asyncio.create_task(
                 sweeper.run(self.config.sweeper.interval, self._stop), name="sweeper"
             ),
@@ -109,14 +109,12 @@ class Background:
         """Let in-flight jobs finish briefly, then cancel; the runner hands back what it held."""
         self._stop.set()
         if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=_DRAIN_SECONDS)
+            _, pending = await asyncio.wait(self._tasks, timeout=_DRAIN_SECONDS + 2)
             for task in pending:
                 task.cancel()
             for task in pending:
                 with suppress(asyncio.CancelledError):
                     await task
-            if pending and self.runner is not None:
-                await self.runner.release()
         if self._session is not None:
             await self._session.close()
 
@@ -248,8 +246,7 @@ async def run_server(config: Config, listen: str | None = None) -> None:
         _signals(stop)
         for address in runner.addresses:
             # Tests and scripts read the bound port from this line (listen = "HOST:0").
-            print(f"signoff listening on http://{address[0]}:{address[1]}", file=sys.stderr)
-            sys.stderr.flush()
+            log.info("signoff listening on http://%s:%d", address[0], address[1])
         await stop.wait()
         log.info("shutting down")
         await runner.cleanup()
@@ -266,8 +263,7 @@ async def run_worker(config: Config) -> None:
         stop = asyncio.Event()
         _signals(stop)
         await work.start()
-        print("signoff worker running", file=sys.stderr)
-        sys.stderr.flush()
+        log.info("signoff worker running")
         await stop.wait()
         log.info("shutting down")
         await work.stop()

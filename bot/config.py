@@ -72,6 +72,7 @@ class OutboxConfig(_Strict):
     backoff_base: DurationText = "2s"
     backoff_max: DurationText = "1h"
     batch: Annotated[int, Field(ge=1, le=1000)] = 20
+    concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
     poll_interval: Annotated[float, Field(gt=0, le=60)] = 1.0
     webhook_timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
 

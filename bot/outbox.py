@@ -46,6 +46,8 @@ class OutboxSettings:
     backoff_base: timedelta = timedelta(seconds=2)
     backoff_max: timedelta = timedelta(hours=1)
     batch: int = 20
+    # Jobs in flight at once per worker (each a webhook POST or a chat API call).
+    concurrency: int = 32
     poll_interval: float = 1.0
 
 
@@ -88,18 +90,21 @@ class OutboxRunner:
         """New jobs were committed in this process: look now, not at the next poll."""
         self._wake.set()
 
-    async def run_once(self) -> int:
-        """Claim one batch of due jobs, run them concurrently, settle each; returns how many
-        were attempted."""
+    async def _claim(self, limit: int) -> list[OutboxJob]:
         now = self.clock.now()
         async with self.store.write() as tx:
-            jobs = await tx.claim_jobs(
+            return await tx.claim_jobs(
                 self.worker,
                 now=now,
                 lease_until=now + self.settings.lease,
-                limit=self.settings.batch,
+                limit=limit,
                 kinds=list(self.handlers),
             )
+
+    async def run_once(self) -> int:
+        """Claim one batch of due jobs, run them concurrently, settle each; returns how many
+        were attempted. (Tests and tools; `run` keeps claiming while slow jobs run.)"""
+        jobs = await self._claim(self.settings.batch)
         if jobs:
             await asyncio.gather(*(self._attempt(job) for job in jobs))
         return len(jobs)
@@ -156,29 +161,55 @@ class OutboxRunner:
         if self.metrics is not None:
             self.metrics.outbox_jobs.labels(job.kind, result).inc()
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Work until `stop` is set, then hand back any job still held."""
+    async def run(self, stop: asyncio.Event, drain: float = 3.0) -> None:
+        """Work until `stop` is set; then give jobs in flight `drain` seconds, cancel the rest
+        and hand back whatever is still held.
+
+        Jobs run as independent tasks, up to `concurrency` at once, and the runner claims more
+        as soon as there is room: one receiver that hangs until its timeout holds up its own
+        jobs, not everybody's webhooks.
+        """
+        running: set[asyncio.Task[None]] = set()
         try:
             while not stop.is_set():
-                try:
-                    if await self.run_once():
-                        continue  # a full or partial batch: there may be more due now
-                except Exception:
-                    log.exception("outbox pass failed; retrying")
-                self._wake.clear()
-                waits = [
-                    asyncio.ensure_future(stop.wait()),
-                    asyncio.ensure_future(self._wake.wait()),
-                ]
-                try:
-                    await asyncio.wait(
-                        waits, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
-                    )
-                finally:
-                    for waiter in waits:
-                        waiter.cancel()
+                room = min(self.settings.batch, self.settings.concurrency - len(running))
+                claimed: list[OutboxJob] = []
+                if room > 0:
+                    try:
+                        claimed = await self._claim(room)
+                    except Exception:
+                        log.exception("outbox claim failed; retrying")
+                for job in claimed:
+                    task = asyncio.create_task(self._attempt(job), name=f"outbox-{job.id}")
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                if claimed and len(claimed) == room:
+                    continue  # a full batch: more may be due now
+                await self._idle(stop, running, full=room <= 0)
+            if running:
+                await asyncio.wait(running, timeout=drain)
         finally:
+            for task in list(running):
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             await self.release()
+
+    async def _idle(
+        self, stop: asyncio.Event, running: set[asyncio.Task[None]], full: bool
+    ) -> None:
+        """Wait for stop, a wake-up, the poll interval, or (when at capacity) a job ending."""
+        self._wake.clear()
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        watched: set[asyncio.Future[object]] = set(waiters)
+        if full:
+            watched |= set(running)  # type: ignore[arg-type]
+        try:
+            await asyncio.wait(
+                watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     async def release(self) -> int:
         """Hand back jobs this worker still holds (shutdown), so another replica can run them

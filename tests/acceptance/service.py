@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
 WEBHOOK_SECRET = "whsec-acme-test"
 START_TIMEOUT = 30.0
+# The startup log line (text or JSON format) that names the bound port.
+_LISTENING = re.compile(r"signoff listening on http://[^\s:]+:(\d+)")
 
 
 def service_config(database_url: str, webhook_url: str, **sections: Any) -> dict[str, Any]:
@@ -103,8 +106,8 @@ class ServerProcess:
         assert self.proc is not None and self.proc.stderr is not None
         for line in self.proc.stderr:
             self._lines.append(line)
-            if "signoff listening on http://" in line:
-                self.port = int(line.rsplit(":", 1)[1])
+            if match := _LISTENING.search(line):
+                self.port = int(match.group(1))
                 ready.set()
             elif "signoff worker running" in line:
                 ready.set()

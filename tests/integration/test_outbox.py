@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -62,8 +63,8 @@ class Receiver:
         return web.Response(status=self.status, headers=self.headers, text="x")
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
+@asynccontextmanager
+async def serving() -> AsyncIterator[Receiver]:
     hooks = Receiver()
     app = web.Application()
     app.router.add_post("/hook", hooks.handle)
@@ -71,10 +72,18 @@ async def receiver() -> AsyncIterator[Receiver]:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     hooks.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    yield hooks
-    if hooks.gate is not None:
-        hooks.gate.set()
-    await runner.cleanup()
+    try:
+        yield hooks
+    finally:
+        if hooks.gate is not None:
+            hooks.gate.set()
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with serving() as hooks:
+        yield hooks
 
 
 @pytest.fixture
@@ -120,9 +129,11 @@ def _runner(
 
 
 async def _approved(
-    store: Store, directory: Directory, clock: FakeClock, run_id: str = "r"
+    store: Store, directory: Directory, clock: FakeClock, run_id: str = "r", **body: Any
 ) -> Approval:
-    created = await create_request(store, directory, clock, "acme", make_request(run_id=run_id))
+    created = await create_request(
+        store, directory, clock, "acme", make_request(run_id=run_id, **body)
+    )
     decision = await Operator(store, directory, clock).approve_shown(
         created.approval.id, created.approval.hash, Actor("alice", "cli")
     )
@@ -303,3 +314,29 @@ async def test_stopping_releases_held_jobs_without_counting_the_attempt(
         await task
     job = await _job(store, approval.id)
     assert (job.state, job.locked_by, job.attempts) == ("queued", None, 0)
+
+
+async def test_a_hung_receiver_does_not_hold_up_other_webhooks(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    receiver.gate = asyncio.Event()  # the tenant's receiver accepts and never answers
+    await _approved(store, hooked, clock, "r-slow")
+    runner = _runner(store, hooked, clock, session)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    try:
+        await asyncio.wait_for(receiver.arrived.wait(), 5)
+        async with serving() as other:
+            fast = await _approved(store, hooked, clock, "r-fast", callback_url=other.url)
+            runner.wake()
+            # Well inside the hung delivery's 10 s timeout.
+            await asyncio.wait_for(other.arrived.wait(), 5)
+            [(headers, _)] = other.received
+            assert headers["Signoff-Delivery"] == f"{fast.id}.2"
+    finally:
+        stop.set()
+        await task
