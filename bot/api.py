@@ -31,6 +31,7 @@ from bot.errors import (
     ApprovalChanged,
     ApprovalExpired,
     ClaimMismatch,
+    ConfigError,
     InvalidRequest,
     MalformedJson,
     NotFound,
@@ -41,7 +42,7 @@ from bot.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from bot.execution import AgentActions
+from bot.execution import DEFAULT_LEASE, AgentActions
 from bot.intake import MAX_REQUEST_BYTES, create_request, parse_json, validate, validate_request
 from bot.model import State, public_record
 from bot.routing import Directory
@@ -65,7 +66,7 @@ class ApiContext:
     # (tenant, key) for every tenant whose api_key_env is set
     keys: list[tuple[str, bytes]]
     max_body: int = MAX_REQUEST_BYTES
-    claim_lease: timedelta = timedelta(minutes=10)
+    claim_lease: timedelta = DEFAULT_LEASE
     # Called after a transition commits, so the outbox runner looks at once.
     on_commit: Callable[[], None] = field(default=lambda: None)
 
@@ -76,10 +77,16 @@ API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
 def tenant_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[str, bytes]]:
     """Each tenant's API key from its environment variable; tenants without one cannot use
     the API (logged, so an operator sees why their agent gets 401)."""
-    keys = []
+    keys: list[tuple[str, bytes]] = []
     for tenant in directory.tenants.values():
         value = environ.get(tenant.api_key_env) if tenant.api_key_env else None
         if value:
+            for other, key in keys:
+                if hmac.compare_digest(key, value.encode()):
+                    raise ConfigError(
+                        f"tenants {other!r} and {tenant.name!r} have the same API key; "
+                        "each tenant needs its own"
+                    )
             keys.append((tenant.name, value.encode()))
         else:
             why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
@@ -170,7 +177,8 @@ def _tenant(request: web.Request) -> str:
     scheme, _, presented = header.partition(" ")
     if scheme.lower() != "bearer" or not presented.strip():
         raise Unauthorized("missing API key: send Authorization: Bearer <tenant api key>")
-    offered = presented.strip().encode()
+    # aiohttp keeps undecodable header bytes as surrogates: encode them back, never fail.
+    offered = presented.strip().encode("utf-8", "surrogateescape")
     found = None
     for tenant, key in request.app[API].keys:
         if hmac.compare_digest(offered, key):
@@ -201,7 +209,7 @@ class ClaimBody(_Body):
 
 
 class CompleteBody(_Body):
-    claim_token: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    claim_token: Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
     outcome: Literal["succeeded", "failed"]
     result: Any = None
 
@@ -236,7 +244,9 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, approval_id = json.loads(raw)
         when = datetime.strptime(created, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        return when, str(approval_id)
+        if not isinstance(approval_id, str) or not _ID.fullmatch(approval_id):
+            raise ValueError("not an approval id")
+        return when, approval_id
     except (ValueError, TypeError, binascii.Error):
         raise InvalidRequest(
             "cursor is not one this server issued; pass next_cursor from the previous page",

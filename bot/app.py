@@ -217,7 +217,12 @@ def build_app(
 async def prepare_schema(store: Store) -> None:
     """The embedded default (SQLite) upgrades itself; a shared PostgreSQL database is upgraded
     deliberately, with `signoff db upgrade`, and an old one is refused here."""
-    if is_sqlite(store.engine):
+    current = await current_revision(store.engine)
+    if current is not None and current not in known_revisions():
+        log.warning(
+            "schema %s is newer than this signoff (%s); not migrating", current, head_revision()
+        )
+    elif is_sqlite(store.engine):
         before, after = await upgrade(store.engine)
         if before != after:
             log.info("schema upgraded from %s to %s", before or "empty", after)

@@ -23,7 +23,7 @@ from bot.app import run_server, run_worker
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, load_config
 from bot.errors import InvalidRequest, NotFound, NotPending, SignoffError
-from bot.intake import MAX_REQUEST_BYTES, create_request, parse_request
+from bot.intake import create_request, parse_request
 from bot.model import Card, State, public_record
 from bot.operator import Actor, Decision, Operator
 from bot.routing import Directory
@@ -144,7 +144,7 @@ def _read_file(name: str) -> bytes:
 
 
 async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
-    parsed = parse_request(_read_file(args.file), MAX_REQUEST_BYTES)
+    parsed = parse_request(_read_file(args.file), ctx.config.server.max_body_bytes)
     result = await create_request(ctx.store, ctx.directory, ctx.clock, args.tenant, parsed)
     _emit_json(public_record(result.approval))
     note = "created" if result.created else "already existed (same tenant, run_id and hash)"

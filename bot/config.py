@@ -55,17 +55,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _at_most_a_day(value: str) -> str:
+    if parse_duration(value).total_seconds() > 86400:
+        raise ValueError(f"{value!r} is longer than 24h")
+    return value
+
+
 class ServerConfig(_Strict):
     listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8700"
     public_url: HttpUrl = "http://127.0.0.1:8700"
     # Largest request body the API reads (413 beyond it).
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
     # How long a claim holds an approved call before it counts as outcome_unknown.
-    claim_lease: DurationText = "10m"
+    claim_lease: Annotated[DurationText, AfterValidator(_at_most_a_day)] = "10m"
 
 
 class OutboxConfig(_Strict):
     """The outbox runner: leases, retries and backoff of webhooks and card jobs."""
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_delivery(self) -> OutboxConfig:
+        # A job whose lease runs out while its delivery is still in flight can be taken by
+        # another worker and delivered twice at once.
+        if parse_duration(self.lease).total_seconds() <= self.webhook_timeout:
+            raise ValueError(
+                f"outbox.lease ({self.lease}) must be longer than outbox.webhook_timeout "
+                f"({self.webhook_timeout} s)"
+            )
+        return self
 
     lease: DurationText = "60s"
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
@@ -169,6 +186,10 @@ class Config(_Strict):
         names = [t.name for t in self.tenants]
         for name in {n for n in names if names.count(n) > 1}:
             raise ValueError(f"tenants: {name!r} is configured twice")
+        # One key must name one tenant, or one tenant's agent would act as the other.
+        key_vars = [t.api_key_env for t in self.tenants if t.api_key_env]
+        for var in {v for v in key_vars if key_vars.count(v) > 1}:
+            raise ValueError(f"tenants: api_key_env {var!r} is shared by several tenants")
         for group, spec in self.groups.items():
             for member in spec.members:
                 if member not in self.principals:

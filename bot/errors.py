@@ -172,6 +172,12 @@ class BadWebhookSignature(SignoffError):
     code = "bad_signature"
 
 
+class DeliveryFailed(SignoffError):
+    """An outbound delivery (webhook) did not succeed; the outbox retries it."""
+
+    code = "delivery_failed"
+
+
 class AlreadyVoted(SignoffError):
     """You have already voted on this request."""
 

@@ -34,10 +34,12 @@ _WITHDRAWABLE = (State.PENDING, State.APPROVED)
 _FINISHED = (State.EXECUTED, State.FAILED)
 
 
-def idempotency_key(approval: Approval) -> str:
+def idempotency_key(root: Approval) -> str:
     """The key the agent passes to the effect's own API (Stripe's Idempotency-Key and the
-    like): the same for every claim of this exact approved call, different for any other."""
-    return hashlib.sha256(f"{approval.id}:{approval.hash}".encode()).hexdigest()
+    like), derived from the id and hash of the approval that first asked for the call: the
+    same for every claim of it and of its interrupted_side_effect follow-ups (which may run
+    a call that already took effect), different for any other call."""
+    return hashlib.sha256(f"{root.id}:{root.hash}".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,12 @@ class AgentActions:
             )
 
         result = await self._run(tenant, approval_id, step)
-        return Claimed(result.approval, token, idempotency_key(result.approval))
+        claimed = result.approval
+        root = claimed
+        if claimed.origin_id is not None:
+            async with self.store.read() as tx:
+                root = await tx.get_approval(claimed.origin_id) or claimed
+        return Claimed(claimed, token, idempotency_key(root))
 
     async def complete(
         self,
@@ -102,7 +109,7 @@ class AgentActions:
 
         async def step(tx: Tx, row: Approval, now: datetime) -> Transition | Approval:
             same_claim = row.claim_token is not None and hmac.compare_digest(
-                row.claim_token, claim_token
+                row.claim_token.encode(), claim_token.encode("utf-8", "surrogateescape")
             )
             if row.state in _FINISHED and same_claim and row.outcome == recorded:
                 return row
@@ -261,8 +268,16 @@ def _interruption(directory: Directory, row: Approval) -> Draft:
     original = row.presentation if isinstance(row.presentation, dict) else {}
     started = utc_iso(row.claimed_at) if row.claimed_at else "unknown"
     lease = utc_iso(row.lease_until) if row.lease_until else "unknown"
+    title = str(original.get("title") or row.capability)
+    fields = [f for f in original.get("fields") or [] if isinstance(f, dict)]
+    if row.kind == Kind.INTERRUPTED_SIDE_EFFECT:
+        # A follow-up of a follow-up: keep pointing at the first request, say it once.
+        fields = fields[2:]
+    else:
+        title = f"Outcome unknown: {title}"
+    root = row.origin_id or row.id
     presentation = {
-        "title": f"Outcome unknown: {original.get('title') or row.capability}"[:300],
+        "title": title[:300],
         "summary": (
             f"This call was approved and started at {started}, but its outcome was never "
             f"reported: the execution lease lapsed at {lease}. It may or may not have taken "
@@ -270,9 +285,9 @@ def _interruption(directory: Directory, row: Approval) -> Draft:
             "first); reject to leave it as it is."
         ),
         "fields": [
-            {"label": "Original approval", "value": row.id},
+            {"label": "Original approval", "value": root},
             {"label": "Started", "value": started},
-            *[f for f in original.get("fields") or [] if isinstance(f, dict)],
+            *fields,
         ],
     }
     kind = Kind.INTERRUPTED_SIDE_EFFECT
@@ -304,7 +319,7 @@ def _interruption(directory: Directory, row: Approval) -> Draft:
         preconditions=row.preconditions,
         resume=row.resume,
         callback_url=row.callback_url,
-        origin_id=row.id,
+        origin_id=root,
     )
 
 

@@ -20,7 +20,11 @@ from store.repository import Store
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A human decision takes minutes to days: buckets from a minute to a week.
 _LATENCY_BUCKETS = (60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
-_DECISIONS = frozenset({State.APPROVED, State.REJECTED, State.CANCELLED, State.EXPIRED})
+# Ways a request leaves pending. (An approved grant that later expires or is withdrawn was
+# already counted when it was approved.)
+_DECISIONS = frozenset(
+    {State.APPROVED, State.REJECTED, State.CANCELLED, State.EXPIRED, State.SUPERSEDED}
+)
 
 
 class Metrics:
@@ -32,7 +36,8 @@ class Metrics:
         )
         self.decisions = Counter(
             "signoff_decisions",
-            "Requests leaving pending, by outcome (approved, rejected, cancelled, expired)",
+            "Requests leaving pending, by outcome (approved, rejected, cancelled, expired, "
+            "superseded)",
             ["outcome"],
             registry=r,
         )
@@ -81,10 +86,10 @@ class Metrics:
         """Count a committed transition; decisions also feed the latency histogram."""
         approval, event = result.approval, result.event
         self.transitions.labels(event.type).inc()
-        if event.type in _DECISIONS:
-            self.decisions.labels(event.type).inc()
+        if result.before == State.PENDING and approval.state in _DECISIONS:
+            self.decisions.labels(approval.state).inc()
             latency = (event.at - approval.created_at).total_seconds()
-            self.decision_latency.labels(event.type).observe(max(latency, 0.0))
+            self.decision_latency.labels(approval.state).observe(max(latency, 0.0))
 
     async def refresh(self, store: Store, now: datetime) -> None:
         """Read the database-wide gauges (one grouped query each)."""

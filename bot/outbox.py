@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from bot.clock import Clock, SystemClock
 from bot.metrics import Metrics
@@ -111,13 +112,23 @@ class OutboxRunner:
 
     async def _attempt(self, job: OutboxJob) -> None:
         try:
-            await self.handlers[job.kind](job)
-        except Exception as exc:  # any failure is retried; the error is kept on the job
-            await self._failed(job, exc)
-            return
-        async with self.store.write() as tx:
-            held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
-        self._count(job, "done" if held else "lost_lease")
+            try:
+                await self.handlers[job.kind](job)
+            except Exception as exc:  # any failure is retried; the error is kept on the job
+                await self._failed(job, exc)
+                return
+            async with self.store.write() as tx:
+                held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
+            self._count(job, "done" if held else "lost_lease")
+        except Exception:
+            # The outcome could not be recorded (database unavailable): the job comes back
+            # after its lease and runs again, which receivers dedupe.
+            log.exception(
+                "outbox job %d (%s): could not record the attempt; it runs again after its lease",
+                job.id,
+                job.kind,
+                extra={"approval_id": job.approval_id, "job_id": job.id},
+            )
 
     async def _failed(self, job: OutboxJob, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -140,7 +151,9 @@ class OutboxRunner:
             else:
                 delay = backoff(job.attempts, self.settings, self._rand)
                 if isinstance(exc, RetryLater) and exc.delay is not None:
-                    delay = max(delay, timedelta(seconds=exc.delay))
+                    # Honour the far side's wait, within the configured ceiling.
+                    asked = min(exc.delay, self.settings.backoff_max.total_seconds())
+                    delay = max(delay, timedelta(seconds=asked))
                 held = await tx.reschedule_job(
                     job.id, self.worker, run_after=now + delay, error=error
                 )
@@ -169,9 +182,11 @@ class OutboxRunner:
         as soon as there is room: one receiver that hangs until its timeout holds up its own
         jobs, not everybody's webhooks.
         """
-        running: set[asyncio.Task[None]] = set()
+        running: dict[int, asyncio.Task[None]] = {}
         try:
             while not stop.is_set():
+                # Cleared before claiming: a commit landing during the claim wakes the wait.
+                self._wake.clear()
                 room = min(self.settings.batch, self.settings.concurrency - len(running))
                 claimed: list[OutboxJob] = []
                 if room > 0:
@@ -180,29 +195,31 @@ class OutboxRunner:
                     except Exception:
                         log.exception("outbox claim failed; retrying")
                 for job in claimed:
+                    if job.id in running:
+                        # Our own lease ran out mid-attempt and we took the job again: the
+                        # attempt in flight settles it.
+                        continue
                     task = asyncio.create_task(self._attempt(job), name=f"outbox-{job.id}")
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                    running[job.id] = task
+                    task.add_done_callback(lambda _t, job_id=job.id: running.pop(job_id, None))
                 if claimed and len(claimed) == room:
                     continue  # a full batch: more may be due now
-                await self._idle(stop, running, full=room <= 0)
+                await self._idle(stop, list(running.values()), full=room <= 0)
             if running:
-                await asyncio.wait(running, timeout=drain)
+                await asyncio.wait(list(running.values()), timeout=drain)
         finally:
-            for task in list(running):
+            left = list(running.values())
+            for task in left:
                 task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+            await asyncio.gather(*left, return_exceptions=True)
             await self.release()
 
     async def _idle(
-        self, stop: asyncio.Event, running: set[asyncio.Task[None]], full: bool
+        self, stop: asyncio.Event, running: list[asyncio.Task[None]], full: bool
     ) -> None:
         """Wait for stop, a wake-up, the poll interval, or (when at capacity) a job ending."""
-        self._wake.clear()
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
-        watched: set[asyncio.Future[object]] = set(waiters)
-        if full:
-            watched |= set(running)  # type: ignore[arg-type]
+        watched: list[asyncio.Future[Any]] = [*waiters, *(running if full else [])]
         try:
             await asyncio.wait(
                 watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"

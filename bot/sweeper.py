@@ -70,11 +70,11 @@ class Sweeper:
             grants = await tx.due(State.APPROVED, now, self.batch)
             leases = await tx.due(State.EXECUTING, now, self.batch)
         for approval_id in pending:
-            report.expired += await self._one(approval_id, State.PENDING)
+            report.expired += await self._guarded(approval_id, State.PENDING)
         for approval_id in grants:
-            report.grants_expired += await self._one(approval_id, State.APPROVED)
+            report.grants_expired += await self._guarded(approval_id, State.APPROVED)
         for approval_id in leases:
-            report.lapsed += await self._one(approval_id, State.EXECUTING)
+            report.lapsed += await self._guarded(approval_id, State.EXECUTING)
         if self.escalate is not None:
             report.escalated = await self.escalate(now)
         return report
@@ -89,11 +89,25 @@ class Sweeper:
             if report.total == 0:
                 return total
 
+    async def _guarded(self, approval_id: str, seen_state: str) -> int:
+        """One row; a row that fails (and would fail again) must not stop the rest."""
+        try:
+            return await self._one(approval_id, seen_state)
+        except Exception:
+            log.exception(
+                "sweeper could not process approval %s; skipping it this pass",
+                approval_id,
+                extra={"approval_id": approval_id},
+            )
+            return 0
+
     async def _one(self, approval_id: str, seen_state: str) -> int:
-        """Judge one row again under its lock; someone may have decided it since the scan."""
+        """Judge one row again under its lock; someone may have decided it since the scan.
+        A row locked right now (a decision, another replica's sweeper) is left for the next
+        pass rather than waited for."""
         result: Transition | None = None
         async with self.store.write() as tx:
-            row = await tx.lock_approval(approval_id)
+            row = await tx.lock_approval(approval_id, skip_locked=True)
             now = self.clock.now()
             if row is None or row.state != seen_state:
                 return 0

@@ -25,6 +25,7 @@ class Transition:
 
     approval: Approval
     event: Event
+    before: str  # the state the row left
 
     @property
     def state(self) -> str:
@@ -73,7 +74,7 @@ async def apply(
         raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
     stored = await tx.insert_event(event)
     await effects.enqueue_transition(tx, directory, updated, stored, now)
-    return Transition(updated, stored)
+    return Transition(updated, stored, row.state)
 
 
 def logged(result: Transition) -> Transition:

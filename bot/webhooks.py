@@ -20,7 +20,7 @@ import aiohttp
 
 from bot.canonical import canonical_json
 from bot.clock import Clock
-from bot.errors import BadWebhookSignature
+from bot.errors import BadWebhookSignature, DeliveryFailed
 from bot.metrics import Metrics
 from bot.outbox import RetryLater
 from bot.routing import Directory
@@ -86,13 +86,13 @@ def verify(
         )
     expected = signature(secret, timestamp, delivery, body)
     offered = [part.strip() for part in _header(headers, SIGNATURE).split(",")]
-    if not any(hmac.compare_digest(expected, candidate) for candidate in offered):
+    wanted = expected.encode()
+    if not any(
+        hmac.compare_digest(wanted, candidate.encode("utf-8", "surrogateescape"))
+        for candidate in offered
+    ):
         raise BadWebhookSignature("signature does not match (wrong secret or altered body)")
     return delivery
-
-
-class DeliveryFailed(Exception):
-    """The receiver did not answer 2xx; the outbox retries."""
 
 
 class WebhookSender:

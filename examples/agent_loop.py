@@ -42,9 +42,17 @@ async def turn_one(run_id: str) -> str:
     return approval.id
 
 
+# Delivery ids already handled. Delivery is at least once: keep this in your database (a
+# unique column) so a redelivery after your own restart is recognised too.
+SEEN: set[str] = set()
+
+
 async def on_webhook(headers: dict[str, str], raw_body: bytes) -> None:
     """The decision arrived. Verify, dedupe on the delivery id, then act on the state."""
-    verify_webhook(headers, raw_body, WEBHOOK_SECRET)  # raises BadWebhookSignature
+    delivery = verify_webhook(headers, raw_body, WEBHOOK_SECRET)  # raises BadWebhookSignature
+    if delivery in SEEN:
+        return
+    SEEN.add(delivery)
     event = json.loads(raw_body)
     approval = event["approval"]
     if approval["state"] != "approved":

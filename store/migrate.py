@@ -73,6 +73,10 @@ async def ensure_current(engine: AsyncEngine) -> None:
     """Refuse to work on a schema that is missing or behind this version of signoff."""
     current = await current_revision(engine)
     head = head_revision()
+    if current is not None and current not in known_revisions():
+        # A newer release already upgraded the database (a rolling deploy): its migrations
+        # only add, so this version keeps working until it is replaced.
+        return
     if current != head:
         found = "an empty database" if current is None else f"schema revision {current}"
         raise SchemaOutOfDate(f"found {found}, this signoff needs {head}; run `signoff db upgrade`")

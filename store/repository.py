@@ -72,6 +72,7 @@ _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tena
 # On SQLite FOR UPDATE renders as nothing: the IMMEDIATE transaction already excludes
 # every other writer.
 _LOCK_APPROVAL = _GET_APPROVAL.with_for_update()
+_LOCK_APPROVAL_OR_SKIP = _GET_APPROVAL.with_for_update(skip_locked=True)
 _APPROVAL_BY_KEY = select(approvals).where(
     approvals.c.tenant == bindparam("tenant"),
     approvals.c.run_id == bindparam("run_id"),
@@ -177,9 +178,14 @@ class Tx:
             row = await self._one(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
         return Approval.from_row(row) if row else None
 
-    async def lock_approval(self, approval_id: str) -> Approval | None:
-        """Read an approval and hold its row lock until commit."""
-        row = await self._one(_LOCK_APPROVAL, {"id": approval_id})
+    async def lock_approval(
+        self, approval_id: str, *, skip_locked: bool = False
+    ) -> Approval | None:
+        """Read an approval and hold its row lock until commit. With skip_locked, a row
+        another transaction holds reads as None instead of being waited for (PostgreSQL;
+        SQLite's write transaction already excludes every other writer)."""
+        stmt = _LOCK_APPROVAL_OR_SKIP if skip_locked else _LOCK_APPROVAL
+        row = await self._one(stmt, {"id": approval_id})
         return Approval.from_row(row) if row else None
 
     async def update_approval(

@@ -80,6 +80,7 @@ class ServerProcess:
     cwd: Path
     command: str = "serve"
     extra_env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()  # after the command, e.g. ("--log-format", "json")
     proc: subprocess.Popen[str] | None = None
     port: int | None = None
     _lines: list[str] = field(default_factory=list)
@@ -87,7 +88,7 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         env = {**service_env(self.config_path), **self.extra_env}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", self.command],
+            [sys.executable, "-m", "bot.cli", self.command, *self.args],
             cwd=self.cwd,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -18,7 +18,9 @@ PostgreSQL where it says so), that:
 - `--log-format json` writes one JSON object per stderr line, and transition lines carry the
   approval id, tenant and actor;
 - `signoff worker` alone (no HTTP) delivers the webhook of a CLI decision and exits 0 on
-  SIGTERM.
+  SIGTERM;
+- a table of bad inputs each gets its 4xx and error code from the real server, nothing is
+  written, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ import asyncio
 import itertools
 import json
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from contextlib import closing
@@ -47,7 +46,7 @@ from store.engine import normalize_url
 from store.migrate import head_revision
 from tests.acceptance.conftest import Cli, Result, assert_refused, sqlite_url
 from tests.acceptance.service import (
-    START_TIMEOUT,
+    API_KEYS,
     WEBHOOK_SECRET,
     Api,
     Delivery,
@@ -63,28 +62,6 @@ from tests.conftest import request_body
 # -- helpers ---------------------------------------------------------------------------------
 
 
-class JsonLogServer(ServerProcess):
-    """`signoff serve --log-format json` (ServerProcess runs the bare command)."""
-
-    def start(self) -> ServerProcess:
-        env = {**service_env(self.config_path), **self.extra_env}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", self.command, "--log-format", "json"],
-            cwd=self.cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        ready = threading.Event()
-        threading.Thread(target=self._drain, args=(ready,), daemon=True).start()
-        if not ready.wait(START_TIMEOUT) or self.proc.poll() is not None:
-            self.proc.kill()
-            raise AssertionError(f"signoff {self.command} did not start:\n{self.log}")
-        return self
-
-
 class Fleet:
     """Every server a test starts, stopped (SIGKILL if still running) when the block ends."""
 
@@ -94,8 +71,8 @@ class Fleet:
         self.servers: list[ServerProcess] = []
 
     def start(self, command: str = "serve", *, json_logs: bool = False) -> ServerProcess:
-        kind = JsonLogServer if json_logs else ServerProcess
-        server = kind(self.config_path, self.cwd, command=command)
+        args = ("--log-format", "json") if json_logs else ()
+        server = ServerProcess(self.config_path, self.cwd, command=command, args=args)
         self.servers.append(server)
         return server.start()
 
@@ -313,8 +290,9 @@ def test_an_approval_outlives_kill9_and_is_decided_claimed_and_completed_on_a_ne
 def test_jobs_held_by_a_killed_server_are_delivered_by_another_after_their_lease(
     db_url: str, tmp_path: Path
 ) -> None:
-    lease = 3.0
-    outbox = {"lease": f"{lease:.0f}s", "poll_interval": 0.1, "webhook_timeout": 60}
+    lease = 5.0
+    # The delivery outlasts nothing but the lease's margin: A is killed well inside it.
+    outbox = {"lease": f"{lease:.0f}s", "poll_interval": 0.1, "webhook_timeout": 4}
     with WebhookReceiver() as hooks, deploy(tmp_path, db_url, hooks, outbox=outbox) as fleet:
         cli = cli_for(fleet)
         hooks.hang.set()
@@ -380,7 +358,7 @@ def test_sigterm_with_a_webhook_in_flight_hands_the_job_back_uncounted(
 ) -> None:
     with (
         WebhookReceiver() as hooks,
-        deploy(tmp_path, db_url, hooks, outbox={"webhook_timeout": 60}) as fleet,
+        deploy(tmp_path, db_url, hooks, outbox={"webhook_timeout": 30}) as fleet,
     ):
         cli = cli_for(fleet)
         server = fleet.start()
@@ -580,3 +558,51 @@ def test_worker_alone_delivers_the_webhook_of_a_cli_decision(db_url: str, tmp_pa
         assert worker.terminate() == 0, worker.log
         assert time.monotonic() - started < 5, worker.log
         assert "Traceback" not in worker.log, worker.log
+
+
+# -- 8. bad input against the real server ------------------------------------------------------
+
+
+def _valid_but(amount: bytes) -> bytes:
+    """A valid create body whose tool argument `amount` is the given JSON text."""
+    body = request_body(tool={"name": "stripe.refunds.create", "arguments": {"amount": "@"}})
+    return json.dumps(body).encode().replace(b'"@"', amount)
+
+
+_BAD_INPUTS: list[tuple[str, dict[str, Any], int, str]] = [
+    ("malformed JSON", {"raw": b'{"run_id": '}, 400, "malformed_json"),
+    ("wrong type", {"body": request_body(run_id=7)}, 422, "invalid_request"),
+    ("missing field", {"body": {"run_id": "r"}}, 422, "invalid_request"),
+    ("unknown field", {"body": request_body(colour="red")}, 422, "invalid_request"),
+    ("oversized body", {"raw": b'"' + b"x" * 300_000 + b'"'}, 413, "too_large"),
+    ("no key", {"key": None, "body": request_body()}, 401, "unauthorized"),
+    ("wrong key", {"key": "nope", "body": request_body()}, 401, "unauthorized"),
+    ("3 fortnights", {"body": request_body(approval_ttl="3 fortnights")}, 422, "invalid_request"),
+    # A float NaN as the agent's JSON library would send it: as a huge number.
+    ("NaN as 1e400", {"raw": _valid_but(b"1e400")}, 422, "not_canonical"),
+    ("NaN literal", {"raw": b'{"run_id": "r", "x": NaN}'}, 422, "not_canonical"),
+]
+
+
+def test_bad_input_gets_its_4xx_writes_nothing_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "signoff.db"
+    with WebhookReceiver() as hooks, deploy(tmp_path, sqlite_url(db), hooks) as fleet:
+        server = fleet.start()
+        acme = server.api()
+        mine = acme.post("/v1/approvals", request_body()).body
+        for name, sent, status, code in _BAD_INPUTS:
+            key = sent.get("key", API_KEYS["acme"])
+            reply = Api(server.url, key).call(
+                "POST", "/v1/approvals", sent.get("body"), raw=sent.get("raw")
+            )
+            assert (reply.status, reply.error_code) == (status, code), (name, reply)
+            assert reply.body["error"]["message"], name
+        # Another tenant's id is indistinguishable from a missing one.
+        assert server.api("globex").get(f"/v1/approvals/{mine['id']}").status == 404
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT count(*) FROM approvals").fetchone() == (1,)
+        assert acme.get("/healthz").status == 200
+        assert server.proc is not None and server.proc.poll() is None
+        assert "Traceback" not in server.log

@@ -23,6 +23,7 @@ port and driven with an aiohttp client. What these tests prove:
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import re
@@ -41,6 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.app import build_app
 from bot.clock import FakeClock, utc_iso
 from bot.config import Config, parse_config
+from bot.errors import ConfigError
 from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.migrate import head_revision
@@ -1076,3 +1078,54 @@ async def test_claim_racing_cancel_has_one_winner(api: Api) -> None:
     assert sorted([claim.status, cancel.status]) == [200, 409], (claim.body, cancel.body)
     final = (await api.get(record["id"]))["state"]
     assert final == ("executing" if claim.status == 200 else "cancelled")
+
+
+# -- review fixes: input that must stay a 4xx ------------------------------------------------
+
+
+async def test_an_undecodable_authorization_header_is_401(api: Api) -> None:
+    host, port = api.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"GET /v1/approvals HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    status_line, _, rest = response.partition(b"\r\n")
+    assert status_line.split()[1] == b"401", response
+    assert b'"unauthorized"' in rest
+
+
+async def test_a_non_ascii_claim_token_is_422_not_a_crash(api: Api) -> None:
+    record = await api.approved()
+    assert (await api.claim(record["id"])).status == 200
+    reply = await api.call(
+        "POST",
+        f"/v1/approvals/{record['id']}/complete",
+        {"claim_token": "éé", "outcome": "succeeded"},
+    )
+    assert "claim_token" in error_fields(assert_error(reply, 422, "invalid_request"))
+
+
+async def test_a_cursor_hiding_a_nul_is_refused_on_both_databases(api: Api) -> None:
+    forged = base64.urlsafe_b64encode(
+        json.dumps(["2026-01-05T09:00:00.000000Z", "a\x00b"]).encode()
+    ).decode()
+    reply = await api.call("GET", f"/v1/approvals?cursor={forged}")
+    assert error_fields(assert_error(reply, 422, "invalid_request")) == ["cursor"]
+
+
+async def test_two_tenants_with_the_same_key_value_refuse_to_start(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SIGNOFF_TEST_ACME_KEY", "same")
+    monkeypatch.setenv("SIGNOFF_TEST_GLOBEX_KEY", "same")
+    tenants = [
+        {"name": "acme", "api_key_env": "SIGNOFF_TEST_ACME_KEY"},
+        {"name": "globex", "api_key_env": "SIGNOFF_TEST_GLOBEX_KEY"},
+    ]
+    config = parse_config({**TEST_CONFIG, "tenants": tenants})
+    with pytest.raises(ConfigError, match="same API key"):
+        build_app(config, store, background=False)

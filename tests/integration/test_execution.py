@@ -12,19 +12,21 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
 
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.errors import ApprovalExpired, ClaimMismatch, NotPending
 from bot.execution import AgentActions, idempotency_key
 from bot.intake import create_request
+from bot.metrics import Metrics
 from bot.model import Kind, State, execution_of, recompute_hash
 from bot.operator import Actor, Operator
 from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request
+from tests.conftest import make_request, tamper
 
 ALICE = Actor("alice", "cli")
 BOB = Actor("bob", "cli")
@@ -209,3 +211,97 @@ async def test_agent_withdrawals_and_their_webhooks(
         assert bodies[-1]["approval"]["state"] == state
     with pytest.raises(NotPending):
         await actions.cancel("acme", approved.id)
+
+
+async def _lapse(
+    store: Store, directory: Directory, clock: FakeClock, approval_id: str
+) -> tuple[str, Approval]:
+    """Claim, let the lease lapse, sweep; returns the claim's key and the follow-up."""
+    claimed = await AgentActions(store, directory, clock).claim(
+        "acme", approval_id, timedelta(minutes=1)
+    )
+    clock.advance(minutes=2)
+    assert (await Sweeper(store, directory, clock).sweep()).lapsed == 1
+    async with store.read() as tx:
+        [follow_up] = [
+            a
+            for a in await tx.list_approvals(tenant="acme", state="pending")
+            if a.kind == Kind.INTERRUPTED_SIDE_EFFECT
+        ]
+    return claimed.idempotency_key, follow_up
+
+
+async def test_a_rerun_after_an_unknown_outcome_keeps_the_idempotency_key(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    """The follow-up may run a call that already took effect: the effect's API must see the
+    same key, so it applies the call at most once."""
+    original = await _approved(store, directory, clock)
+    first_key, follow_up = await _lapse(store, directory, clock, original.id)
+    operator = Operator(store, directory, clock)
+    await operator.approve_shown(follow_up.id, follow_up.hash, BOB)
+    second_key, again = await _lapse(store, directory, clock, follow_up.id)
+    assert first_key == second_key == idempotency_key(original)
+    # A follow-up of a follow-up still names the first request, and says so once.
+    assert again.origin_id == original.id
+    assert again.presentation["title"] == f"Outcome unknown: {original.presentation['title']}"
+    labels = [f["label"] for f in again.presentation["fields"]]
+    assert labels.count("Original approval") == 1
+    assert again.presentation["fields"][0]["value"] == original.id
+
+
+async def test_decision_metrics_count_each_request_once(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    metrics = Metrics()
+    operator = Operator(store, directory, clock, metrics)
+    actions = AgentActions(store, directory, clock, metrics)
+    approved = (await create_request(store, directory, clock, "acme", make_request())).approval
+    await operator.approve_shown(approved.id, approved.hash, ALICE)
+    withdrawn = (
+        await create_request(store, directory, clock, "acme", make_request(run_id="r-2"))
+    ).approval
+    await actions.supersede("acme", withdrawn.id, "balance changed")
+    clock.advance(hours=25)  # the approved grant runs out unclaimed
+    await Sweeper(store, directory, clock, metrics=metrics).sweep()
+
+    def count(outcome: str) -> float | None:
+        return metrics.registry.get_sample_value("signoff_decisions_total", {"outcome": outcome})
+
+    # Approved once; its grant expiring later is not a second decision.
+    assert (count("approved"), count("superseded"), count("expired")) == (1.0, 1.0, None)
+
+
+async def test_one_broken_row_does_not_stop_the_sweeper(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    actions = AgentActions(store, directory, clock)
+    broken = await _approved(store, directory, clock, run_id="r-broken")
+    healthy = await _approved(store, directory, clock, run_id="r-healthy")
+    await actions.claim("acme", broken.id, timedelta(minutes=1))  # lapses first
+    await actions.claim("acme", healthy.id, timedelta(minutes=2))
+    # An argument that no longer canonicalises: raising its follow-up fails, every time.
+    await tamper(
+        store, "UPDATE approvals SET tool_args = '{\"a\": 1e400}' WHERE id = :id", id=broken.id
+    )
+    clock.advance(minutes=5)
+    assert (await Sweeper(store, directory, clock).sweep()).lapsed == 1
+    async with store.read() as tx:
+        states = {a.id: a.state for a in await tx.list_approvals(tenant="acme")}
+    assert (states[broken.id], states[healthy.id]) == ("executing", "outcome_unknown")
+
+
+# SQLite has one writer at a time: there is no row lock to skip there.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+async def test_the_sweeper_skips_a_row_another_transaction_holds(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    created = (await create_request(store, directory, clock, "acme", make_request())).approval
+    clock.advance(hours=72)
+    sweeper = Sweeper(store, directory, clock)
+    async with store.engine.begin() as held:  # a decision in progress elsewhere
+        await held.execute(
+            text("SELECT id FROM approvals WHERE id = :id FOR UPDATE"), {"id": created.id}
+        )
+        assert (await asyncio.wait_for(sweeper.sweep(), 5)).expired == 0
+    assert (await sweeper.sweep()).expired == 1

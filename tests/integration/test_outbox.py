@@ -340,3 +340,46 @@ async def test_a_hung_receiver_does_not_hold_up_other_webhooks(
     finally:
         stop.set()
         await task
+
+
+async def test_a_huge_retry_after_is_capped_at_the_backoff_ceiling(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    receiver.status, receiver.headers = 429, {"Retry-After": "99999999999"}
+    await _runner(store, hooked, clock, session).run_once()
+    job = await _job(store, approval.id)
+    assert job.run_after - clock.now() == SETTINGS.backoff_max
+
+
+async def test_a_job_outliving_its_own_lease_is_not_started_twice_by_its_worker(
+    store: Store, hooked: Directory, clock: FakeClock
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    calls = 0
+    gate = asyncio.Event()
+    started = asyncio.Event()
+
+    async def slow(job: object) -> None:
+        nonlocal calls
+        calls += 1
+        started.set()
+        await gate.wait()
+
+    settings = OutboxSettings(lease=timedelta(seconds=30), poll_interval=0.01)
+    runner = OutboxRunner(store, {"webhook": slow}, clock, settings, worker="w1")
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    await started.wait()
+    clock.advance(seconds=31)  # the lease runs out while the attempt is in flight
+    for _ in range(20):  # let the runner poll (and re-claim) a few times
+        await asyncio.sleep(0.01)
+    gate.set()
+    stop.set()
+    await task
+    assert calls == 1
+    assert (await _job(store, approval.id)).state == "done"

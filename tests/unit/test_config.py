@@ -400,3 +400,22 @@ def test_names_longer_than_the_columns_hold_are_refused() -> None:
     data["principals"]["a" * 121] = {"name": "Too Long"}
     with pytest.raises(ConfigError, match="principals"):
         parse_config(data)
+
+
+def test_two_tenants_may_not_share_an_api_key_variable() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"][0]["api_key_env"] = "SHARED_KEY"
+    data["tenants"][1]["api_key_env"] = "SHARED_KEY"
+    assert "SHARED_KEY" in _error(data)
+
+
+def test_outbox_lease_must_outlive_a_webhook_attempt() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["outbox"] = {"lease": "10s", "webhook_timeout": 10}
+    assert "outbox.lease" in _error(data)
+
+
+def test_claim_lease_is_at_most_a_day() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["server"] = {"claim_lease": "2d"}
+    assert "server.claim_lease" in _error(data)

@@ -95,3 +95,10 @@ def test_an_unknown_code_stays_visible() -> None:
     error = error_from_code("rate_limited", "slow down", {})
     assert type(error) is SignoffError
     assert error.code == "rate_limited"
+
+
+def test_a_non_ascii_signature_is_a_bad_signature_not_a_crash() -> None:
+    headers = signed_headers("k", "d.1", b"{}", now=NOW)
+    headers["Signoff-Signature"] = "v1=é"
+    with pytest.raises(BadWebhookSignature):
+        verify_webhook(headers, b"{}", "k", now=NOW)
