@@ -19,15 +19,14 @@ from typing import Any, Literal
 
 from bot import transitions
 from bot.canonical import approval_hash
-from bot.clock import Clock, SystemClock, utc_iso
+from bot.clock import utc_iso
 from bot.errors import ApprovalExpired, ClaimMismatch, NoRoute, NotFound, NotPending
 from bot.intake import Draft, new_approval
-from bot.metrics import Metrics
 from bot.model import Kind, State
 from bot.routing import Directory
-from bot.transitions import Transition
+from bot.transitions import Transition, Transitioner
 from store.records import Approval
-from store.repository import Store, Tx
+from store.repository import Tx
 
 DEFAULT_LEASE = timedelta(minutes=10)
 _WITHDRAWABLE = (State.PENDING, State.APPROVED)
@@ -49,18 +48,8 @@ class Claimed:
     idempotency_key: str
 
 
-class AgentActions:
-    def __init__(
-        self,
-        store: Store,
-        directory: Directory,
-        clock: Clock | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.store = store
-        self.directory = directory
-        self.clock = clock or SystemClock()
-        self.metrics = metrics
+class AgentActions(Transitioner):
+    """The agent's transitions: `AgentActions(store, directory, clock, metrics)`."""
 
     async def claim(
         self, tenant: str, approval_id: str, lease: timedelta = DEFAULT_LEASE
@@ -186,10 +175,10 @@ class AgentActions:
             else:
                 result = await step(tx, row, now)
         if expired is not None:
-            self._committed(expired)
+            self.committed(expired)
             raise _expired(expired.approval)
         if isinstance(result, Transition):
-            self._committed(result)
+            self.committed(result)
         return result
 
     async def _move(
@@ -205,11 +194,6 @@ class AgentActions:
         return await transitions.apply(
             tx, self.directory, row, values, event_type, now=now, actor=f"agent:{tenant}", data=data
         )
-
-    def _committed(self, result: Transition) -> None:
-        if self.metrics is not None:
-            self.metrics.transitioned(result)
-        transitions.logged(result)
 
 
 # -- clocks running out (shared with the sweeper) -------------------------------------------

@@ -8,14 +8,13 @@ anything in memory, says who won; losers get an error naming the state the winne
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from bot import transitions
-from bot.clock import Clock, SystemClock, utc_iso
+from bot.clock import utc_iso
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -26,14 +25,11 @@ from bot.errors import (
     NotPending,
     SignoffError,
 )
-from bot.metrics import Metrics
 from bot.model import DECIDABLE, State, recompute_hash
-from bot.routing import Directory
-from bot.transitions import Transition
+from bot.transitions import Transition, Transitioner
 from store.records import Approval
-from store.repository import Store, Tx
+from store.repository import Tx
 
-log = logging.getLogger("signoff.operator")
 _FULL_HASH = re.compile(r"[0-9a-f]{64}")
 
 Action = Literal["approve", "reject", "cancel"]
@@ -60,18 +56,8 @@ class Actor:
 Decision = Transition
 
 
-class Operator:
-    def __init__(
-        self,
-        store: Store,
-        directory: Directory,
-        clock: Clock | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.store = store
-        self.directory = directory
-        self.clock = clock or SystemClock()
-        self.metrics = metrics
+class Operator(Transitioner):
+    """Every human decision: `Operator(store, directory, clock, metrics)`."""
 
     async def approve_shown(
         self, approval_id: str, shown_hash: str, actor: Actor, note: str | None = None
@@ -126,13 +112,9 @@ class Operator:
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
-            if self.metrics is not None:
-                self.metrics.transitioned(expiry)
-            transitions.logged(expiry)
+            self.committed(expiry)
             raise expired
-        if self.metrics is not None:
-            self.metrics.transitioned(decision)
-        return transitions.logged(decision)
+        return self.committed(decision)
 
     async def _apply(
         self,

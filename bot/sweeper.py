@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot import execution, transitions
-from bot.clock import Clock, SystemClock
+from bot import execution
+from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.model import State
 from bot.routing import Directory
-from bot.transitions import Transition
+from bot.transitions import Transition, Transitioner
 from store.repository import Store
 
 log = logging.getLogger("signoff.sweeper")
@@ -43,7 +43,7 @@ class SweepReport:
         return self.expired + self.grants_expired + self.lapsed + self.escalated
 
 
-class Sweeper:
+class Sweeper(Transitioner):
     def __init__(
         self,
         store: Store,
@@ -54,11 +54,8 @@ class Sweeper:
         metrics: Metrics | None = None,
         escalate: EscalationHook | None = None,
     ) -> None:
-        self.store = store
-        self.directory = directory
-        self.clock = clock or SystemClock()
+        super().__init__(store, directory, clock, metrics)
         self.batch = batch
-        self.metrics = metrics
         self.escalate = escalate
 
     async def sweep(self) -> SweepReport:
@@ -120,9 +117,7 @@ class Sweeper:
                     result = await execution.expire(tx, self.directory, row, now, clock_name)
         if result is None:
             return 0
-        if self.metrics is not None:
-            self.metrics.transitioned(result)
-        transitions.logged(result)
+        self.committed(result)
         return 1
 
     async def run(self, interval: float, stop: asyncio.Event) -> None:

@@ -10,11 +10,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from bot import audit, effects
+from bot.clock import Clock, SystemClock
 from bot.routing import Directory
 from store.records import Approval, Event
-from store.repository import Tx
+from store.repository import Store, Tx
+
+if TYPE_CHECKING:  # bot.metrics imports this module for Transition
+    from bot.metrics import Metrics
 
 log = logging.getLogger("signoff.transitions")
 
@@ -75,6 +80,30 @@ async def apply(
     stored = await tx.insert_event(event)
     await effects.enqueue_transition(tx, directory, updated, stored, now)
     return Transition(updated, stored, row.state)
+
+
+class Transitioner:
+    """What every component that moves approvals holds (the Operator, the agent's actions,
+    the sweeper): the store, the directory the effects are routed by, the clock every
+    judgement reads, and the metrics that count what committed."""
+
+    def __init__(
+        self,
+        store: Store,
+        directory: Directory,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.clock = clock or SystemClock()
+        self.metrics = metrics
+
+    def committed(self, result: Transition) -> Transition:
+        """Count and log a transition once its transaction has committed."""
+        if self.metrics is not None:
+            self.metrics.transitioned(result)
+        return logged(result)
 
 
 def logged(result: Transition) -> Transition:
