@@ -53,6 +53,7 @@ def outbox_settings(config: Config) -> OutboxSettings:
         batch=o.batch,
         concurrency=o.concurrency,
         poll_interval=o.poll_interval,
+        keep_done=parse_duration(o.keep_done),
     )
 
 

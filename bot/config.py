@@ -92,6 +92,7 @@ class OutboxConfig(_Strict):
     concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
     poll_interval: Annotated[float, Field(gt=0, le=60)] = 1.0
     webhook_timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
+    keep_done: DurationText = "7d"
 
 
 class SweeperConfig(_Strict):

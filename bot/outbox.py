@@ -28,6 +28,7 @@ from store.records import OutboxJob
 from store.repository import Store
 
 log = logging.getLogger("signoff.outbox")
+_PRUNE_EVERY = timedelta(minutes=10)
 
 Handler = Callable[[OutboxJob], Awaitable[None]]
 
@@ -50,6 +51,8 @@ class OutboxSettings:
     # Jobs in flight at once per worker (each a webhook POST or a chat API call).
     concurrency: int = 32
     poll_interval: float = 1.0
+    # Done jobs are kept this long (to answer "was it sent?"), then deleted in batches.
+    keep_done: timedelta = timedelta(days=7)
 
 
 def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
@@ -183,8 +186,15 @@ class OutboxRunner:
         jobs, not everybody's webhooks.
         """
         running: dict[int, asyncio.Task[None]] = {}
+        next_prune = self.clock.now()
         try:
             while not stop.is_set():
+                if self.clock.now() >= next_prune:
+                    next_prune = self.clock.now() + _PRUNE_EVERY
+                    try:
+                        await self.prune()
+                    except Exception:
+                        log.exception("pruning done outbox jobs failed; retrying later")
                 # Cleared before claiming: a commit landing during the claim wakes the wait.
                 self._wake.clear()
                 room = min(self.settings.batch, self.settings.concurrency - len(running))
@@ -227,6 +237,13 @@ class OutboxRunner:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+
+    async def prune(self, limit: int = 1000) -> int:
+        """Delete one batch of done jobs older than `keep_done`; returns how many."""
+        async with self.store.write() as tx:
+            return await tx.prune_jobs(
+                done_before=self.clock.now() - self.settings.keep_done, limit=limit
+            )
 
     async def release(self) -> int:
         """Hand back jobs this worker still holds (shutdown), so another replica can run them

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -515,3 +515,15 @@ class Tx:
             .group_by(outbox.c.kind, outbox.c.state)
         )
         return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
+
+    async def prune_jobs(self, *, done_before: datetime, limit: int) -> int:
+        """Delete up to `limit` jobs that finished before `done_before`. Dead jobs stay until
+        an operator retries them."""
+        old = (
+            select(outbox.c.id)
+            .where(outbox.c.state == "done", outbox.c.done_at < done_before)
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        stmt = delete(outbox).where(outbox.c.id.in_(old.scalar_subquery())).returning(outbox.c.id)
+        return len((await self.conn.execute(stmt)).all())

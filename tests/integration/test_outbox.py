@@ -376,3 +376,31 @@ async def test_a_job_outliving_its_own_lease_is_not_started_twice_by_its_worker(
     await task
     assert calls == 1
     assert (await _job(store, approval.id)).state == "done"
+
+
+async def test_delivered_jobs_are_pruned_after_keep_done_and_dead_ones_kept(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    delivered = await _approved(store, hooked, clock, "r-ok")
+    runner = _runner(store, hooked, clock, session)
+    assert await runner.run_once() == 1
+    failing = await _approved(store, hooked, clock, "r-dead")
+    receiver.status = 500
+    for _ in range(SETTINGS.max_attempts):
+        await runner.run_once()
+        clock.advance(SETTINGS.backoff_max)
+    assert (await _job(store, failing.id)).state == "dead"
+
+    clock.set((await _job(store, delivered.id)).done_at + SETTINGS.keep_done)
+    assert await runner.prune() == 0  # exactly keep_done old: still kept
+    clock.advance(seconds=1)
+    assert await runner.prune() == 1
+    async with store.read() as tx:
+        assert await tx.outbox_jobs(approval_id=delivered.id) == []
+    clock.advance(days=30)  # long past keep_done for the dead job too
+    assert await runner.prune() == 0
+    assert (await _job(store, failing.id)).state == "dead"
