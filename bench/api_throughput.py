@@ -1,0 +1,149 @@
+"""Create and claim through the agent HTTP API: requests per second and latency.
+
+The real application (`bot.app.build_app`, background work off) on a loopback port, driven
+by 32 concurrent aiohttp clients: N creates, then (decided in bulk through the Operator, as
+a human would, not timed) N claims and N completes. Shows what the HTTP layer, auth,
+validation and JSON add on top of the core figures in decide_throughput.py.
+
+    python bench/api_throughput.py [--n 2000] [--clients 32] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.app import build_app
+from bot.config import parse_config
+from bot.operator import Actor, Operator
+from store.engine import create_engine
+from store.migrate import upgrade
+from store.repository import Store
+
+KEY = "bench-key"
+CONFIG = {
+    "tenants": [{"name": "acme", "api_key_env": "SIGNOFF_BENCH_KEY"}],
+    "principals": {"alice": {"name": "Alice"}},
+    "routes": [{"tenant": "acme", "capability": "payments.*", "approvers": ["alice"]}],
+}
+
+
+def body(i: int) -> dict:
+    return {
+        "run_id": f"run-{i}",
+        "capability": "payments.refund",
+        "tool": {"name": "stripe.refunds.create", "arguments": {"charge": f"ch_{i}", "amount": i}},
+        "presentation": {"title": f"Refund {i}", "fields": [{"label": "Amount", "value": str(i)}]},
+    }
+
+
+async def timed(
+    n: int, clients: int, op: Callable[[int], Awaitable[None]]
+) -> tuple[float, list[float]]:
+    items = iter(range(n))
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        for i in items:
+            t0 = time.perf_counter()
+            await op(i)
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return n / (time.perf_counter() - t0), latencies
+
+
+def line(name: str, rate: float, latencies: list[float]) -> str:
+    p50, p99 = statistics.median(latencies), statistics.quantiles(latencies, n=100)[98]
+    return f"  {name:<9} {rate:7,.0f}/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms"
+
+
+async def bench(url: str, n: int, clients: int) -> None:
+    engine = create_engine(url)
+    await upgrade(engine)
+    await engine.dispose()
+    store = Store.from_url(url, pool_size=clients, max_overflow=10)
+    config = parse_config(CONFIG)
+    runner = web.AppRunner(build_app(config, store, background=False), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}/v1/approvals"
+    headers = {"Authorization": f"Bearer {KEY}"}
+    records: dict[int, dict] = {}
+    tokens: dict[int, str] = {}
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+
+        async def create(i: int) -> None:
+            async with http.post(base, json=body(i)) as response:
+                assert response.status == 201, await response.text()
+                records[i] = await response.json()
+
+        async def claim(i: int) -> None:
+            async with http.post(f"{base}/{records[i]['id']}/claim") as response:
+                assert response.status == 200, await response.text()
+                tokens[i] = (await response.json())["claim_token"]
+
+        async def complete(i: int) -> None:
+            done = {"claim_token": tokens[i], "outcome": "succeeded", "result": {"ok": i}}
+            async with http.post(f"{base}/{records[i]['id']}/complete", json=done) as response:
+                assert response.status == 200, await response.text()
+
+        print(line("create", *await timed(n, clients, create)))
+        operator = Operator(store, config.directory())
+        await timed(
+            n,
+            clients,
+            lambda i: operator.approve_shown(
+                records[i]["id"], records[i]["hash"], Actor("alice", "cli")
+            ),
+        )
+        print(line("claim", *await timed(n, clients, claim)))
+        print(line("complete", *await timed(n, clients, complete)))
+    await runner.cleanup()
+    await store.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    os.environ["SIGNOFF_BENCH_KEY"] = KEY
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"SQLite, {args.n} approvals, {args.clients} clients over HTTP")
+        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients)
+    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        conn = await asyncpg.connect(args.postgres)
+    except OSError as exc:
+        print(f"PostgreSQL skipped: {exc}")
+        return
+    await conn.execute(f"CREATE DATABASE {name}")
+    try:
+        print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
+        url = args.postgres.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+        await bench(f"{url}/{name}", args.n, args.clients)
+    finally:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await conn.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
