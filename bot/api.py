@@ -328,7 +328,7 @@ async def claim(request: web.Request) -> web.Response:
     lease = parse_duration(body.lease) if body.lease else ctx.claim_lease
     if lease > MAX_CLAIM_LEASE:
         raise InvalidRequest(
-            f"lease {body.lease!r} is longer than {MAX_CLAIM_LEASE}",
+            f"lease {body.lease!r} is longer than the 24h a claim may hold a call",
             fields=[{"field": "lease", "message": "longer than 24h"}],
         )
     claimed = await ctx.actions.claim(tenant, _approval_id(request), lease)
