@@ -130,7 +130,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Ready when the database answers and its schema is the one this code needs."""
+    """Ready when the database answers and its schema is not behind what this code needs."""
     try:
         current = await asyncio.wait_for(current_revision(request.app[STORE].engine), 5)
     except Exception as exc:  # unreachable, timed out, refused: all mean "not ready"

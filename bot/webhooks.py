@@ -37,7 +37,8 @@ def body_bytes(body: Any) -> bytes:
 
 
 def signature(secret: str, timestamp: int, delivery: str, body: bytes) -> str:
-    signed = f"{timestamp}.{delivery}.".encode() + body
+    # surrogateescape: a received header with odd bytes must fail to verify, not crash.
+    signed = f"{timestamp}.{delivery}.".encode("utf-8", "surrogateescape") + body
     return "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 

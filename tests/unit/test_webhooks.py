@@ -97,8 +97,13 @@ def test_an_unknown_code_stays_visible() -> None:
     assert error.code == "rate_limited"
 
 
-def test_a_non_ascii_signature_is_a_bad_signature_not_a_crash() -> None:
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [("Signoff-Signature", "v1=é"), ("Signoff-Delivery", "d.\udcff")],
+    ids=["non-ASCII signature", "undecodable delivery id"],
+)
+def test_odd_header_text_is_a_bad_signature_not_a_crash(header: str, value: str) -> None:
     headers = signed_headers("k", "d.1", b"{}", now=NOW)
-    headers["Signoff-Signature"] = "v1=é"
+    headers[header] = value
     with pytest.raises(BadWebhookSignature):
         verify_webhook(headers, b"{}", "k", now=NOW)
