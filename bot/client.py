@@ -10,6 +10,9 @@ exactly the approved call, once.
 
 Errors are the server's own classes (bot.errors), rebuilt from the error code: NotPending,
 ApprovalExpired, NotFound, InvalidRequest (with `.fields`), Unauthorized, ClaimMismatch...
+A network failure (server unreachable, timeout) is aiohttp's own ClientError or TimeoutError:
+retry it; every call is safe to repeat (create is idempotent, a repeated claim is refused
+with NotPending, a repeated complete returns the recorded outcome).
 """
 
 from __future__ import annotations
