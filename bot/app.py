@@ -13,16 +13,19 @@ import signal
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
+from bot.cards import CardJobs
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.durations import parse_duration
 from bot.execution import AgentActions
 from bot.metrics import CONTENT_TYPE, Metrics
+from bot.operator import Operator
 from bot.outbox import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from bot.sweeper import Sweeper
@@ -57,6 +60,19 @@ def outbox_settings(config: Config) -> OutboxSettings:
     )
 
 
+def build_channels(
+    config: Config, store: Store, directory: Directory, clock: Clock, metrics: Metrics
+) -> dict[str, Any]:
+    """The chat channels the config turns on, by name (the prefix of their notify targets)."""
+    channels: dict[str, Any] = {}
+    if config.slack is not None:
+        from channels.slack import SlackChannel  # only deployments with Slack load Bolt
+
+        operator = Operator(store, directory, clock, metrics)
+        channels["slack"] = SlackChannel(config.slack, directory, operator)
+    return channels
+
+
 @dataclass
 class Background:
     """The outbox runner and the sweeper as tasks, started and stopped together."""
@@ -66,6 +82,7 @@ class Background:
     directory: Directory
     clock: Clock
     metrics: Metrics
+    channels: dict[str, Any] = field(default_factory=dict)
     runner: OutboxRunner | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -80,9 +97,10 @@ class Background:
             timeout=self.config.outbox.webhook_timeout,
             metrics=self.metrics,
         )
+        cards = CardJobs(self.store, self.directory, self.clock, self.channels)
         self.runner = OutboxRunner(
             self.store,
-            {"webhook": sender},
+            {"webhook": sender, "post_card": cards.post, "update_card": cards.update},
             self.clock,
             outbox_settings(self.config),
             metrics=self.metrics,
@@ -123,6 +141,7 @@ class Background:
 METRICS: web.AppKey[Metrics] = web.AppKey("signoff_metrics", Metrics)
 STORE: web.AppKey[Store] = web.AppKey("signoff_store", Store)
 CLOCK: web.AppKey[Clock] = web.AppKey("signoff_clock", object)  # type: ignore[arg-type]
+CHANNELS: web.AppKey[dict[str, Any]] = web.AppKey("signoff_channels", dict)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -183,7 +202,11 @@ def build_app(
     app[METRICS] = registry
     app[STORE] = store
     app[CLOCK] = clock
-    work = Background(config, store, directory, clock, registry)
+    channels = build_channels(config, store, directory, clock, registry)
+    app[CHANNELS] = channels
+    work = Background(config, store, directory, clock, registry, channels)
+    if "slack" in channels:
+        app.router.add_post("/slack/events", channels["slack"].handle)
     add_routes(
         app,
         ApiContext(
@@ -265,7 +288,9 @@ async def run_worker(config: Config) -> None:
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)
-        work = Background(config, store, config.directory(), SystemClock(), Metrics())
+        directory, clock, registry = config.directory(), SystemClock(), Metrics()
+        channels = build_channels(config, store, directory, clock, registry)
+        work = Background(config, store, directory, clock, registry, channels)
         stop = asyncio.Event()
         _signals(stop)
         await work.start()

@@ -8,6 +8,7 @@ them; dedupe keys make queueing the same effect twice a no-op.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from bot.clock import utc_iso
@@ -27,6 +28,29 @@ WEBHOOK_STATES = frozenset(
         State.OUTCOME_UNKNOWN,
     }
 )
+
+
+async def enqueue_cards(
+    tx: Tx, directory: Directory, approval: Approval, notify: Iterable[str], now: datetime
+) -> None:
+    """Queue a `post_card` job per message the new approval's cards need: one per channel
+    target, and for a `...:dm` target one per approver (so a retry re-posts only the message
+    that failed, never the ones already sent)."""
+    for target in notify:
+        surface, _, where = target.partition(":")
+        if where == "dm":
+            recipients = sorted(directory.expand(approval.approvers))
+            targets = [f"{surface}:@{principal}" for principal in recipients]
+        else:
+            targets = [target]
+        for one in targets:
+            await tx.enqueue(
+                "post_card",
+                {"target": one},
+                now=now,
+                approval_id=approval.id,
+                dedupe_key=f"post_card:{approval.id}:{one}",
+            )
 
 
 def webhook_url(directory: Directory, approval: Approval) -> str | None:

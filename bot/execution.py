@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import transitions
+from bot import effects, transitions
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
 from bot.errors import ApprovalExpired, ClaimMismatch, NoRoute, NotFound, NotPending
@@ -245,6 +245,11 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
     inserted = await tx.insert_approval(values)
     assert inserted is not None  # its presentation names the original: unique per original
     await tx.insert_event(requested)
+    try:
+        notify = directory.route_for(row.tenant, row.capability).notify
+    except NoRoute:
+        notify = ()
+    await effects.enqueue_cards(tx, directory, inserted, notify, now)
     return result
 
 

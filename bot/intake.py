@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from bot import audit
+from bot import audit, effects
 from bot.canonical import approval_hash, canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import format_duration, parse_duration
@@ -327,4 +327,5 @@ async def create_request(
             assert existing is not None  # the conflict that skipped our insert is this row
             return Created(existing, created=False)
         await tx.insert_event(requested)
+        await effects.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
     return Created(approval, created=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import transitions
+from bot import audit, transitions
 from bot.clock import utc_iso
 from bot.errors import (
     AlreadyVoted,
@@ -76,6 +76,37 @@ class Operator(Transitioner):
         """Withdraw a pending request; for those entitled to decide it. (The agent withdraws
         its own request through the API, not through a human's authority.)"""
         return await self._decide("cancel", approval_id, actor, note, None)
+
+    async def record_refusal(
+        self, approval_id: str, actor_label: str, action: str, error: SignoffError
+    ) -> None:
+        """Append a `refused` event to the approval's audit trail: who tried what, and why it
+        was refused. Chat surfaces call this for every refused click or reply (the CLI's
+        refusals are the operator's own terminal and are not recorded)."""
+        for _ in range(3):  # another event may land between our read and our append
+            async with self.store.write() as tx:
+                row = await tx.get_approval(approval_id)
+                if row is None:
+                    return
+                data: dict[str, object] = {
+                    "action": action,
+                    "code": error.code,
+                    "reason": error.message,
+                    "state": row.state,
+                }
+                if row.decided_by is not None:
+                    data["decided_by"] = row.decided_by
+                event = audit.next_event(
+                    row.id,
+                    "refused",
+                    after_seq=row.audit_seq,
+                    after_hash=row.audit_head,
+                    actor=actor_label,
+                    at=self.clock.now(),
+                    data=data,
+                )
+                if await tx.append_event(row, event) is not None:
+                    return
 
     async def _decide(
         self,

@@ -83,6 +83,13 @@ class Directory:
                 f"unknown principal {key!r}; configure it under [principals.{key}]"
             ) from None
 
+    def principal_for_slack(self, user_id: str) -> Principal | None:
+        """The principal a Slack user id belongs to; None for anyone not configured."""
+        for principal in self.principals.values():
+            if principal.slack is not None and principal.slack == user_id:
+                return principal
+        return None
+
     def route_for(self, tenant: str, capability: str) -> Route:
         """The first route matching tenant and capability; NoRoute when none does."""
         for route in self.routes:

@@ -30,9 +30,10 @@ class Channel(Protocol):
 
     name: str
 
-    async def post_card(self, card: Card, target: str) -> list[MessageRef]:
-        """Post a card to a notify target; one ref per message (a DM target may fan out to
-        several approvers). Raising means "try again later": the outbox retries."""
+    async def post_card(self, card: Card, target: str) -> MessageRef:
+        """Post a card to one target: a channel ("slack:C0FINANCE") or one principal's direct
+        messages ("slack:@alice"; the outbox expands a route's "slack:dm" into these).
+        Raising means "try again later": the outbox retries (RetryLater to say when)."""
         ...
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:

@@ -527,3 +527,66 @@ class Tx:
         )
         stmt = delete(outbox).where(outbox.c.id.in_(old.scalar_subquery())).returning(outbox.c.id)
         return len((await self.conn.execute(stmt)).all())
+
+    # -- card messages (chat renderings of an approval) -------------------------------------
+
+    async def insert_card_message(self, values: Mapping[str, Any]) -> CardMessage:
+        """Record a posted card; posting the same message twice records it once."""
+        stmt = (
+            _insert(self._dialect, card_messages)
+            .on_conflict_do_nothing(index_elements=["channel", "address", "message_id"])
+            .returning(card_messages)
+        )
+        row = await self._one(stmt, values)
+        if row is None:
+            row = await self._one(
+                select(card_messages).where(
+                    card_messages.c.channel == values["channel"],
+                    card_messages.c.address == values["address"],
+                    card_messages.c.message_id == values["message_id"],
+                ),
+                {},
+            )
+        assert row is not None
+        return CardMessage.from_row(row)
+
+    async def card_message(self, card_message_id: int) -> CardMessage | None:
+        row = await self._one(
+            select(card_messages).where(card_messages.c.id == card_message_id), {}
+        )
+        return CardMessage.from_row(row) if row else None
+
+    async def card_message_at(
+        self, channel: str, address: str, message_id: str
+    ) -> CardMessage | None:
+        """The card shown by one chat message (a click or reply names the message)."""
+        row = await self._one(
+            select(card_messages).where(
+                card_messages.c.channel == channel,
+                card_messages.c.address == address,
+                card_messages.c.message_id == message_id,
+            ),
+            {},
+        )
+        return CardMessage.from_row(row) if row else None
+
+    async def mark_card_rendered(self, card_message_id: int, *, state: str, now: datetime) -> None:
+        await self.conn.execute(
+            update(card_messages)
+            .where(card_messages.c.id == card_message_id)
+            .values(rendered_state=state, updated_at=now)
+        )
+
+    async def append_event(self, approval: Approval, values: Mapping[str, Any]) -> Event | None:
+        """Append an audit event that changes nothing else (a refused attempt): moves the
+        chain head if nobody appended since `approval` was read; None if someone did."""
+        moved = await self._one(
+            update(approvals)
+            .where(approvals.c.id == approval.id, approvals.c.audit_seq == approval.audit_seq)
+            .values(audit_seq=values["seq"], audit_head=values["hash"])
+            .returning(approvals.c.id),
+            {},
+        )
+        if moved is None:
+            return None
+        return await self.insert_event(values)

@@ -1,0 +1,347 @@
+"""Slack end to end, in-process: real slack-bolt and slack-sdk code against the fake Slack
+Web API (tests/fakes/slack.py), clicks signed exactly as Slack signs them and sent over real
+HTTP to signoff's own server, on SQLite and PostgreSQL, with a FakeClock.
+
+Proves: a request becomes a card in the route's channel (short hash, buttons carrying id and
+full hash, agent text never markup); an entitled click approves and the card loses its
+buttons; reject goes through the modal with a reason; every refused click (second click,
+non-approver, unknown Slack user, forged hash, after expiry) gets its own ephemeral text and
+an audit event and changes nothing; bad signatures and stale timestamps are 401 and change
+nothing; a click on another server of the same database works; Slack down or rate limiting
+delays a card without losing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.app import CHANNELS, build_app
+from bot.audit import verify
+from bot.cards import CardJobs
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.outbox import OutboxRunner, OutboxSettings
+from bot.routing import Directory
+from store.repository import Store
+from tests.conftest import TEST_CONFIG, request_body
+from tests.fakes.slack import FakeSlack, sign
+
+SECRET = "slack-signing-secret"
+CHANNEL = "C0FINANCE"
+API_KEY = "acme-key"
+
+
+@dataclass
+class Rig:
+    """One signoff server wired to the fake Slack, and what a test needs to drive it."""
+
+    url: str
+    http: aiohttp.ClientSession
+    slack: FakeSlack
+    store: Store
+    clock: FakeClock
+    directory: Directory
+    runner: OutboxRunner
+
+    async def create(self, **overrides: Any) -> dict[str, Any]:
+        async with self.http.post(
+            f"{self.url}/v1/approvals",
+            json=request_body(**overrides),
+            headers={"Authorization": f"Bearer {API_KEY}"},
+        ) as response:
+            assert response.status == 201, await response.text()
+            return await response.json()
+
+    async def card_for(self, approval_id: str) -> dict[str, Any]:
+        """Run the outbox until the approval's card is posted; the postMessage call."""
+        await self.drain()
+        posts = [c for c in self.slack.calls_to("chat.postMessage", ok=True)]
+        for call in posts:
+            if any(approval_id in str(b) for b in call.args.get("blocks", [])):
+                return call.args | {"ts": call.response["ts"]}  # type: ignore[index]
+        raise AssertionError(f"no card for {approval_id}: {posts}")
+
+    async def drain(self) -> None:
+        while await self.runner.run_once():
+            pass
+
+    async def send(self, body: bytes, headers: dict[str, str] | None = None) -> int:
+        sent = {"Content-Type": "application/x-www-form-urlencoded"}
+        sent |= sign(SECRET, body) if headers is None else headers
+        async with self.http.post(f"{self.url}/slack/events", data=body, headers=sent) as resp:
+            return resp.status
+
+    async def state(self, approval_id: str) -> Any:
+        async with self.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
+    async def events(self, approval_id: str) -> list[Any]:
+        async with self.store.read() as tx:
+            return await tx.events_for(approval_id)
+
+    async def settle(self, approval_id: str, seq: int) -> None:
+        """Wait until the click handler (which runs after Bolt's ack) appended event `seq`."""
+        for _ in range(200):
+            if len(await self.events(approval_id)) >= seq:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"approval {approval_id} never reached event {seq}")
+
+
+def _config(slack: FakeSlack) -> dict[str, Any]:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0]["api_key_env"] = "SLACK_TEST_API_KEY"
+    config["slack"] = {"api_base_url": slack.base_url}
+    config["principals"]["erin"] = {"name": "Erin Outsider", "slack": "U0ERIN"}
+    config["routes"][0]["notify"] = [f"slack:{CHANNEL}"]
+    return config
+
+
+Start = Callable[[Store], Awaitable[Rig]]
+
+
+@pytest.fixture
+async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeSlack() as slack:
+
+        async def one(store: Store) -> Rig:
+            config = parse_config(_config(slack))
+            app = build_app(config, store, clock=clock, background=False)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            http = aiohttp.ClientSession()
+            cleanup.extend([runner.cleanup, http.close])
+            directory = config.directory()
+            cards = CardJobs(store, directory, clock, app[CHANNELS])
+            outbox = OutboxRunner(
+                store,
+                {"post_card": cards.post, "update_card": cards.update},
+                clock,
+                OutboxSettings(),
+                rand=lambda: 1.0,
+            )
+            url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+            return Rig(url, http, slack, store, clock, directory, outbox)
+
+        yield one
+        for close in reversed(cleanup):
+            await close()
+
+
+@pytest.fixture
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store)
+
+
+def _texts(blocks: list[dict[str, Any]], kind: str) -> list[str]:
+    """Every text of `kind` (plain_text or mrkdwn) anywhere in the blocks."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == kind and isinstance(node.get("text"), str):
+                found.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    return found
+
+
+def _buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+async def test_a_request_becomes_a_card_with_the_hash_and_two_buttons(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert card["channel"] == CHANNEL
+    assert f"`sha256:{record['hash'][:12]}`" in _texts(card["blocks"], "mrkdwn")
+    buttons = _buttons(card["blocks"])
+    assert [(b["action_id"], b["style"]) for b in buttons] == [
+        ("signoff_approve", "primary"),
+        ("signoff_reject", "danger"),
+    ]
+    assert {b["value"] for b in buttons} == {f"{record['id']}:{record['hash']}"}
+    async with rig.store.read() as tx:
+        [message] = await tx.card_messages_for(record["id"])
+    assert (message.address, message.message_id, message.shown_hash) == (
+        CHANNEL,
+        card["ts"],
+        record["hash"],
+    )
+
+
+async def test_an_entitled_click_approves_and_the_card_loses_its_buttons(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    started = time.monotonic()
+    status = await rig.send(rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve"))
+    assert status == 200
+    assert time.monotonic() - started < 3  # Slack's ack window
+    await rig.settle(record["id"], 2)
+    approved = await rig.state(record["id"])
+    assert (approved.state, approved.decided_by) == ("approved", "alice")
+    await rig.drain()
+    [update] = rig.slack.calls_to("chat.update", ok=True)
+    assert _buttons(update.args["blocks"]) == []
+    assert any("Approved" in t and "Alice Ng" in t for t in _texts(update.args["blocks"], "mrkdwn"))
+    async with rig.store.read() as tx:
+        kinds = [j.kind for j in await tx.outbox_jobs(approval_id=record["id"])]
+    assert "webhook" in kinds  # the decision webhook is queued with the transition
+
+
+async def test_reject_asks_for_a_reason_in_a_modal(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.send(rig.slack.click_body("U0BOB", CHANNEL, card["ts"], "signoff_reject"))
+    opened = await rig.slack.wait_for("views.open")
+    view_id = opened.response["view"]["id"]  # type: ignore[index]
+    body = rig.slack.submit_body(view_id, "U0BOB", {"reason": {"reason": "duplicate refund"}})
+    assert await rig.send(body) == 200
+    await rig.settle(record["id"], 2)
+    rejected = await rig.state(record["id"])
+    assert (rejected.state, rejected.decided_by, rejected.decision_note) == (
+        "rejected",
+        "bob",
+        "duplicate refund",
+    )
+    await rig.drain()
+    [update] = rig.slack.calls_to("chat.update", ok=True)
+    assert "Note: duplicate refund" in _texts(update.args["blocks"], "plain_text")
+
+
+_PRINCIPAL = {"U0ERIN": "erin", "U0ALICE": "alice", "U0BOB": "bob"}
+
+
+@pytest.mark.parametrize(
+    ("user", "change", "expected"),
+    [
+        (
+            "U0ERIN",
+            None,
+            "You are not an approver for this request; it is assigned to group finance",
+        ),
+        ("U0NOBODY", None, "not linked to a signoff principal"),
+        ("U0ALICE", "forge", "This card is out of date"),
+        ("U0ALICE", "expire", "This request expired at"),
+        ("U0BOB", "decided", "Already approved by Alice Ng at"),
+    ],
+    ids=["not an approver", "unknown slack user", "forged hash", "after expiry", "second click"],
+)
+async def test_refused_clicks_say_why_are_audited_and_change_nothing(
+    rig: Rig, user: str, change: str | None, expected: str
+) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    value = None
+    if change == "forge":
+        value = f"{record['id']}:{'0' * 64}"
+    elif change == "expire":
+        rig.clock.advance(hours=73)
+    elif change == "decided":
+        await rig.send(rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve"))
+        await rig.settle(record["id"], 2)
+    before = await rig.state(record["id"])
+    trail = len(await rig.events(record["id"]))
+    body = rig.slack.click_body(user, CHANNEL, card["ts"], "signoff_approve", value=value)
+    assert await rig.send(body) == 200
+    said = await rig.slack.wait_for("chat.postEphemeral")
+    assert said.args["user"] == user and said.args["channel"] == CHANNEL
+    assert expected in said.args["text"], said.args["text"]
+    # An attempt after the deadline records the expiry first, then the refusal.
+    await rig.settle(record["id"], trail + (2 if change == "expire" else 1))
+    after = await rig.state(record["id"])
+    events = await rig.events(record["id"])
+    assert events[-1].type == "refused"
+    assert events[-1].actor == f"slack:{_PRINCIPAL.get(user, user)}"
+    expected_state = "expired" if change == "expire" else before.state
+    assert (after.state, after.decided_by) == (expected_state, before.decided_by)
+    assert (await verify(rig.store)).ok
+
+
+@pytest.mark.parametrize("problem", ["bad signature", "six minutes old", "no headers"])
+async def test_badly_signed_requests_are_401_and_change_nothing(rig: Rig, problem: str) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    body = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+    if problem == "bad signature":
+        headers = sign("not-the-secret", body)
+    elif problem == "six minutes old":
+        headers = sign(SECRET, body, int(time.time()) - 360)
+    else:
+        headers = {}
+    assert await rig.send(body, headers) == 401
+    await asyncio.sleep(0.2)  # a wrongly accepted click would have decided by now
+    assert (await rig.state(record["id"])).state == "pending"
+    assert len(await rig.events(record["id"])) == 1
+    assert rig.slack.calls_to("chat.postEphemeral") == []
+
+
+async def test_a_click_on_another_server_of_the_same_database_works(
+    start: Start, rig: Rig, db_url: str
+) -> None:
+    other_store = Store.from_url(db_url)
+    try:
+        other = await start(other_store)
+        record = await rig.create()
+        card = await rig.card_for(record["id"])
+        body = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+        assert await other.send(body) == 200
+        await rig.settle(record["id"], 2)
+        assert (await rig.state(record["id"])).state == "approved"
+    finally:
+        await other_store.close()
+
+
+async def test_model_chosen_text_never_reaches_slack_as_markup(rig: Rig) -> None:
+    nasty = "<!channel> <@U0ALICE> <https://evil.example|click here> *bold* & more"
+    record = await rig.create(
+        reason=nasty,
+        tool={"name": "stripe.refunds.create", "arguments": {"memo": nasty}},
+        presentation={"title": f"Refund {nasty}", "fields": [{"label": nasty, "value": nasty}]},
+    )
+    card = await rig.card_for(record["id"])
+    for text in [*_texts(card["blocks"], "mrkdwn"), card["text"]]:
+        assert "<!channel>" not in text and "<@U0ALICE>" not in text and "<https://" not in text
+    plain = " ".join(_texts(card["blocks"], "plain_text"))
+    assert nasty in plain  # shown literally, as plain text Slack does not parse
+    assert "&lt;!channel&gt;" in card["text"]
+
+
+async def test_slack_down_or_rate_limiting_delays_the_card_without_losing_it(rig: Rig) -> None:
+    rig.slack.fail_next("chat.postMessage", times=2, status=500)
+    record = await rig.create()
+    assert await rig.runner.run_once() == 1
+    async with rig.store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=record["id"])
+    assert job.state == "queued" and job.attempts == 1
+    assert (await rig.state(record["id"])).state == "pending"  # the approval was never at risk
+    rig.clock.advance(minutes=1)
+    await rig.runner.run_once()
+    rig.slack.rate_limit_next("chat.postMessage", retry_after=30)
+    rig.clock.advance(minutes=1)
+    await rig.runner.run_once()
+    async with rig.store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=record["id"])
+    assert (job.run_after - rig.clock.now()).total_seconds() >= 30  # Retry-After honoured
+    rig.clock.advance(minutes=1)
+    card = await rig.card_for(record["id"])
+    assert card["channel"] == CHANNEL
