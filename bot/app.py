@@ -238,6 +238,14 @@ def build_app(
 # -- processes -------------------------------------------------------------------------------
 
 
+def check_channels(config: Config) -> None:
+    """Refuse a channel whose credentials are missing before anything touches the database."""
+    if config.slack is not None:
+        from channels.slack import credentials
+
+        credentials(config.slack)
+
+
 async def prepare_schema(store: Store) -> None:
     """The embedded default (SQLite) upgrades itself; a shared PostgreSQL database is upgraded
     deliberately, with `signoff db upgrade`, and an old one is refused here."""
@@ -263,6 +271,7 @@ def _signals(stop: asyncio.Event) -> None:
 async def run_server(config: Config, listen: str | None = None) -> None:
     """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
     stop: no new connections, in-flight requests finish, claimed outbox jobs are released."""
+    check_channels(config)
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)
@@ -285,6 +294,7 @@ async def run_server(config: Config, listen: str | None = None) -> None:
 
 async def run_worker(config: Config) -> None:
     """`signoff worker`: the outbox runner and the sweeper, without the HTTP server."""
+    check_channels(config)
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)

@@ -43,6 +43,24 @@ from channels.base import MessageRef
 log = logging.getLogger("signoff.slack")
 
 
+def credentials(config: SlackConfig, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The bot token and signing secret from the environment; ConfigError naming whichever
+    variable is unset (checked before anything else at startup)."""
+    token = environ.get(config.bot_token_env) or ""
+    secret = environ.get(config.signing_secret_env) or ""
+    missing = [
+        var
+        for var, value in ((config.bot_token_env, token), (config.signing_secret_env, secret))
+        if not value
+    ]
+    if missing:
+        raise ConfigError(
+            f"[slack] is configured but ${', $'.join(missing)} not set; set the bot token "
+            "and signing secret, or remove [slack]"
+        )
+    return token, secret
+
+
 class SlackChannel:
     name = "slack"
 
@@ -53,21 +71,7 @@ class SlackChannel:
         operator: Operator,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
-        token = environ.get(config.bot_token_env)
-        secret = environ.get(config.signing_secret_env)
-        missing = [
-            var
-            for var, value in (
-                (config.bot_token_env, token),
-                (config.signing_secret_env, secret),
-            )
-            if not value
-        ]
-        if missing:
-            raise ConfigError(
-                f"[slack] is configured but ${', $'.join(missing)} not set; set the bot token "
-                "and signing secret, or remove [slack]"
-            )
+        token, secret = credentials(config, environ)
         self.directory = directory
         self.operator = operator
         self.client = AsyncWebClient(token=token, base_url=config.api_base_url)
