@@ -20,6 +20,7 @@ REJECT = "signoff_reject"
 REJECT_MODAL = "signoff_reject_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
+_MAX_FIELDS = 30  # three sections of ten; with the rest, far below Slack's 50 blocks
 
 _OUTCOME = {
     State.APPROVED: ":white_check_mark: *Approved*",
@@ -79,9 +80,13 @@ def blocks(card: Card) -> list[dict[str, Any]]:
     ]
     if card.summary:
         result.append({"type": "section", "text": _plain(card.summary)})
-    fields = [_plain(f"{label}: {value}") for label, value in card.fields]
+    # Slack allows 50 blocks a message: show the first fields, say how many more there are.
+    fields = [_plain(f"{label}: {value}") for label, value in card.fields[:_MAX_FIELDS]]
     for start in range(0, len(fields), 10):
         result.append({"type": "section", "fields": fields[start : start + 10]})
+    if len(card.fields) > _MAX_FIELDS:
+        hidden = len(card.fields) - _MAX_FIELDS
+        result.append({"type": "context", "elements": [_plain(f"… and {hidden} more fields")]})
     if card.arguments:
         lines = "\n".join(f"{key} = {value}" for key, value in card.arguments)
         result.append({"type": "section", "text": _plain(f"Arguments\n{lines}")})

@@ -345,3 +345,19 @@ async def test_slack_down_or_rate_limiting_delays_the_card_without_losing_it(rig
     rig.clock.advance(minutes=1)
     card = await rig.card_for(record["id"])
     assert card["channel"] == CHANNEL
+
+
+async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: Rig) -> None:
+    fields = [{"label": f"Line {i}", "value": "x" * 1000} for i in range(200)]
+    record = await rig.create(
+        presentation={"title": "T" * 300, "summary": "s" * 4000, "fields": fields},
+        reason="r" * 4000,
+    )
+    card = await rig.card_for(record["id"])
+    blocks = card["blocks"]
+    assert len(blocks) <= 50
+    assert len(blocks[0]["text"]["text"]) <= 150
+    for text in _texts(blocks, "plain_text"):
+        assert len(text) <= 2000
+    assert all(len(b.get("fields", [])) <= 10 for b in blocks)
+    assert "… and 170 more fields" in _texts(blocks, "plain_text")
