@@ -73,7 +73,9 @@ class CardJobs:
                     "updated_at": now,
                 }
             )
-            current = await tx.get_approval(approval.id)
+            # Locked: a transition committing meanwhile either saw this message (and queued
+            # its update) or is seen here.
+            current = await tx.lock_approval(approval.id)
             if current is not None and current.version != approval.version:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.

@@ -191,6 +191,18 @@ class Config(_Strict):
         key_vars = [t.api_key_env for t in self.tenants if t.api_key_env]
         for var in {v for v in key_vars if key_vars.count(v) > 1}:
             raise ValueError(f"tenants: api_key_env {var!r} is shared by several tenants")
+        for chat in ("slack", "telegram"):
+            seen: dict[object, str] = {}
+            for key, principal in self.principals.items():
+                account = getattr(principal, chat)
+                if account is not None and account in seen:
+                    # One account must prove one person, or a click would decide as whoever
+                    # happens to come first.
+                    raise ValueError(
+                        f"principals.{key}.{chat}: {account!r} is also principals."
+                        f"{seen[account]}.{chat}"
+                    )
+                seen[account] = key
         for group, spec in self.groups.items():
             for member in spec.members:
                 if member not in self.principals:

@@ -139,6 +139,11 @@ class Card:
     decided_at: datetime | None
     decision_note: str | None
     hash: str
+    # Whether it was ever approved (a grant was set), and when execution started and ended:
+    # later states (cancelled, expired, executed...) say so beside who approved it.
+    approved: bool = False
+    claimed_at: datetime | None = None
+    executed_at: datetime | None = None
 
     @property
     def short_hash(self) -> str:
@@ -187,6 +192,9 @@ class Card:
             decided_at=approval.decided_at,
             decision_note=approval.decision_note,
             hash=approval.hash,
+            approved=approval.grant_expires_at is not None,
+            claimed_at=approval.claimed_at,
+            executed_at=approval.executed_at,
         )
 
 

@@ -77,17 +77,42 @@ class Operator(Transitioner):
         its own request through the API, not through a human's authority.)"""
         return await self._decide("cancel", approval_id, actor, note, None)
 
+    async def precheck(
+        self, approval_id: str, shown_hash: str, actor: Actor, action: Action
+    ) -> None:
+        """Raise now what the decision would raise, without deciding: for a surface that must
+        ask for more input first (Slack's reject dialog) and should refuse before asking.
+        Advisory only: the decision itself judges again inside its transaction."""
+        self.directory.principal(actor.principal)
+        async with self.store.read() as tx:
+            row = await tx.get_approval(approval_id)
+        if row is None:
+            raise NotFound(f"no approval with id {approval_id!r}")
+        _check_open(row)
+        if row.state == State.PENDING and self.clock.now() >= row.expires_at:
+            raise _expired_error(row)
+        self._check_actor(row, action, actor, shown_hash)
+
+    def _check_actor(
+        self, row: Approval, action: Action, actor: Actor, shown_hash: str | None
+    ) -> None:
+        if shown_hash is not None and shown_hash != row.hash:
+            raise ApprovalChanged(
+                f"the request changed since it was shown: shown sha256:{shown_hash[:12]}, "
+                f"now sha256:{row.hash[:12]}; review it again"
+            )
+        if not actor.break_glass:
+            self.directory.check_eligible(row, actor.principal, approving=action == "approve")
+
     async def record_refusal(
         self, approval_id: str, actor_label: str, action: str, error: SignoffError
     ) -> None:
         """Append a `refused` event to the approval's audit trail: who tried what, and why it
         was refused. Chat surfaces call this for every refused click or reply (the CLI's
         refusals are the operator's own terminal and are not recorded)."""
-        for _ in range(3):  # another event may land between our read and our append
-            async with self.store.write() as tx:
-                row = await tx.get_approval(approval_id)
-                if row is None:
-                    return
+        async with self.store.write() as tx:
+            row = await tx.lock_approval(approval_id)  # the chain head is ours until commit
+            if row is not None:
                 data: dict[str, object] = {
                     "action": action,
                     "code": error.code,
@@ -105,8 +130,8 @@ class Operator(Transitioner):
                     at=self.clock.now(),
                     data=data,
                 )
-                if await tx.append_event(row, event) is not None:
-                    return
+                if await tx.append_event(row, event) is None:
+                    raise RuntimeError(f"audit head of {row.id} moved under its lock")
 
     async def _decide(
         self,
@@ -129,12 +154,7 @@ class Operator(Transitioner):
             # Read the clock once the row is ours: a wait for the lock must not let an
             # attempt be judged at the earlier time it arrived.
             now = self.clock.now()
-            if row.state == State.EXPIRED:
-                raise _expired_error(row)
-            if row.state not in DECIDABLE:
-                raise NotPending(
-                    state=row.state, decided_by=row.decided_by, decided_at=row.decided_at
-                )
+            _check_open(row)
             if row.state == State.PENDING and now >= row.expires_at:
                 # Judged on this clock, now: the attempt itself expires the request, and the
                 # expiry must commit even though the decider is refused.
@@ -157,13 +177,7 @@ class Operator(Transitioner):
         shown_hash: str | None,
         now: datetime,
     ) -> Decision:
-        if shown_hash is not None and shown_hash != row.hash:
-            raise ApprovalChanged(
-                f"the request changed since it was shown: shown sha256:{shown_hash[:12]}, "
-                f"now sha256:{row.hash[:12]}; review it again"
-            )
-        if not actor.break_glass:
-            self.directory.check_eligible(row, actor.principal, approving=action == "approve")
+        self._check_actor(row, action, actor, shown_hash)
         if action == "approve" and not _hash_intact(row):
             raise ApprovalCorrupt(
                 f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
@@ -226,6 +240,14 @@ class Operator(Transitioner):
             data={"expires_at": utc_iso(row.expires_at), "on_attempt_by": cause.label},
         )
         return decision
+
+
+def _check_open(row: Approval) -> None:
+    """Only a pending request can be decided; say what it is instead."""
+    if row.state == State.EXPIRED:
+        raise _expired_error(row)
+    if row.state not in DECIDABLE:
+        raise NotPending(state=row.state, decided_by=row.decided_by, decided_at=row.decided_at)
 
 
 def _expired_error(row: Approval) -> ApprovalExpired:

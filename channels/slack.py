@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -33,7 +35,7 @@ from bot.errors import (
     NotPending,
     SignoffError,
 )
-from bot.model import Card
+from bot.model import Card, State
 from bot.operator import Actor, Operator
 from bot.outbox import RetryLater
 from bot.routing import Directory
@@ -74,9 +76,24 @@ class SlackChannel:
         token, secret = credentials(config, environ)
         self.directory = directory
         self.operator = operator
-        self.client = AsyncWebClient(token=token, base_url=config.api_base_url)
-        # Bolt checks the token once (auth.test, cached) and every request's signature.
-        self.app = AsyncApp(signing_secret=secret, client=self.client)
+        # slack-sdk drops the last path segment of a base URL without a trailing slash.
+        base_url = config.api_base_url.rstrip("/") + "/"
+        # Short calls: a card post (two calls for a DM) must end well inside its outbox lease.
+        self.client = AsyncWebClient(token=token, base_url=base_url, timeout=10)
+
+        async def authorize(**_: Any) -> AuthorizeResult:
+            # One workspace, one bot token: nothing to look up (Bolt would otherwise call
+            # auth.test on the first click and tell the user to reinstall if that failed).
+            return AuthorizeResult(enterprise_id=None, team_id=None, bot_token=token)
+
+        # process_before_response: a click is decided (milliseconds) before Slack gets its
+        # 200, so a shutdown cannot drop an acknowledged click and a failure is reported.
+        self.app = AsyncApp(
+            signing_secret=secret,
+            client=self.client,
+            authorize=authorize,
+            process_before_response=True,
+        )
         self.app.action(slack_card.APPROVE)(self._on_approve)
         self.app.action(slack_card.REJECT)(self._on_reject)
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
@@ -93,21 +110,27 @@ class SlackChannel:
 
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
-        action = body["actions"][0]
-        await self._decide(
-            "approve", body["user"]["id"], action.get("value", ""), _channel_of(body), None
-        )
+        user, channel = body["user"]["id"], _channel_of(body)
+        async with self._failures_told(user, channel):
+            value = body["actions"][0].get("value", "")
+            await self._decide("approve", user, value, channel, None)
 
     async def _on_reject(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
-        value = body["actions"][0].get("value", "")
-        parsed = slack_card.parse_button_value(value)
-        channel = _channel_of(body)
-        if parsed is None:
-            await self._tell(channel, body["user"]["id"], "This button was not made by signoff.")
-            return
-        view = slack_card.reject_modal(parsed[0], parsed[1], channel or "")
-        await self.client.views_open(trigger_id=body["trigger_id"], view=view)
+        user, channel = body["user"]["id"], _channel_of(body)
+        async with self._failures_told(user, channel):
+            value = body["actions"][0].get("value", "")
+            checked = await self._actor_for(user, value, channel, "reject")
+            if checked is None:
+                return
+            actor, (approval_id, shown_hash) = checked
+            try:  # refuse now rather than after the reason has been typed
+                await self.operator.precheck(approval_id, shown_hash, actor, "reject")
+            except SignoffError as error:
+                await self._refused(approval_id, actor.label, "reject", error, user, channel)
+                return
+            view = slack_card.reject_modal(approval_id, shown_hash, channel or "")
+            await self.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_reject_submitted(
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
@@ -117,44 +140,76 @@ class SlackChannel:
             meta = json.loads(view["private_metadata"])
         except (KeyError, ValueError):
             return
-        state = view.get("state", {}).get("values", {})
-        reason = (
-            state.get(slack_card.REASON_BLOCK, {}).get(slack_card.REASON_INPUT, {}).get("value")
-        )
-        await self._decide(
-            "reject",
-            body["user"]["id"],
-            f"{meta.get('id')}:{meta.get('hash')}",
-            meta.get("channel") or None,
-            (reason or "").strip() or None,
-        )
+        user, channel = body["user"]["id"], meta.get("channel") or None
+        async with self._failures_told(user, channel):
+            values = view.get("state", {}).get("values", {})
+            reason = (
+                values.get(slack_card.REASON_BLOCK, {})
+                .get(slack_card.REASON_INPUT, {})
+                .get("value")
+            )
+            value = f"{meta.get('id')}:{meta.get('hash')}"
+            await self._decide("reject", user, value, channel, (reason or "").strip() or None)
 
-    async def _decide(
-        self, action: str, user_id: str, value: str, channel: str | None, note: str | None
-    ) -> None:
+    @asynccontextmanager
+    async def _failures_told(self, user: str, channel: str | None) -> AsyncIterator[None]:
+        """Whatever goes wrong after the ack, the clicking human hears that nothing was
+        decided, instead of silence or Slack's generic error."""
+        try:
+            yield
+        except Exception:
+            log.exception("Slack interaction from %s failed", user)
+            await self._tell(
+                channel, user, "Something went wrong and nothing was decided; please try again."
+            )
+
+    async def _actor_for(
+        self, user_id: str, value: str, channel: str | None, action: str
+    ) -> tuple[Actor, tuple[str, str]] | None:
+        """The verified principal behind a click and what its button carried. A click from
+        a Slack user who is no principal is refused (and audited) here."""
         parsed = slack_card.parse_button_value(value)
         if parsed is None:
             await self._tell(channel, user_id, "This button was not made by signoff.")
-            return
-        approval_id, shown_hash = parsed
+            return None
         principal = self.directory.principal_for_slack(user_id)
         if principal is None:
             error = NotAnApprover(
                 f"Your Slack account ({user_id}) is not linked to a signoff principal, so it "
-                'cannot decide; an administrator can add `slack = "' + user_id + '"` to '
-                "your [principals.NAME] entry."
+                f'cannot decide; an administrator can add `slack = "{user_id}"` to your '
+                "[principals.NAME] entry."
             )
-            await self.operator.record_refusal(approval_id, f"slack:{user_id}", action, error)
-            await self._tell(channel, user_id, error.message)
+            await self._refused(parsed[0], f"slack:{user_id}", action, error, user_id, channel)
+            return None
+        return Actor(principal.key, "slack"), parsed
+
+    async def _decide(
+        self, action: str, user_id: str, value: str, channel: str | None, note: str | None
+    ) -> None:
+        checked = await self._actor_for(user_id, value, channel, action)
+        if checked is None:
             return
-        actor = Actor(principal.key, "slack")
+        actor, (approval_id, shown_hash) = checked
         try:
             if action == "approve":
                 await self.operator.approve_shown(approval_id, shown_hash, actor, note)
             else:
                 await self.operator.reject_shown(approval_id, shown_hash, actor, note)
         except SignoffError as error:
-            await self.operator.record_refusal(approval_id, actor.label, action, error)
+            await self._refused(approval_id, actor.label, action, error, user_id, channel)
+
+    async def _refused(
+        self,
+        approval_id: str,
+        actor_label: str,
+        action: str,
+        error: SignoffError,
+        user_id: str,
+        channel: str | None,
+    ) -> None:
+        try:
+            await self.operator.record_refusal(approval_id, actor_label, action, error)
+        finally:  # the human hears why even if the audit write failed (that is logged)
             await self._tell(channel, user_id, self.refusal_text(error))
 
     def refusal_text(self, error: SignoffError) -> str:
@@ -162,11 +217,11 @@ class SlackChannel:
         if isinstance(error, ApprovalExpired):
             return f"{error.message[0].upper()}{error.message[1:]}."
         if isinstance(error, NotPending):
-            if error.decided_by:
+            if error.decided_by and error.state in (State.APPROVED, State.REJECTED):
                 who = self.directory.describe(error.decided_by).split(" (")[0]
                 when = f" at {error.decided_at:%H:%M} UTC" if error.decided_at else ""
                 return f"Already {error.state} by {who}{when}."
-            return f"This request is already {error.state}."
+            return f"This request is no longer open: it is {error.state.replace('_', ' ')}."
         if isinstance(error, ApprovalChanged):
             return (
                 "This card is out of date: the request changed since it was shown, so nothing "

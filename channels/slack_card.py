@@ -11,6 +11,8 @@ ten fields per section.
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from typing import Any
 
 from bot.model import Card, State
@@ -22,17 +24,9 @@ REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
 _MAX_FIELDS = 30  # three sections of ten; with the rest, far below Slack's 50 blocks
 
-_OUTCOME = {
-    State.APPROVED: ":white_check_mark: *Approved*",
-    State.REJECTED: ":no_entry: *Rejected*",
-    State.EXPIRED: ":hourglass: *Expired*",
-    State.CANCELLED: ":heavy_multiplication_x: *Cancelled*",
-    State.SUPERSEDED: ":arrows_counterclockwise: *Superseded*",
-    State.EXECUTING: ":gear: *Approved, executing*",
-    State.EXECUTED: ":white_check_mark: *Approved and executed*",
-    State.FAILED: ":warning: *Approved; execution failed*",
-    State.OUTCOME_UNKNOWN: ":grey_question: *Approved; execution outcome unknown*",
-}
+
+def _at(when: datetime | None) -> str:
+    return f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
 
 
 def escape(text: str) -> str:
@@ -55,11 +49,13 @@ def button_value(card: Card) -> str:
     return f"{card.approval_id}:{card.hash}"
 
 
+_VALUE = re.compile(r"([0-9a-f-]{36}):([0-9a-f]{64})")
+
+
 def parse_button_value(value: str) -> tuple[str, str] | None:
-    approval_id, sep, shown_hash = value.partition(":")
-    if not sep or not approval_id or len(shown_hash) != 64:
-        return None
-    return approval_id, shown_hash
+    """(approval id, full hash) from a button value; None for anything signoff did not make."""
+    match = _VALUE.fullmatch(value)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def fallback_text(card: Card) -> str:
@@ -88,8 +84,7 @@ def blocks(card: Card) -> list[dict[str, Any]]:
         hidden = len(card.fields) - _MAX_FIELDS
         result.append({"type": "context", "elements": [_plain(f"… and {hidden} more fields")]})
     if card.arguments:
-        lines = "\n".join(f"{key} = {value}" for key, value in card.arguments)
-        result.append({"type": "section", "text": _plain(f"Arguments\n{lines}")})
+        result.append({"type": "section", "text": _plain(_arguments(card))})
     if card.reason:
         result.append(
             {
@@ -135,13 +130,61 @@ def blocks(card: Card) -> list[dict[str, Any]]:
     return result
 
 
+def outcome_lines(card: Card) -> list[str]:
+    """What happened, each line naming who and when where the row records it: the human
+    decision first, then what the agent or the clock did after it."""
+    who = f" by {escape(card.decided_by)}" if card.decided_by else ""
+    state = State(card.state)
+    if state == State.REJECTED:
+        return [f":no_entry: *Rejected*{who}{_at(card.decided_at)}"]
+    if state == State.CANCELLED and not card.approved:
+        return [
+            f":heavy_multiplication_x: *Cancelled*{who or ' by the agent'}{_at(card.decided_at)}"
+        ]
+    if state == State.SUPERSEDED and not card.approved:
+        return [
+            ":arrows_counterclockwise: *Superseded* by the agent: its preconditions no longer hold"
+        ]
+    if state == State.EXPIRED and not card.approved:
+        return [f":hourglass: *Expired* unanswered{_at(card.expires_at)}"]
+    lines = [f":white_check_mark: *Approved*{who}{_at(card.decided_at)}"]
+    later = {
+        State.EXECUTING: f":gear: Execution started{_at(card.claimed_at)}",
+        State.EXECUTED: f":white_check_mark: *Executed*{_at(card.executed_at)}",
+        State.FAILED: f":warning: *Execution failed*{_at(card.executed_at)}",
+        State.OUTCOME_UNKNOWN: (
+            f":grey_question: *Outcome unknown*: execution started{_at(card.claimed_at)} and "
+            "never reported back; a new request asks whether to run it again"
+        ),
+        State.EXPIRED: ":hourglass: *Expired*: approved but never claimed in time",
+        State.CANCELLED: ":heavy_multiplication_x: *Withdrawn* by the agent before it ran",
+        State.SUPERSEDED: ":arrows_counterclockwise: *Superseded* by the agent before it ran",
+    }
+    if state in later:
+        lines.append(later[state])
+    return lines
+
+
+def _arguments(card: Card, budget: int = 1900) -> str:
+    """Every argument that fits; if some do not, say how many are left out and where to read
+    them all, so nobody approves arguments believing they saw them all."""
+    text = "Arguments"
+    for shown, (key, value) in enumerate(card.arguments):
+        line = f"\n{key} = {value}"
+        if len(text) + len(line) > budget:
+            hidden = len(card.arguments) - shown
+            return (
+                f"{text}\n… and {hidden} more argument{'s' if hidden > 1 else ''}; every one "
+                f"is in `signoff approvals show {card.approval_id}`"
+            )
+        text += line
+    return text
+
+
 def _outcome(card: Card) -> list[dict[str, Any]]:
-    line = _OUTCOME.get(State(card.state), f"*{card.state}*")
-    if card.decided_by:
-        line += f" by {escape(card.decided_by)}"
-    if card.decided_at:
-        line += f" at {card.decided_at:%Y-%m-%d %H:%M} UTC"
-    out: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(line)}]
+    out: list[dict[str, Any]] = [
+        {"type": "section", "text": _mrkdwn("\n".join(outcome_lines(card)))}
+    ]
     if card.decision_note:
         out.append({"type": "context", "elements": [_plain(f"Note: {card.decision_note}")]})
     return out

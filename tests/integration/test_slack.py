@@ -361,3 +361,90 @@ async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: Rig) -> None
         assert len(text) <= 2000
     assert all(len(b.get("fields", [])) <= 10 for b in blocks)
     assert "… and 170 more fields" in _texts(blocks, "plain_text")
+
+
+# -- what a human sees when things go wrong or happen later ----------------------------------
+
+
+async def test_a_failure_after_the_ack_is_told_not_left_silent(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    rig.slack.fail_next("views.open", status=500)
+    assert (
+        await rig.send(rig.slack.click_body("U0BOB", CHANNEL, card["ts"], "signoff_reject")) == 200
+    )
+    said = await rig.slack.wait_for("chat.postEphemeral")
+    assert "nothing was decided" in said.args["text"]
+    assert (await rig.state(record["id"])).state == "pending"
+
+
+async def test_reject_by_a_non_approver_is_refused_before_the_dialog(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.send(rig.slack.click_body("U0ERIN", CHANNEL, card["ts"], "signoff_reject"))
+    said = await rig.slack.wait_for("chat.postEphemeral")
+    assert "You are not an approver" in said.args["text"]
+    assert rig.slack.calls_to("views.open") == []
+    assert (await rig.events(record["id"]))[-1].type == "refused"
+
+
+async def test_a_later_transition_keeps_who_approved_and_says_what_followed(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.send(rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve"))
+    await rig.settle(record["id"], 2)
+    rig.clock.advance(hours=5)
+    async with rig.http.post(
+        f"{rig.url}/v1/approvals/{record['id']}/supersede",
+        json={"reason": "balance changed"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    ) as response:
+        assert response.status == 200
+    await rig.drain()
+    text = " ".join(_texts(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "mrkdwn"))
+    assert "*Approved* by Alice Ng (alice) at 2026-01-05 09:00 UTC" in text
+    assert "*Superseded* by the agent before it ran" in text
+
+
+async def test_arguments_that_do_not_fit_are_counted_not_dropped(rig: Rig) -> None:
+    arguments = {f"arg{i:02}": "v" * 150 for i in range(30)}
+    record = await rig.create(tool={"name": "bulk.update", "arguments": arguments})
+    card = await rig.card_for(record["id"])
+    [shown] = [t for t in _texts(card["blocks"], "plain_text") if t.startswith("Arguments")]
+    listed = shown.count(" = ")
+    assert 0 < listed < 30
+    assert f"… and {30 - listed} more arguments" in shown
+    assert f"signoff approvals show {record['id']}" in shown
+
+
+async def test_clicks_work_when_auth_test_fails_and_without_a_trailing_slash(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
+    async with FakeSlack() as slack:
+        config = _config(slack)
+        config["slack"]["api_base_url"] = slack.base_url.rstrip("/")
+        app = build_app(parse_config(config), store, clock=clock, background=False)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                directory = parse_config(config).directory()
+                cards = CardJobs(store, directory, clock, app[CHANNELS])
+                outbox = OutboxRunner(
+                    store, {"post_card": cards.post, "update_card": cards.update}, clock
+                )
+                url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+                rig = Rig(url, http, slack, store, clock, directory, outbox)
+                record = await rig.create()
+                card = await rig.card_for(record["id"])  # posted through the slash-less URL
+                slack.fail_next("auth.test", status=500, times=5)
+                body = slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+                assert await rig.send(body) == 200
+                await rig.settle(record["id"], 2)
+                assert (await rig.state(record["id"])).state == "approved"
+        finally:
+            await runner.cleanup()

@@ -423,3 +423,9 @@ def test_claim_lease_is_at_most_a_day() -> None:
     data = copy.deepcopy(TEST_CONFIG)
     data["server"] = {"claim_lease": "2d"}
     assert "server.claim_lease" in _error(data)
+
+
+def test_one_slack_account_may_prove_only_one_principal() -> None:
+    data = copy.deepcopy(TEST_CONFIG)
+    data["principals"]["bob"]["slack"] = data["principals"]["alice"]["slack"]
+    assert "principals.bob.slack" in _error(data)
