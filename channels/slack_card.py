@@ -60,7 +60,8 @@ def parse_button_value(value: str) -> tuple[str, str] | None:
 
 def fallback_text(card: Card) -> str:
     """The notification text (mrkdwn-parsed by Slack, hence escaped)."""
-    return escape(f"Approval requested: {card.title}"[:300])
+    what = "requested" if card.state == State.PENDING else card.state.replace("_", " ")
+    return escape(f"Approval {what}: {card.title}"[:300])
 
 
 def blocks(card: Card) -> list[dict[str, Any]]:
