@@ -13,20 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
-import time
-import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
-import asyncpg
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import postgres_database, quantiles, run_concurrently
 from bot.app import build_app
 from bot.config import parse_config
 from bot.operator import Actor, Operator
@@ -51,25 +47,8 @@ def body(i: int) -> dict:
     }
 
 
-async def timed(
-    n: int, clients: int, op: Callable[[int], Awaitable[None]]
-) -> tuple[float, list[float]]:
-    items = iter(range(n))
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        for i in items:
-            t0 = time.perf_counter()
-            await op(i)
-            latencies.append((time.perf_counter() - t0) * 1000)
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    return n / (time.perf_counter() - t0), latencies
-
-
 def line(name: str, rate: float, latencies: list[float]) -> str:
-    p50, p99 = statistics.median(latencies), statistics.quantiles(latencies, n=100)[98]
+    p50, p99 = quantiles(latencies)
     return f"  {name:<9} {rate:7,.0f}/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms"
 
 
@@ -104,17 +83,17 @@ async def bench(url: str, n: int, clients: int) -> None:
             async with http.post(f"{base}/{records[i]['id']}/complete", json=done) as response:
                 assert response.status == 200, await response.text()
 
-        print(line("create", *await timed(n, clients, create)))
+        print(line("create", *await run_concurrently(n, clients, create)))
         operator = Operator(store, config.directory())
-        await timed(
+        await run_concurrently(
             n,
             clients,
             lambda i: operator.approve_shown(
                 records[i]["id"], records[i]["hash"], Actor("alice", "cli")
             ),
         )
-        print(line("claim", *await timed(n, clients, claim)))
-        print(line("complete", *await timed(n, clients, complete)))
+        print(line("claim", *await run_concurrently(n, clients, claim)))
+        print(line("complete", *await run_concurrently(n, clients, complete)))
     await runner.cleanup()
     await store.close()
 
@@ -129,20 +108,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} approvals, {args.clients} clients over HTTP")
         await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients)
-    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        conn = await asyncpg.connect(args.postgres)
-    except OSError as exc:
-        print(f"PostgreSQL skipped: {exc}")
-        return
-    await conn.execute(f"CREATE DATABASE {name}")
-    try:
-        print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
-        url = args.postgres.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
-        await bench(f"{url}/{name}", args.n, args.clients)
-    finally:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await conn.close()
+    async with postgres_database(args.postgres) as url:
+        if url is not None:
+            print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
+            await bench(url, args.n, args.clients)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import run_concurrently
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
@@ -61,24 +62,6 @@ def body(i: int) -> dict:
         "presentation": {"title": f"Refund {i}", "fields": [{"label": "Amount", "value": str(i)}]},
         "requested_by": "sam",
     }
-
-
-async def run_concurrently(
-    n: int, clients: int, op: Callable[[int], Awaitable[None]]
-) -> tuple[float, list[float]]:
-    """Run op(0..n-1) on `clients` workers; return (ops per second, latencies in ms)."""
-    queue = iter(range(n))
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        for i in queue:
-            start = time.perf_counter()
-            await op(i)
-            latencies.append((time.perf_counter() - start) * 1000)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    return n / (time.perf_counter() - start), latencies
 
 
 async def run_open_loop(

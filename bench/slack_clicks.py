@@ -15,19 +15,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import aiohttp
-import asyncpg
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import postgres_database, quantiles
 from bot.app import build_app
 from bot.clock import SystemClock
 from bot.config import parse_config
@@ -103,10 +101,10 @@ async def bench(url: str, rate: float, seconds: float) -> None:
     async with store.read() as tx:
         decided = sum(1 for a in await tx.list_approvals(limit=n + 1) if a.state == "approved")
     await store.close()
-    q = statistics.quantiles(latencies, n=100)
+    p50, p99 = quantiles(latencies)
     print(
-        f"  {n} clicks at {rate:.0f}/s: {decided} approved; answer p50 "
-        f"{statistics.median(latencies):.1f} ms, p99 {q[98]:.1f} ms, max {max(latencies):.1f} ms"
+        f"  {n} clicks at {rate:.0f}/s: {decided} approved; answer p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms, max {max(latencies):.1f} ms"
     )
 
 
@@ -121,20 +119,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print("SQLite")
         await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.rate, args.seconds)
-    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        conn = await asyncpg.connect(args.postgres)
-    except OSError as exc:
-        print(f"PostgreSQL skipped: {exc}")
-        return
-    await conn.execute(f"CREATE DATABASE {name}")
-    try:
-        print("PostgreSQL")
-        base = args.postgres.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
-        await bench(f"{base}/{name}", args.rate, args.seconds)
-    finally:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await conn.close()
+    async with postgres_database(args.postgres) as url:
+        if url is not None:
+            print("PostgreSQL")
+            await bench(url, args.rate, args.seconds)
 
 
 if __name__ == "__main__":

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import asyncpg
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import postgres_database, quantiles
 from bot.canonical import approval_hash
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -127,11 +124,10 @@ async def bench(url: str, n: int, rate: float, batch: int) -> None:
     done.set()
     await offering
     await store.close()
-    q = statistics.quantiles(latencies, n=100)
+    p50, p99 = quantiles(latencies)
     print(
         f"  swept {report.expired} in {elapsed:.1f} s ({report.expired / elapsed:,.0f}/s); "
-        f"{len(latencies)} decisions meanwhile: p50 {statistics.median(latencies):.1f} ms, "
-        f"p99 {q[98]:.1f} ms"
+        f"{len(latencies)} decisions meanwhile: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
 
 
@@ -145,21 +141,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} due, decisions offered at {args.rate:.0f}/s")
         await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.rate, args.batch)
-    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
-    admin = args.postgres.replace("postgresql+asyncpg://", "postgresql://")
-    try:
-        conn = await asyncpg.connect(admin)
-    except OSError as exc:
-        print(f"PostgreSQL skipped: {exc}")
-        return
-    await conn.execute(f"CREATE DATABASE {name}")
-    try:
-        print(f"PostgreSQL, {args.n} due, decisions offered at {args.rate:.0f}/s")
-        url = admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://") + "/" + name
-        await bench(url, args.n, args.rate, args.batch)
-    finally:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await conn.close()
+    async with postgres_database(args.postgres) as url:
+        if url is not None:
+            print(f"PostgreSQL, {args.n} due, decisions offered at {args.rate:.0f}/s")
+            await bench(url, args.n, args.rate, args.batch)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,58 @@
+"""What the benchmark scripts share: concurrent workers, latency quantiles, and a
+throwaway PostgreSQL database."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+
+async def run_concurrently(
+    n: int, clients: int, op: Callable[[int], Awaitable[object]]
+) -> tuple[float, list[float]]:
+    """Run op(0..n-1) on `clients` workers; return (ops per second, latencies in ms)."""
+    queue = iter(range(n))
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        for i in queue:
+            start = time.perf_counter()
+            await op(i)
+            latencies.append((time.perf_counter() - start) * 1000)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return n / (time.perf_counter() - start), latencies
+
+
+def quantiles(latencies: list[float]) -> tuple[float, float]:
+    """(p50, p99) in the latencies' unit."""
+    return statistics.median(latencies), statistics.quantiles(latencies, n=100)[98]
+
+
+@asynccontextmanager
+async def postgres_database(admin_url: str) -> AsyncIterator[str | None]:
+    """A new, empty database on the server of `admin_url` (a postgresql:// URL to a
+    maintenance database), as a postgresql+asyncpg:// URL; dropped afterwards. Yields None
+    (saying why) when no server answers."""
+    admin_url = admin_url.replace("postgresql+asyncpg://", "postgresql://")
+    try:
+        conn = await asyncpg.connect(admin_url)
+    except OSError as exc:
+        print(f"PostgreSQL skipped: {exc}")
+        yield None
+        return
+    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
+    await conn.execute(f"CREATE DATABASE {name}")
+    try:
+        base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+        yield f"{base}/{name}"
+    finally:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await conn.close()
