@@ -31,6 +31,7 @@ from store.repository import Tx
 DEFAULT_LEASE = timedelta(minutes=10)
 _WITHDRAWABLE = (State.PENDING, State.APPROVED)
 _FINISHED = (State.EXECUTED, State.FAILED)
+_NOTHING_TO_RUN = "; nothing to execute"
 
 
 def idempotency_key(root: Approval) -> str:
@@ -168,7 +169,7 @@ class AgentActions(Transitioner):
                 raise NotFound(f"no approval with id {approval_id!r}")
             now = self.clock.now()
             if row.state == State.EXPIRED:
-                raise _expired(row)
+                raise expired_error(row, _NOTHING_TO_RUN)
             lapsed = expiry_due(row, now)
             if lapsed is not None:
                 expired = await expire(tx, self.directory, row, now, lapsed)
@@ -176,7 +177,7 @@ class AgentActions(Transitioner):
                 result = await step(tx, row, now)
         if expired is not None:
             self.committed(expired)
-            raise _expired(expired.approval)
+            raise expired_error(expired.approval, _NOTHING_TO_RUN)
         if isinstance(result, Transition):
             self.committed(result)
         return result
@@ -210,11 +211,25 @@ def expiry_due(row: Approval, now: datetime) -> str | None:
 
 
 async def expire(
-    tx: Tx, directory: Directory, row: Approval, now: datetime, clock_name: str
+    tx: Tx,
+    directory: Directory,
+    row: Approval,
+    now: datetime,
+    clock_name: str,
+    *,
+    noticed_by: str | None = None,
 ) -> Transition:
-    """Expire a pending request past its TTL or an approved grant past its grant TTL."""
+    """Expire a pending request past its TTL or an approved grant past its grant TTL, from
+    the sweeper or from the attempt (`noticed_by`, an actor label) that found it overdue."""
     deadline = row.expires_at if clock_name == "approval_ttl" else row.grant_expires_at
     assert deadline is not None
+    data: dict[str, object] = {
+        "clock": clock_name,
+        "deadline": utc_iso(deadline),
+        "from": row.state,
+    }
+    if noticed_by is not None:
+        data["on_attempt_by"] = noticed_by
     return await transitions.apply(
         tx,
         directory,
@@ -223,7 +238,7 @@ async def expire(
         "expired",
         now=now,
         actor="system",
-        data={"clock": clock_name, "deadline": utc_iso(deadline), "from": row.state},
+        data=data,
     )
 
 
@@ -312,10 +327,12 @@ def _interruption(directory: Directory, row: Approval) -> Draft:
     )
 
 
-def _expired(row: Approval) -> ApprovalExpired:
+def expired_error(row: Approval, consequence: str = "") -> ApprovalExpired:
+    """The refusal for an expired request, naming the clock that ran out: the grant's if it
+    was approved, else the request's own TTL."""
+    deadline = row.grant_expires_at or row.expires_at
     return ApprovalExpired(
-        f"this request expired at {row.grant_expires_at or row.expires_at:%Y-%m-%d %H:%M} UTC; "
-        "nothing to execute",
+        f"this request expired at {deadline:%Y-%m-%d %H:%M} UTC{consequence}",
         state=State.EXPIRED.value,
     )
 

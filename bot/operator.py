@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import audit, transitions
-from bot.clock import utc_iso
+from bot import audit, execution, transitions
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -89,8 +88,8 @@ class Operator(Transitioner):
         if row is None:
             raise NotFound(f"no approval with id {approval_id!r}")
         _check_open(row)
-        if row.state == State.PENDING and self.clock.now() >= row.expires_at:
-            raise _expired_error(row)
+        if execution.expiry_due(row, self.clock.now()) is not None:
+            raise execution.expired_error(row)
         self._check_actor(row, action, actor, shown_hash)
 
     def _check_actor(
@@ -155,11 +154,14 @@ class Operator(Transitioner):
             # attempt be judged at the earlier time it arrived.
             now = self.clock.now()
             _check_open(row)
-            if row.state == State.PENDING and now >= row.expires_at:
+            clock_name = execution.expiry_due(row, now)
+            if clock_name is not None:
                 # Judged on this clock, now: the attempt itself expires the request, and the
                 # expiry must commit even though the decider is refused.
-                expiry = await self._expire(tx, row, cause=actor, now=now)
-                expired = _expired_error(expiry.approval)
+                expiry = await execution.expire(
+                    tx, self.directory, row, now, clock_name, noticed_by=actor.label
+                )
+                expired = execution.expired_error(expiry.approval)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
@@ -228,33 +230,13 @@ class Operator(Transitioner):
             shown_hash=shown_hash,
         )
 
-    async def _expire(self, tx: Tx, row: Approval, *, cause: Actor, now: datetime) -> Decision:
-        decision = await transitions.apply(
-            tx,
-            self.directory,
-            row,
-            {"state": State.EXPIRED.value},
-            "expired",
-            now=now,
-            actor="system",
-            data={"expires_at": utc_iso(row.expires_at), "on_attempt_by": cause.label},
-        )
-        return decision
-
 
 def _check_open(row: Approval) -> None:
     """Only a pending request can be decided; say what it is instead."""
     if row.state == State.EXPIRED:
-        raise _expired_error(row)
+        raise execution.expired_error(row)
     if row.state not in DECIDABLE:
         raise NotPending(state=row.state, decided_by=row.decided_by, decided_at=row.decided_at)
-
-
-def _expired_error(row: Approval) -> ApprovalExpired:
-    return ApprovalExpired(
-        f"this request expired at {row.expires_at:%Y-%m-%d %H:%M} UTC",
-        state=State.EXPIRED.value,
-    )
 
 
 def _hash_intact(row: Approval) -> bool:
