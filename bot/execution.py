@@ -23,7 +23,7 @@ from bot.clock import utc_iso
 from bot.errors import ApprovalExpired, ClaimMismatch, NoRoute, NotFound, NotPending
 from bot.intake import Draft, new_approval
 from bot.model import Kind, State
-from bot.routing import Directory
+from bot.routing import Directory, Route
 from bot.transitions import Transition, Transitioner
 from store.records import Approval
 from store.repository import Tx
@@ -246,7 +246,11 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
     """An execution lease ran out without a report: the call started and its outcome is
     unknown. Record that, and raise an interrupted_side_effect approval for the same call,
     routed like the original, asking a human whether to run it again."""
-    values, requested = new_approval(_interruption(directory, row), now=now, actor="system")
+    try:
+        route: Route | None = directory.route_for(row.tenant, row.capability)
+    except NoRoute:  # the config changed since: keep the original's approvers, default TTLs
+        route = None
+    values, requested = new_approval(_interruption(row, route), now=now, actor="system")
     result = await transitions.apply(
         tx,
         directory,
@@ -260,15 +264,11 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
     inserted = await tx.insert_approval(values)
     assert inserted is not None  # its presentation names the original: unique per original
     await tx.insert_event(requested)
-    try:
-        notify = directory.route_for(row.tenant, row.capability).notify
-    except NoRoute:
-        notify = ()
-    await effects.enqueue_cards(tx, directory, inserted, notify, now)
+    await effects.enqueue_cards(tx, directory, inserted, route.notify if route else (), now)
     return result
 
 
-def _interruption(directory: Directory, row: Approval) -> Draft:
+def _interruption(row: Approval, route: Route | None) -> Draft:
     original = row.presentation if isinstance(row.presentation, dict) else {}
     started = utc_iso(row.claimed_at) if row.claimed_at else "unknown"
     lease = utc_iso(row.lease_until) if row.lease_until else "unknown"
@@ -295,12 +295,11 @@ def _interruption(directory: Directory, row: Approval) -> Draft:
         ],
     }
     kind = Kind.INTERRUPTED_SIDE_EFFECT
-    try:
-        route = directory.route_for(row.tenant, row.capability)
+    if route is not None:
         ttls = (route.approval_ttl, route.grant_ttl)
         escalation = route.escalation[0].after if route.escalation else None
         self_approval = route.allow_self_approval
-    except NoRoute:  # the config changed since: keep the original's approvers, default TTLs
+    else:
         ttls, escalation, self_approval = (timedelta(hours=72), timedelta(hours=24)), None, False
     return Draft(
         tenant=row.tenant,
