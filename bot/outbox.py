@@ -40,6 +40,13 @@ class RetryLater(Exception):
         super().__init__(message)
         self.delay = delay
 
+    @classmethod
+    def after(cls, message: str, retry_after: str | None) -> RetryLater:
+        """From an HTTP Retry-After header in seconds; anything else leaves the wait to the
+        runner's backoff."""
+        value = (retry_after or "").strip()
+        return cls(message, delay=float(value) if value.isdigit() else None)
+
 
 @dataclass(frozen=True)
 class OutboxSettings:

@@ -152,7 +152,6 @@ class WebhookSender:
                 return
             text = (await response.text(errors="replace"))[:200]
             message = f"{payload['url']} answered HTTP {response.status}: {text}"
-            retry_after = response.headers.get("Retry-After", "")
-            if response.status in (429, 503) and retry_after.isdigit():
-                raise RetryLater(message, delay=float(retry_after))
+            if response.status in (429, 503):
+                raise RetryLater.after(message, response.headers.get("Retry-After"))
             raise DeliveryFailed(message)

@@ -274,10 +274,8 @@ class SlackChannel:
             return await method(**kwargs)
         except SlackApiError as exc:
             if exc.response.status_code == 429:
-                retry_after = exc.response.headers.get("Retry-After", "1")
-                raise RetryLater(
-                    "Slack rate limit", delay=float(retry_after) if retry_after.isdigit() else 1
-                ) from exc
+                retry_after = exc.response.headers.get("Retry-After")
+                raise RetryLater.after("Slack rate limit", retry_after) from exc
             raise DeliveryFailed(f"Slack answered {exc.response.get('error')}") from exc
 
 
