@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -27,16 +28,22 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    # The migrations ship with the code: read them once per process, not on every /readyz.
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
 
 
+@functools.cache
 def known_revisions() -> frozenset[str]:
     """Every revision this version of signoff ships."""
-    scripts = ScriptDirectory.from_config(alembic_config())
-    return frozenset(script.revision for script in scripts.walk_revisions())
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 def _current(connection: Connection) -> str | None:
