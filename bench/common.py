@@ -31,6 +31,24 @@ async def run_concurrently(
     return n / (time.perf_counter() - start), latencies
 
 
+async def run_open_loop(
+    rate: float, count: int, op: Callable[[int], Awaitable[None]]
+) -> list[float]:
+    """Start op(i) at start + i / rate whatever the previous ones are doing; latencies in ms."""
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.1
+    latencies: list[float] = []
+
+    async def one(i: int) -> None:
+        await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
+        began = time.perf_counter()
+        await op(i)
+        latencies.append((time.perf_counter() - began) * 1000)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return latencies
+
+
 def quantiles(latencies: list[float]) -> tuple[float, float]:
     """(p50, p99) in the latencies' unit."""
     return statistics.median(latencies), statistics.quantiles(latencies, n=100)[98]

@@ -27,9 +27,7 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,7 +36,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import run_concurrently
+from bench.common import run_concurrently, run_open_loop
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
@@ -62,24 +60,6 @@ def body(i: int) -> dict:
         "presentation": {"title": f"Refund {i}", "fields": [{"label": "Amount", "value": str(i)}]},
         "requested_by": "sam",
     }
-
-
-async def run_open_loop(
-    rate: float, count: int, op: Callable[[int], Awaitable[None]]
-) -> list[float]:
-    """Start op(i) at start + i / rate whatever the previous ones are doing; latencies in ms."""
-    loop = asyncio.get_running_loop()
-    start = loop.time() + 0.1
-    latencies: list[float] = []
-
-    async def one(i: int) -> None:
-        await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
-        began = time.perf_counter()
-        await op(i)
-        latencies.append((time.perf_counter() - began) * 1000)
-
-    await asyncio.gather(*(one(i) for i in range(count)))
-    return latencies
 
 
 async def bench_signoff(
