@@ -493,9 +493,8 @@ class Tx:
         return OutboxJob.from_row(row) if row else None
 
     async def get_job(self, job_id: int) -> OutboxJob | None:
-        row = (await self.conn.execute(select(outbox).where(outbox.c.id == job_id))).mappings()
-        found = row.first()
-        return OutboxJob.from_row(found) if found else None
+        row = await self._one(select(outbox).where(outbox.c.id == job_id), {})
+        return OutboxJob.from_row(row) if row else None
 
     async def list_jobs(self, *, states: Collection[str], limit: int = 100) -> list[OutboxJob]:
         """Jobs in `states`, oldest first."""
@@ -538,17 +537,13 @@ class Tx:
             .returning(card_messages)
         )
         row = await self._one(stmt, values)
-        if row is None:
-            row = await self._one(
-                select(card_messages).where(
-                    card_messages.c.channel == values["channel"],
-                    card_messages.c.address == values["address"],
-                    card_messages.c.message_id == values["message_id"],
-                ),
-                {},
-            )
-        assert row is not None
-        return CardMessage.from_row(row)
+        if row is not None:
+            return CardMessage.from_row(row)
+        existing = await self.card_message_at(
+            values["channel"], values["address"], values["message_id"]
+        )
+        assert existing is not None  # the conflict that skipped our insert is this row
+        return existing
 
     async def card_message(self, card_message_id: int) -> CardMessage | None:
         row = await self._one(
