@@ -42,7 +42,7 @@ from bot.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from bot.execution import DEFAULT_LEASE, AgentActions
+from bot.execution import DEFAULT_LEASE, MAX_LEASE, AgentActions
 from bot.intake import MAX_REQUEST_BYTES, create_request, parse_json, validate, validate_request
 from bot.model import State, public_record
 from bot.routing import Directory
@@ -52,7 +52,6 @@ from store.repository import Store
 log = logging.getLogger("signoff.api")
 
 MAX_RESULT_BYTES = 16 * 1024
-MAX_CLAIM_LEASE = timedelta(hours=24)
 _MAX_PAGE = 500
 _ID = re.compile(r"[0-9a-fA-F-]{1,36}")
 
@@ -326,7 +325,7 @@ async def claim(request: web.Request) -> web.Response:
     ctx = request.app[API]
     body = validate(ClaimBody, await _body(request, optional=True))
     lease = parse_duration(body.lease) if body.lease else ctx.claim_lease
-    if lease > MAX_CLAIM_LEASE:
+    if lease > MAX_LEASE:
         raise InvalidRequest(
             f"lease {body.lease!r} is longer than the 24h a claim may hold a call",
             fields=[{"field": "lease", "message": "longer than 24h"}],

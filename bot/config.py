@@ -27,6 +27,7 @@ from pydantic import (
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError
+from bot.execution import MAX_LEASE
 from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
 from bot.validation import DurationText, HttpUrl
 from store.engine import normalize_url
@@ -56,7 +57,7 @@ class _Strict(BaseModel):
 
 
 def _at_most_a_day(value: str) -> str:
-    if parse_duration(value).total_seconds() > 86400:
+    if parse_duration(value) > MAX_LEASE:
         raise ValueError(f"{value!r} is longer than 24h")
     return value
 

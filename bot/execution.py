@@ -29,6 +29,8 @@ from store.records import Approval
 from store.repository import Tx
 
 DEFAULT_LEASE = timedelta(minutes=10)
+# The longest a claim may hold an approved call, whether asked for by config or by the agent.
+MAX_LEASE = timedelta(hours=24)
 _WITHDRAWABLE = (State.PENDING, State.APPROVED)
 _FINISHED = (State.EXECUTED, State.FAILED)
 _NOTHING_TO_RUN = "; nothing to execute"
