@@ -305,3 +305,16 @@ async def test_the_sweeper_skips_a_row_another_transaction_holds(
         )
         assert (await asyncio.wait_for(sweeper.sweep(), 5)).expired == 0
     assert (await sweeper.sweep()).expired == 1
+
+
+async def test_a_decision_on_an_expired_grant_names_the_grant_deadline(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    approval = await _approved(store, directory, clock)
+    clock.advance(hours=25)
+    assert (await Sweeper(store, directory, clock).sweep()).grants_expired == 1
+    with pytest.raises(ApprovalExpired) as info:
+        await Operator(store, directory, clock).reject_shown(approval.id, approval.hash, BOB)
+    deadline = approval.grant_expires_at
+    assert deadline is not None and deadline != approval.expires_at
+    assert f"expired at {deadline:%Y-%m-%d %H:%M} UTC" in info.value.message
