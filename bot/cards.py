@@ -61,6 +61,12 @@ class CardJobs:
         ref = await channel.post_card(self.card(approval), target)
         now = self.clock.now()
         async with self.store.write() as tx:
+            # Lock the row before recording the message: a transition committing meanwhile
+            # either came first (its version is newer than the one rendered) or waits and then
+            # sees this message and queues its update. (Inserting first would take a key-share
+            # lock on the row through the foreign key, and two cards of one approval posted at
+            # once would deadlock upgrading it.)
+            current = await tx.lock_approval(approval.id)
             message = await tx.insert_card_message(
                 {
                     "approval_id": approval.id,
@@ -73,9 +79,6 @@ class CardJobs:
                     "updated_at": now,
                 }
             )
-            # Locked: a transition committing meanwhile either saw this message (and queued
-            # its update) or is seen here.
-            current = await tx.lock_approval(approval.id)
             if current is not None and current.version != approval.version:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.
