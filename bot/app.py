@@ -11,7 +11,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import AsyncIterator
-from contextlib import suppress
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,14 +23,16 @@ from bot.cards import CardJobs
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.durations import parse_duration
+from bot.errors import ConfigError
 from bot.execution import AgentActions
+from bot.inbound import Inbound
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.operator import Operator
 from bot.outbox import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from bot.sweeper import Sweeper
 from bot.webhooks import WebhookSender
-from store.engine import is_sqlite
+from store.engine import is_sqlite, normalize_url
 from store.migrate import (
     current_revision,
     ensure_current,
@@ -61,16 +63,51 @@ def outbox_settings(config: Config) -> OutboxSettings:
 
 
 def build_channels(
-    config: Config, store: Store, directory: Directory, clock: Clock, metrics: Metrics
+    config: Config,
+    store: Store,
+    directory: Directory,
+    clock: Clock,
+    metrics: Metrics,
+    *,
+    telegram_polling: bool = False,
 ) -> dict[str, Any]:
     """The chat channels the config turns on, by name (the prefix of their notify targets)."""
     channels: dict[str, Any] = {}
+    operator = Operator(store, directory, clock, metrics)
     if config.slack is not None:
         from channels.slack import SlackChannel  # only deployments with Slack load Bolt
 
-        operator = Operator(store, directory, clock, metrics)
         channels["slack"] = SlackChannel(config.slack, directory, operator)
+    if config.telegram is not None:
+        from channels.telegram import TelegramChannel  # only deployments with Telegram load PTB
+
+        channels["telegram"] = TelegramChannel(
+            config.telegram,
+            directory,
+            operator,
+            Inbound(store, clock),
+            polling=telegram_polling,
+        )
     return channels
+
+
+@asynccontextmanager
+async def channels_running(channels: dict[str, Any]) -> AsyncIterator[None]:
+    """Start the channels that have a lifetime of their own (Telegram's application) and
+    stop them, last started first."""
+    started: list[Any] = []
+    try:
+        for channel in channels.values():
+            if hasattr(channel, "start"):
+                await channel.start()
+                started.append(channel)
+        yield
+    finally:
+        for channel in reversed(started):
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("stopping the %s channel failed", channel.name)
 
 
 @dataclass
@@ -188,9 +225,11 @@ def build_app(
     clock: Clock | None = None,
     background: bool = True,
     metrics_registry: Metrics | None = None,
+    telegram_polling: bool = False,
 ) -> web.Application:
     """The whole server. With `background`, the outbox runner and the sweeper run inside the
-    application's lifetime (started on startup, drained on shutdown)."""
+    application's lifetime (started on startup, drained on shutdown). `telegram_polling`
+    fetches Telegram updates instead of serving its webhook (one process only)."""
     clock = clock or SystemClock()
     directory = config.directory()
     registry = metrics_registry or Metrics()
@@ -202,11 +241,15 @@ def build_app(
     app[METRICS] = registry
     app[STORE] = store
     app[CLOCK] = clock
-    channels = build_channels(config, store, directory, clock, registry)
+    channels = build_channels(
+        config, store, directory, clock, registry, telegram_polling=telegram_polling
+    )
     app[CHANNELS] = channels
     work = Background(config, store, directory, clock, registry, channels)
     if "slack" in channels:
         app.router.add_post("/slack/events", channels["slack"].handle)
+    if "telegram" in channels and not telegram_polling:
+        app.router.add_post("/telegram/webhook", channels["telegram"].handle)
     add_routes(
         app,
         ApiContext(
@@ -224,6 +267,12 @@ def build_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
 
+    async def channel_lifetime(_app: web.Application) -> AsyncIterator[None]:
+        async with channels_running(channels):
+            yield
+
+    # Channels start before the outbox (which posts through them) and stop after it.
+    app.cleanup_ctx.append(channel_lifetime)
     if background:
 
         async def lifetime(_app: web.Application) -> AsyncIterator[None]:
@@ -238,12 +287,26 @@ def build_app(
 # -- processes -------------------------------------------------------------------------------
 
 
-def check_channels(config: Config) -> None:
+def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
     """Refuse a channel whose credentials are missing before anything touches the database."""
     if config.slack is not None:
         from channels.slack import credentials
 
         credentials(config.slack)
+    if telegram_polling:
+        if config.telegram is None:
+            raise ConfigError("--telegram-polling needs a [telegram] table in the config")
+        if not normalize_url(config.database_url).startswith("sqlite"):
+            raise ConfigError(
+                "--telegram-polling is a development mode for one process on SQLite: replicas "
+                "sharing a PostgreSQL database would each poll the same bot, and Telegram "
+                "hands an update to only one of them (the others get 409 Conflict). Use the "
+                "webhook (`signoff telegram set-webhook`) instead."
+            )
+    if config.telegram is not None:
+        from channels.telegram import credentials as telegram_credentials
+
+        telegram_credentials(config.telegram, webhook=not telegram_polling)
 
 
 async def prepare_schema(store: Store) -> None:
@@ -268,15 +331,18 @@ def _signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-async def run_server(config: Config, listen: str | None = None) -> None:
+async def run_server(
+    config: Config, listen: str | None = None, *, telegram_polling: bool = False
+) -> None:
     """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
     stop: no new connections, in-flight requests finish, claimed outbox jobs are released."""
-    check_channels(config)
+    check_channels(config, telegram_polling=telegram_polling)
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)
         host, _, port = (listen or config.server.listen).rpartition(":")
-        runner = web.AppRunner(build_app(config, store), access_log=None, shutdown_timeout=5.0)
+        app = build_app(config, store, telegram_polling=telegram_polling)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         await runner.setup()
         site = web.TCPSite(runner, host, int(port))
         await site.start()
@@ -303,10 +369,11 @@ async def run_worker(config: Config) -> None:
         work = Background(config, store, directory, clock, registry, channels)
         stop = asyncio.Event()
         _signals(stop)
-        await work.start()
-        log.info("signoff worker running")
-        await stop.wait()
-        log.info("shutting down")
-        await work.stop()
+        async with channels_running(channels):
+            await work.start()
+            log.info("signoff worker running")
+            await stop.wait()
+            log.info("shutting down")
+            await work.stop()
     finally:
         await store.close()

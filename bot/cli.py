@@ -21,8 +21,8 @@ from typing import Any
 from bot import audit, logs
 from bot.app import run_server, run_worker
 from bot.clock import Clock, SystemClock, utc_iso
-from bot.config import Config, load_config
-from bot.errors import InvalidRequest, NotFound, NotPending, SignoffError
+from bot.config import Config, TelegramConfig, load_config
+from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
 from bot.intake import create_request, parse_request
 from bot.model import Card, State, public_record
 from bot.operator import Actor, Decision, Operator
@@ -306,7 +306,38 @@ async def cmd_outbox_retry(ctx: Context, args: argparse.Namespace) -> int:
 
 
 async def _serve(config: Config, args: argparse.Namespace) -> None:
-    await run_server(config, args.listen)
+    await run_server(config, args.listen, telegram_polling=args.telegram_polling)
+
+
+def _telegram(config: Config) -> TelegramConfig:
+    if config.telegram is None:
+        raise ConfigError(
+            "the config has no [telegram] table; add one (see README, Connect Telegram)"
+        )
+    return config.telegram
+
+
+async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> int:
+    from channels.telegram import set_webhook  # only Telegram commands load PTB
+
+    url = args.url or f"{config.server.public_url.rstrip('/')}/telegram/webhook"
+    if not url.startswith("https://"):
+        print(
+            f"signoff: warning: Telegram only delivers to https:// URLs; {url} will be "
+            "refused unless a local Bot API server is in between",
+            file=sys.stderr,
+        )
+    bot = await set_webhook(_telegram(config), url, drop_pending=args.drop_pending_updates)
+    print(f"Telegram delivers updates for @{bot} to {url} (with the secret token)")
+    return 0
+
+
+async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) -> int:
+    from channels.telegram import delete_webhook
+
+    bot = await delete_webhook(_telegram(config))
+    print(f"Telegram no longer delivers updates for @{bot} to a webhook")
+    return 0
 
 
 async def _work(config: Config, args: argparse.Namespace) -> None:
@@ -341,6 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
         p = commands.add_parser(name, parents=[common], help=help_text)
         if name == "serve":
             p.add_argument("--listen", metavar="HOST:PORT", help="default: [server] listen")
+            p.add_argument(
+                "--telegram-polling",
+                action="store_true",
+                help="fetch Telegram updates instead of serving the webhook "
+                "(development, one process, SQLite only)",
+            )
         p.add_argument("--log-format", choices=["text", "json"], default="text")
         p.set_defaults(process=process)
 
@@ -402,6 +439,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?")
     p.set_defaults(handler=cmd_audit_verify)
 
+    telegram_cmds = commands.add_parser("telegram", help="Telegram bot setup").add_subparsers(
+        dest="telegram_command", required=True
+    )
+    p = telegram_cmds.add_parser(
+        "set-webhook", parents=[common], help="deliver updates to [server] public_url"
+    )
+    p.add_argument("--url", help="default: [server] public_url + /telegram/webhook")
+    p.add_argument(
+        "--drop-pending-updates", action="store_true", help="discard updates waiting at Telegram"
+    )
+    p.set_defaults(offline=cmd_telegram_set_webhook)
+    p = telegram_cmds.add_parser("delete-webhook", parents=[common], help="stop webhook delivery")
+    p.set_defaults(offline=cmd_telegram_delete_webhook)
+
     config_cmds = commands.add_parser("config", help="configuration").add_subparsers(
         dest="config_command", required=True
     )
@@ -431,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs.setup(args.log_format)
             asyncio.run(args.process(config, args))
             return 0
+        if getattr(args, "offline", None) is not None:  # needs no database
+            return asyncio.run(args.offline(config, args))
         if args.handler is None:  # config check needs no database
             _emit_json(config.masked())
             print("config OK", file=sys.stderr)

@@ -136,7 +136,8 @@ class TelegramConfig(_Strict):
 class PrincipalConfig(_Strict):
     name: str
     slack: Annotated[str, Field(pattern=r"^[UW][A-Z0-9]+$")] | None = None
-    telegram: int | None = None
+    # A Telegram user id (positive; negative ids are group chats, not people).
+    telegram: Annotated[int, Field(gt=0)] | None = None
 
 
 class GroupConfig(_Strict):

@@ -34,12 +34,14 @@ async def enqueue_cards(
     tx: Tx, directory: Directory, approval: Approval, notify: Iterable[str], now: datetime
 ) -> None:
     """Queue a `post_card` job per message the new approval's cards need: one per channel
-    target, and for a `...:dm` target one per approver (so a retry re-posts only the message
-    that failed, never the ones already sent)."""
+    target, and for a `...:dm` target one per approver with an account on that surface (so a
+    retry re-posts only the message that failed, never the ones already sent)."""
     for target in notify:
         surface, _, where = target.partition(":")
         if where == "dm":
-            recipients = sorted(directory.expand(approval.approvers))
+            recipients = sorted(
+                p for p in directory.expand(approval.approvers) if directory.reaches(p, surface)
+            )
             targets = [f"{surface}:@{principal}" for principal in recipients]
         else:
             targets = [target]

@@ -201,7 +201,9 @@ class OutboxRunner:
                     try:
                         await self.prune()
                     except Exception:
-                        log.exception("pruning done outbox jobs failed; retrying later")
+                        log.exception(
+                            "pruning old outbox jobs and deliveries failed; retrying later"
+                        )
                 # Cleared before claiming: a commit landing during the claim wakes the wait.
                 self._wake.clear()
                 room = min(self.settings.batch, self.settings.concurrency - len(running))
@@ -246,11 +248,13 @@ class OutboxRunner:
                 waiter.cancel()
 
     async def prune(self, limit: int = 1000) -> int:
-        """Delete one batch of done jobs older than `keep_done`; returns how many."""
+        """Delete one batch of done jobs older than `keep_done`; returns how many. Inbound
+        delivery ids and reply prompts as old go too: chat platforms redeliver for a day at
+        most, so a week of memory is plenty."""
+        before = self.clock.now() - self.settings.keep_done
         async with self.store.write() as tx:
-            return await tx.prune_jobs(
-                done_before=self.clock.now() - self.settings.keep_done, limit=limit
-            )
+            await tx.prune_deliveries(received_before=before)
+            return await tx.prune_jobs(done_before=before, limit=limit)
 
     async def release(self) -> int:
         """Hand back jobs this worker still holds (shutdown), so another replica can run them

@@ -90,6 +90,19 @@ class Directory:
                 return principal
         return None
 
+    def principal_for_telegram(self, user_id: int) -> Principal | None:
+        """The principal a Telegram user id belongs to; None for anyone not configured."""
+        for principal in self.principals.values():
+            if principal.telegram is not None and principal.telegram == user_id:
+                return principal
+        return None
+
+    def reaches(self, key: str, surface: str) -> bool:
+        """Whether principal `key` has an account on chat `surface` ("slack", "telegram") to
+        receive direct messages at."""
+        principal = self.principals.get(key)
+        return principal is not None and getattr(principal, surface, None) is not None
+
     def route_for(self, tenant: str, capability: str) -> Route:
         """The first route matching tenant and capability; NoRoute when none does."""
         for route in self.routes:

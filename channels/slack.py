@@ -26,21 +26,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import SlackConfig
-from bot.errors import (
-    ApprovalChanged,
-    ApprovalExpired,
-    ConfigError,
-    DeliveryFailed,
-    NotAnApprover,
-    NotPending,
-    SignoffError,
-)
-from bot.model import Card, State
+from bot.errors import ConfigError, DeliveryFailed, NotAnApprover, SignoffError
+from bot.model import Card
 from bot.operator import Actor, Operator
 from bot.outbox import RetryLater
 from bot.routing import Directory
 from channels import slack_card
 from channels.base import MessageRef
+from channels.refusals import refusal_text
 
 log = logging.getLogger("signoff.slack")
 
@@ -210,26 +203,7 @@ class SlackChannel:
         try:
             await self.operator.record_refusal(approval_id, actor_label, action, error)
         finally:  # the human hears why even if the audit write failed (that is logged)
-            await self._tell(channel, user_id, self.refusal_text(error))
-
-    def refusal_text(self, error: SignoffError) -> str:
-        """What the clicking human reads: exactly why nothing happened."""
-        if isinstance(error, ApprovalExpired):
-            return f"{error.message[0].upper()}{error.message[1:]}."
-        if isinstance(error, NotPending):
-            if error.decided_by and error.state in (State.APPROVED, State.REJECTED):
-                who = self.directory.describe(error.decided_by).split(" (")[0]
-                when = f" at {error.decided_at:%H:%M} UTC" if error.decided_at else ""
-                return f"Already {error.state} by {who}{when}."
-            return f"This request is no longer open: it is {error.state.replace('_', ' ')}."
-        if isinstance(error, ApprovalChanged):
-            return (
-                "This card is out of date: the request changed since it was shown, so nothing "
-                "was decided. Review it again."
-            )
-        if type(error) is NotAnApprover and error.assignee:
-            return f"You are not an approver for this request; it is assigned to {error.assignee}."
-        return error.message
+            await self._tell(channel, user_id, refusal_text(error, self.directory))
 
     async def _tell(self, channel: str | None, user_id: str, text: str) -> None:
         if channel is None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 from typing import Any
 
 from bot.model import Card, State
+from channels import outcome
 
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
@@ -23,10 +23,6 @@ REJECT_MODAL = "signoff_reject_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
 _MAX_FIELDS = 30  # three sections of ten; with the rest, far below Slack's 50 blocks
-
-
-def _at(when: datetime | None) -> str:
-    return f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
 
 
 def escape(text: str) -> str:
@@ -131,39 +127,27 @@ def blocks(card: Card) -> list[dict[str, Any]]:
     return result
 
 
+_ICONS = {
+    "approved": ":white_check_mark:",
+    "rejected": ":no_entry:",
+    "cancelled": ":heavy_multiplication_x:",
+    "superseded": ":arrows_counterclockwise:",
+    "expired": ":hourglass:",
+    "executing": ":gear:",
+    "failed": ":warning:",
+    "unknown": ":grey_question:",
+}
+
+
 def outcome_lines(card: Card) -> list[str]:
-    """What happened, each line naming who and when where the row records it: the human
-    decision first, then what the agent or the clock did after it."""
-    who = f" by {escape(card.decided_by)}" if card.decided_by else ""
-    state = State(card.state)
-    if state == State.REJECTED:
-        return [f":no_entry: *Rejected*{who}{_at(card.decided_at)}"]
-    if state == State.CANCELLED and not card.approved:
-        return [
-            f":heavy_multiplication_x: *Cancelled*{who or ' by the agent'}{_at(card.decided_at)}"
-        ]
-    if state == State.SUPERSEDED and not card.approved:
-        return [
-            ":arrows_counterclockwise: *Superseded* by the agent: its preconditions no longer hold"
-        ]
-    if state == State.EXPIRED and not card.approved:
-        return [f":hourglass: *Expired* unanswered{_at(card.expires_at)}"]
-    lines = [f":white_check_mark: *Approved*{who}{_at(card.decided_at)}"]
-    later = {
-        State.EXECUTING: f":gear: Execution started{_at(card.claimed_at)}",
-        State.EXECUTED: f":white_check_mark: *Executed*{_at(card.executed_at)}",
-        State.FAILED: f":warning: *Execution failed*{_at(card.executed_at)}",
-        State.OUTCOME_UNKNOWN: (
-            f":grey_question: *Outcome unknown*: execution started{_at(card.claimed_at)} and "
-            "never reported back; a new request asks whether to run it again"
-        ),
-        State.EXPIRED: ":hourglass: *Expired*: approved but never claimed in time",
-        State.CANCELLED: ":heavy_multiplication_x: *Withdrawn* by the agent before it ran",
-        State.SUPERSEDED: ":arrows_counterclockwise: *Superseded* by the agent before it ran",
-    }
-    if state in later:
-        lines.append(later[state])
-    return lines
+    """The outcome (channels.outcome) in mrkdwn, escaped: names come from the config, but
+    nothing reaches mrkdwn unescaped."""
+    return [
+        f"{_ICONS[line.icon]} "
+        + (f"*{escape(line.headline)}*" if line.headline else "")
+        + escape(line.rest)
+        for line in outcome.lines(card)
+    ]
 
 
 def _arguments(card: Card, budget: int = 1900) -> str:

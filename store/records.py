@@ -104,6 +104,17 @@ class CardMessage(_FromRow):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyPrompt(_FromRow):
+    channel: str
+    address: str
+    message_id: str
+    card_message_id: int
+    asked: str
+    action: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxJob(_FromRow):
     id: int
     kind: str

@@ -20,8 +20,24 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.engine import BEGIN_MODE, create_engine, is_sqlite, translated_errors
-from store.records import Approval, CardMessage, ChainHead, Event, OutboxJob, Vote
-from store.schema import approval_events, approvals, card_messages, outbox, votes
+from store.records import (
+    Approval,
+    CardMessage,
+    ChainHead,
+    Event,
+    OutboxJob,
+    ReplyPrompt,
+    Vote,
+)
+from store.schema import (
+    approval_events,
+    approvals,
+    card_messages,
+    inbound_deliveries,
+    outbox,
+    reply_prompts,
+    votes,
+)
 
 
 class Store:
@@ -571,6 +587,49 @@ class Tx:
             .where(card_messages.c.id == card_message_id)
             .values(rendered_state=state, updated_at=now)
         )
+
+    # -- inbound chat traffic ---------------------------------------------------------------
+
+    async def record_delivery(self, source: str, delivery_id: str, now: datetime) -> bool:
+        """Remember an inbound delivery (a Telegram update id); False if it was seen before,
+        by this replica or another."""
+        stmt = (
+            _insert(self._dialect, inbound_deliveries)
+            .on_conflict_do_nothing(index_elements=["source", "delivery_id"])
+            .returning(inbound_deliveries.c.delivery_id)
+        )
+        return (
+            await self._one(
+                stmt, {"source": source, "delivery_id": delivery_id, "received_at": now}
+            )
+            is not None
+        )
+
+    async def prune_deliveries(self, received_before: datetime) -> int:
+        """Forget deliveries old enough that the platform no longer redelivers them, and the
+        prompts asked as long ago."""
+        await self.conn.execute(
+            delete(reply_prompts).where(reply_prompts.c.created_at < received_before)
+        )
+        result = await self.conn.execute(
+            delete(inbound_deliveries).where(inbound_deliveries.c.received_at < received_before)
+        )
+        return int(result.rowcount or 0)
+
+    async def insert_prompt(self, values: Mapping[str, Any]) -> None:
+        await self.conn.execute(reply_prompts.insert().values(**values))
+
+    async def prompt_at(self, channel: str, address: str, message_id: str) -> ReplyPrompt | None:
+        """The question a chat message asked, if it is one of ours."""
+        row = await self._one(
+            select(reply_prompts).where(
+                reply_prompts.c.channel == channel,
+                reply_prompts.c.address == address,
+                reply_prompts.c.message_id == message_id,
+            ),
+            {},
+        )
+        return ReplyPrompt.from_row(row) if row else None
 
     async def append_event(self, approval: Approval, values: Mapping[str, Any]) -> Event | None:
         """Append an audit event that changes nothing else (a refused attempt): moves the

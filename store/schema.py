@@ -222,6 +222,22 @@ inbound_deliveries = Table(
     Column("source", String(64), primary_key=True),
     Column("delivery_id", String(200), primary_key=True),
     Column("received_at", UTCDateTime, nullable=False),
+    Index("ix_inbound_deliveries_received", "received_at"),
+)
+
+# A question signoff asked in a chat (Telegram's "reply with the reason" after Reject): the
+# answer is a reply to this message, and this row says which card it is about and who was
+# asked, since Telegram does not say what the question itself replied to.
+reply_prompts = Table(
+    "reply_prompts",
+    metadata,
+    Column("channel", String(32), primary_key=True),
+    Column("address", String(256), primary_key=True),
+    Column("message_id", String(256), primary_key=True),
+    Column("card_message_id", Integer, ForeignKey("card_messages.id"), nullable=False),
+    Column("asked", String(200), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
 )
 
 ALL_TABLES: tuple[Table, ...] = (
@@ -232,4 +248,5 @@ ALL_TABLES: tuple[Table, ...] = (
     outbox,
     delegations,
     inbound_deliveries,
+    reply_prompts,
 )

@@ -1,0 +1,190 @@
+"""What Telegram shows and reads back: the card as HTML with an inline keyboard, the compact
+callback data its buttons carry, and the grammar of a reply to a card.
+
+Every string the agent chose (title, summary, fields, arguments, reason, requester, notes) goes
+through `html.escape` before it is put into the HTML, so `<b>`, `<a href=...>` or `&amp;` in
+them reach the human as the characters they are. Telegram allows 4,096 characters of text
+after parsing; fields and arguments that do not fit are counted and the card says where to
+read them all.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from functools import partial
+from html import escape as _html_escape
+from typing import Literal
+
+from bot.canonical import short_hash
+from bot.model import Card, State
+from channels import outcome
+
+# Quotes need no escaping outside attributes, and Telegram knows only a few named entities.
+escape = partial(_html_escape, quote=False)
+
+# Telegram's own limit is 4,096; the margin covers the lines added after the budget is spent.
+_TEXT_BUDGET = 3600
+
+_ICONS = {
+    "approved": "✅",
+    "rejected": "⛔",
+    "cancelled": "✖️",
+    "superseded": "🔄",
+    "expired": "⌛",
+    "executing": "⚙️",
+    "failed": "⚠️",
+    "unknown": "❔",
+}
+
+Action = Literal["approve", "reject"]
+
+# callback_data is at most 64 bytes: a version tag, the action, the approval id as 32 hex
+# digits and the 12 hex digits of the short hash the card shows (51 bytes). The full hash is
+# not in the button: it is read from card_messages for the message the button is on.
+_CALLBACK_VERSION = "s1"
+_ACTIONS: dict[str, Action] = {"a": "approve", "r": "reject"}
+_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([ar]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+
+
+def callback_data(action: Action, card: Card) -> str:
+    return f"{_CALLBACK_VERSION}:{action[0]}:{uuid.UUID(card.approval_id).hex}:{card.hash[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pressed:
+    """What a button says it is: an action on an approval, showing a hash starting so."""
+
+    action: Action
+    approval_id: str
+    short_hash: str
+
+
+def parse_callback(data: str | None) -> Pressed | None:
+    """The button's meaning; None for anything signoff did not make."""
+    match = _CALLBACK.fullmatch(data or "")
+    if match is None:
+        return None
+    action, id_hex, short = match.groups()
+    return Pressed(_ACTIONS[action], str(uuid.UUID(hex=id_hex)), short)
+
+
+def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
+    """(label, callback_data) rows while the card can be decided; None once it cannot."""
+    if card.state != State.PENDING or card.overdue:
+        return None
+    return [
+        [("Approve", callback_data("approve", card)), ("Reject", callback_data("reject", card))]
+    ]
+
+
+def html(card: Card) -> str:
+    """The card as Telegram HTML (parse_mode="HTML"); the short hash is always the last line."""
+    head = [f"<b>{escape(card.title)}</b>"]
+    if card.summary:
+        head.append(escape(card.summary))
+    head += [
+        "",
+        f"Capability: <code>{escape(card.capability)}</code>",
+        f"Tool: <code>{escape(card.tool_name)}</code>",
+    ]
+    tail: list[str] = []
+    if card.reason:
+        tail += ["", f"Reason (from the agent, unverified): <i>{escape(card.reason)}</i>"]
+    tail += ["", f"Requested by {escape(card.requested_by or 'unknown')}"]
+    tail.append(f"Assigned to {escape(card.assignee)}")
+    if card.expires_in is not None:
+        tail.append(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
+    if card.state != State.PENDING:
+        tail.append("")
+        for line in outcome.lines(card):
+            bold = f"<b>{escape(line.headline)}</b>" if line.headline else ""
+            tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
+        if card.decision_note:
+            tail.append(f"Note: {escape(card.decision_note)}")
+    tail += ["", f"<code>{card.short_hash}</code>"]
+
+    budget = _TEXT_BUDGET - sum(len(_plain(line)) + 1 for line in head + tail)
+    return "\n".join(head + _details(card, budget) + tail)
+
+
+def _details(card: Card, budget: int) -> list[str]:
+    """Fields, then arguments, as many as fit in `budget` characters of shown text; if some
+    do not, say how many and where every one can be read, so nobody approves arguments
+    believing they saw them all."""
+    lines: list[str] = []
+    for shown, (label, value) in enumerate(card.fields):
+        line = f"{escape(label)}: {escape(value)}"
+        if len(_plain(line)) + 1 > budget:
+            return [*lines, _more(card, len(card.fields) - shown, "field")]
+        budget -= len(_plain(line)) + 1
+        lines.append(line)
+    if not card.arguments:
+        return lines
+    arguments: list[str] = []
+    budget -= len("Arguments:") + 2
+    for shown, (key, value) in enumerate(card.arguments):
+        line = escape(f"{key} = {value}")
+        if len(_plain(line)) + 1 > budget:
+            block = [f"<pre>{chr(10).join(arguments)}</pre>"] if arguments else []
+            hidden = _more(card, len(card.arguments) - shown, "argument")
+            return [*lines, "", "Arguments:", *block, hidden]
+        budget -= len(_plain(line)) + 1
+        arguments.append(line)
+    return [*lines, "", "Arguments:", f"<pre>{chr(10).join(arguments)}</pre>"]
+
+
+def _more(card: Card, hidden: int, what: str) -> str:
+    return (
+        f"… and {hidden} more {what}{'s' if hidden > 1 else ''}; every one is in "
+        f"<code>signoff approvals show {card.approval_id}</code>"
+    )
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _plain(html_text: str) -> str:
+    """The text Telegram counts: tags gone, entities as one character each."""
+    return re.sub(r"&(lt|gt|amp);", "_", _TAG.sub("", html_text))
+
+
+# -- replies to a card -------------------------------------------------------------------------
+
+_APPROVE_WORDS = frozenset({"approve", "approved", "yes", "ok", "okay"})
+_REJECT_WORDS = frozenset({"reject", "rejected", "no"})
+_REPLY = re.compile(r"\s*([^\s.,:;!]+)[.,:;!]*(?:\s+(.*))?", re.DOTALL)
+
+HELP = (
+    "Reply to the card with approve (or yes, ok) and an optional note, or reject (or no) and "
+    "a reason."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    action: Action
+    note: str | None
+
+
+def parse_reply(text: str) -> Reply | None:
+    """`approve looks fine` -> approve with note "looks fine"; `no budget exhausted` ->
+    reject with that reason; None for anything else (the sender gets HELP)."""
+    match = _REPLY.fullmatch(text or "")
+    if match is None:
+        return None
+    word, rest = match.group(1).casefold(), (match.group(2) or "").strip() or None
+    if word in _APPROVE_WORDS:
+        return Reply("approve", rest)
+    if word in _REJECT_WORDS:
+        return Reply("reject", rest)
+    return None
+
+
+def reason_prompt(shown_hash: str) -> str:
+    """The question after Reject; the card it is about is the message it replies to."""
+    return (
+        f"Why reject this request (<code>{short_hash(shown_hash)}</code>)? Reply to this "
+        "message with the reason, or <code>skip</code> for none."
+    )

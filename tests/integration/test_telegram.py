@@ -1,0 +1,540 @@
+"""Telegram end to end, in-process: real python-telegram-bot code against the fake Bot API
+(tests/fakes/telegram.py), updates shaped exactly as Telegram sends them and posted over real
+HTTP with the secret token to signoff's own server, on SQLite and PostgreSQL, with a FakeClock.
+
+Proves: a request becomes an HTML card with the short hash and two buttons whose data fits 64
+bytes; a button or a reply from an entitled user decides (and the card is edited without its
+buttons); Reject asks for the reason with a ForceReply; every refusal (wrong secret,
+redelivered update, tampered button, non-approver in a group, unknown user, after expiry,
+second decision) is told, audited and changes nothing; an update on another server of the
+same database works; Telegram down or flood control delays a card without losing it; agent
+text reaches Telegram escaped.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.app import CHANNELS, build_app
+from bot.audit import verify
+from bot.cards import CardJobs
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.outbox import OutboxRunner, OutboxSettings
+from store.repository import Store
+from tests.conftest import TEST_CONFIG, request_body
+from tests.fakes import telegram as fake
+from tests.fakes.telegram import FakeTelegram
+
+TOKEN = "123456:TEST-token"
+SECRET = "telegram-webhook-secret"
+GROUP = -1001234567890
+API_KEY = "acme-key"
+
+ALICE = fake.user(111, "Alice", username="alice_ng")
+BOB = fake.user(222, "Bob", username="bob_stone")
+ERIN = fake.user(555, "Erin", username="erin")  # a principal, but not an approver
+STRANGER = fake.user(999, "Mallory")  # no principal at all
+_update_ids = itertools.count(700_000)
+
+
+@dataclass
+class Rig:
+    """One signoff server wired to the fake Bot API, and what a test needs to drive it."""
+
+    url: str
+    http: aiohttp.ClientSession
+    tg: FakeTelegram
+    store: Store
+    clock: FakeClock
+    runner: OutboxRunner
+
+    async def create(self, **overrides: Any) -> dict[str, Any]:
+        async with self.http.post(
+            f"{self.url}/v1/approvals",
+            json=request_body(**overrides),
+            headers={"Authorization": f"Bearer {API_KEY}"},
+        ) as response:
+            assert response.status == 201, await response.text()
+            return await response.json()
+
+    async def drain(self) -> None:
+        while await self.runner.run_once():
+            pass
+
+    async def card_for(self, approval_id: str, chat: int = GROUP) -> dict[str, Any]:
+        """Run the outbox until the approval's card is in `chat`; the message as it stands."""
+        await self.drain()
+        async with self.store.read() as tx:
+            messages = await tx.card_messages_for(approval_id)
+        for message in messages:
+            if message.address == str(chat):
+                found = self.tg.message(chat, int(message.message_id))
+                assert found is not None
+                return found
+        raise AssertionError(f"no card for {approval_id} in {chat}: {messages}")
+
+    async def send(self, update: dict[str, Any], secret: str | None = SECRET) -> int:
+        headers = fake.webhook_headers(secret) if secret is not None else {}
+        headers.setdefault("Content-Type", "application/json")
+        async with self.http.post(
+            f"{self.url}/telegram/webhook", json=update, headers=headers
+        ) as response:
+            return response.status
+
+    async def click(
+        self, who: dict[str, Any], card: dict[str, Any], button: int = 0, data: str | None = None
+    ) -> int:
+        pressed = data if data is not None else _buttons(card)[button]["callback_data"]
+        return await self.send(
+            fake.callback_query(next(_update_ids), from_user=who, message=card, data=pressed)
+        )
+
+    async def reply(self, who: dict[str, Any], to: dict[str, Any], text: str) -> int:
+        return await self.send(
+            fake.text_message(
+                next(_update_ids),
+                chat=to["chat"],
+                from_user=who,
+                text=text,
+                message_id=next(_update_ids),
+                reply_to=to,
+            )
+        )
+
+    async def state(self, approval_id: str) -> Any:
+        async with self.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
+    async def events(self, approval_id: str) -> list[Any]:
+        async with self.store.read() as tx:
+            return await tx.events_for(approval_id)
+
+
+def _buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+    markup = message.get("reply_markup") or {}
+    return [button for row in markup.get("inline_keyboard", []) for button in row]
+
+
+def _config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0]["api_key_env"] = "TELEGRAM_TEST_API_KEY"
+    config["telegram"] = {"api_base_url": tg.base_url}
+    config["principals"]["erin"] = {"name": "Erin Outsider", "telegram": 555}
+    config["routes"][0]["notify"] = notify
+    return config
+
+
+Start = Callable[..., Awaitable[Rig]]
+
+
+@pytest.fixture
+async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeTelegram(TOKEN) as tg:
+
+        async def one(store: Store, notify: list[str] | None = None) -> Rig:
+            config = parse_config(_config(tg, notify or [f"telegram:{GROUP}"]))
+            app = build_app(config, store, clock=clock, background=False)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            http = aiohttp.ClientSession()
+            cleanup.extend([runner.cleanup, http.close])
+            cards = CardJobs(store, config.directory(), clock, app[CHANNELS])
+            outbox = OutboxRunner(
+                store,
+                {"post_card": cards.post, "update_card": cards.update},
+                clock,
+                OutboxSettings(),
+                rand=lambda: 1.0,
+            )
+            url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+            return Rig(url, http, tg, store, clock, outbox)
+
+        yield one
+        for close in reversed(cleanup):
+            await close()
+
+
+@pytest.fixture
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store)
+
+
+# -- the card ------------------------------------------------------------------------------------
+
+
+async def test_a_request_becomes_an_html_card_with_the_short_hash_and_two_buttons(
+    rig: Rig,
+) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    [sent] = rig.tg.calls_to("sendMessage", ok=True)
+    assert sent.args["parse_mode"] == "HTML"
+    assert sent.args["text"].splitlines()[-1] == f"<code>sha256:{record['hash'][:12]}</code>"
+    assert card["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
+    assert "Refund €120.00 to Zoë" in card["text"]
+    buttons = _buttons(card)
+    assert [b["text"] for b in buttons] == ["Approve", "Reject"]
+    for button in buttons:
+        assert len(button["callback_data"].encode()) <= 64
+        assert record["hash"][:12] in button["callback_data"]
+    async with rig.store.read() as tx:
+        [message] = await tx.card_messages_for(record["id"])
+    assert (message.channel, message.address, message.message_id, message.shown_hash) == (
+        "telegram",
+        str(GROUP),
+        str(card["message_id"]),
+        record["hash"],
+    )
+
+
+async def test_dm_targets_post_to_each_approvers_private_chat(start: Start, store: Store) -> None:
+    rig = await start(store, notify=["telegram:dm"])
+    record = await rig.create()
+    await rig.drain()
+    chats = sorted(call.args["chat_id"] for call in rig.tg.calls_to("sendMessage", ok=True))
+    # finance is alice, bob and sam; sam has no Telegram id, so no card is queued for him.
+    assert chats == [111, 222]
+    async with rig.store.read() as tx:
+        jobs = await tx.outbox_jobs(approval_id=record["id"])
+    assert sorted(j.payload["target"] for j in jobs) == ["telegram:@alice", "telegram:@bob"]
+    assert {j.state for j in jobs} == {"done"}
+    card = await rig.card_for(record["id"], chat=111)
+    assert card["chat"]["type"] == "private"
+    assert await rig.click(ALICE, card) == 200
+    assert (await rig.state(record["id"])).decided_by == "alice"
+
+
+# -- deciding ------------------------------------------------------------------------------------
+
+
+async def test_approve_by_button_decides_edits_the_card_and_queues_the_webhook(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.click(ALICE, card) == 200
+    approved = await rig.state(record["id"])
+    assert (approved.state, approved.decided_by) == ("approved", "alice")
+    [answer] = rig.tg.calls_to("answerCallbackQuery", ok=True)
+    assert answer.args.get("text") == "Approved."
+    await rig.drain()
+    [edit] = rig.tg.calls_to("editMessageText", ok=True)
+    assert (edit.args["chat_id"], edit.args["message_id"]) == (GROUP, card["message_id"])
+    assert "reply_markup" not in edit.args
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None and _buttons(shown) == []
+    assert "Approved by Alice Ng (alice)" in shown["text"]
+    assert shown["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
+    async with rig.store.read() as tx:
+        kinds = [j.kind for j in await tx.outbox_jobs(approval_id=record["id"])]
+    assert "webhook" in kinds
+
+
+async def test_reply_approve_with_a_note(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(BOB, card, "approve looks fine") == 200
+    approved = await rig.state(record["id"])
+    assert (approved.state, approved.decided_by, approved.decision_note) == (
+        "approved",
+        "bob",
+        "looks fine",
+    )
+    said = rig.tg.calls_to("sendMessage", ok=True)[-1]
+    assert said.args["text"] == "Approved."
+
+
+async def test_reply_no_rejects_with_the_reason(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ALICE, card, "no budget exhausted") == 200
+    rejected = await rig.state(record["id"])
+    assert (rejected.state, rejected.decided_by, rejected.decision_note) == (
+        "rejected",
+        "alice",
+        "budget exhausted",
+    )
+    await rig.drain()
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None and "Note: budget exhausted" in shown["text"]
+
+
+async def test_any_other_reply_gets_help_and_decides_nothing(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ALICE, card, "maybe") == 200
+    said = rig.tg.calls_to("sendMessage", ok=True)[-1]
+    assert "Reply to the card with approve" in said.args["text"]
+    assert (await rig.state(record["id"])).state == "pending"
+    assert len(await rig.events(record["id"])) == 1
+
+
+async def test_messages_that_are_not_replies_to_cards_are_ignored(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    chat = card["chat"]
+    plain = fake.text_message(
+        next(_update_ids), chat=chat, from_user=ALICE, text="approve", message_id=50
+    )
+    assert await rig.send(plain) == 200
+    other = fake.text_message(
+        next(_update_ids), chat=chat, from_user=BOB, text="lunch?", message_id=51
+    )
+    reply_to_other = fake.text_message(
+        next(_update_ids),
+        chat=chat,
+        from_user=ALICE,
+        text="yes",
+        message_id=52,
+        reply_to=other["message"],
+    )
+    assert await rig.send(reply_to_other) == 200
+    sent = len(rig.tg.calls_to("sendMessage"))
+    assert sent == 1  # only the card itself
+    assert (await rig.state(record["id"])).state == "pending"
+
+
+async def test_reject_button_asks_for_the_reason_with_a_force_reply(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.click(BOB, card, button=1) == 200
+    assert (await rig.state(record["id"])).state == "pending"  # not until the reason comes
+    prompt_call = rig.tg.calls_to("sendMessage", ok=True)[-1]
+    assert prompt_call.args["reply_markup"]["force_reply"] is True
+    prompt = prompt_call.response["result"]  # type: ignore[index]
+    assert prompt["reply_to_message"]["message_id"] == card["message_id"]
+    assert f"sha256:{record['hash'][:12]}" in prompt["text"]
+    # Someone else answering the question bob was asked decides nothing.
+    assert await rig.reply(ALICE, prompt, "because I say so") == 200
+    assert "for someone else" in rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"]
+    assert (await rig.state(record["id"])).state == "pending"
+    assert await rig.reply(BOB, prompt, "duplicate of last week's refund") == 200
+    rejected = await rig.state(record["id"])
+    assert (rejected.state, rejected.decided_by, rejected.decision_note) == (
+        "rejected",
+        "bob",
+        "duplicate of last week's refund",
+    )
+
+
+async def test_skip_rejects_without_a_reason(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.click(ALICE, card, button=1)
+    prompt = rig.tg.calls_to("sendMessage", ok=True)[-1].response["result"]  # type: ignore[index]
+    assert await rig.reply(ALICE, prompt, "skip") == 200
+    rejected = await rig.state(record["id"])
+    assert (rejected.state, rejected.decision_note) == ("rejected", None)
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secret", ["not-the-secret", None], ids=["wrong secret", "no secret"])
+async def test_a_wrong_or_missing_secret_is_403_and_processes_nothing(
+    rig: Rig, secret: str | None
+) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    update = fake.callback_query(
+        next(_update_ids), from_user=ALICE, message=card, data=_buttons(card)[0]["callback_data"]
+    )
+    assert await rig.send(update, secret=secret) == 403
+    assert (await rig.state(record["id"])).state == "pending"
+    assert rig.tg.calls_to("answerCallbackQuery") == []
+    # Not even remembered: the genuine delivery of the same update still works.
+    assert await rig.send(update) == 200
+    assert (await rig.state(record["id"])).state == "approved"
+
+
+async def test_a_redelivered_update_is_processed_once(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    update = fake.callback_query(
+        next(_update_ids), from_user=ALICE, message=card, data=_buttons(card)[0]["callback_data"]
+    )
+    assert await rig.send(update) == 200
+    events = len(await rig.events(record["id"]))
+    assert await rig.send(update) == 200  # acknowledged, so Telegram stops retrying
+    assert len(await rig.events(record["id"])) == events  # no "already approved" refusal
+    assert len(rig.tg.calls_to("answerCallbackQuery")) == 1
+
+
+@pytest.mark.parametrize(
+    ("who", "change", "expected", "alert"),
+    [
+        (ERIN, None, "You are not an approver for this request; it is assigned to", True),
+        (STRANGER, None, "not linked to a signoff principal", True),
+        (ALICE, "other id", "does not match the card", True),
+        (ALICE, "other hash", "does not match the card", True),
+        (ALICE, "expire", "This request expired at", False),
+        (BOB, "decided", "Already approved by Alice Ng at", False),
+    ],
+    ids=[
+        "not entitled in the group",
+        "unknown user",
+        "tampered id",
+        "tampered hash",
+        "after expiry",
+        "second decision",
+    ],
+)
+async def test_refused_clicks_say_why_are_audited_and_change_nothing(
+    rig: Rig, who: dict[str, Any], change: str | None, expected: str, alert: bool
+) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    data = _buttons(card)[0]["callback_data"]
+    if change == "other id":
+        other = await rig.create(run_id="run-2")
+        other_card = await rig.card_for(other["id"])
+        data = _buttons(other_card)[0]["callback_data"]  # pasted onto this card's message
+    elif change == "other hash":
+        data = re.sub(r"[0-9a-f]{12}$", "0" * 12, data)
+    elif change == "expire":
+        rig.clock.advance(hours=73)
+    elif change == "decided":
+        await rig.click(ALICE, card)
+    before = await rig.state(record["id"])
+    trail = len(await rig.events(record["id"]))
+    assert await rig.click(who, card, data=data) == 200
+    answer = rig.tg.calls_to("answerCallbackQuery", ok=True)[-1]
+    assert expected in answer.args["text"], answer.args["text"]
+    assert bool(answer.args.get("show_alert")) is alert
+    after = await rig.state(record["id"])
+    events = await rig.events(record["id"])
+    # An attempt after the deadline records the expiry first, then the refusal.
+    assert len(events) == trail + (2 if change == "expire" else 1)
+    assert events[-1].type == "refused"
+    principal = {111: "alice", 222: "bob", 555: "erin"}.get(who["id"], str(who["id"]))
+    assert events[-1].actor == f"telegram:{principal}"
+    expected_state = "expired" if change == "expire" else before.state
+    assert (after.state, after.decided_by) == (expected_state, before.decided_by)
+    assert (await verify(rig.store)).ok
+
+
+async def test_a_reply_from_a_non_approver_in_the_group_is_refused(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ERIN, card, "yes") == 200
+    said = rig.tg.calls_to("sendMessage", ok=True)[-1]
+    assert "You are not an approver" in said.args["text"]
+    assert (await rig.state(record["id"])).state == "pending"
+    assert (await rig.events(record["id"]))[-1].actor == "telegram:erin"
+
+
+# -- replicas, outages, escaping -----------------------------------------------------------------
+
+
+async def test_an_update_on_another_server_of_the_same_database_works(
+    start: Start, rig: Rig, db_url: str
+) -> None:
+    other_store = Store.from_url(db_url)
+    try:
+        other = await start(other_store)
+        record = await rig.create()
+        card = await rig.card_for(record["id"])
+        update = fake.callback_query(
+            next(_update_ids),
+            from_user=ALICE,
+            message=card,
+            data=_buttons(card)[0]["callback_data"],
+        )
+        assert await other.send(update) == 200
+        assert (await rig.state(record["id"])).state == "approved"
+        # Telegram retrying the same update at the first server: handled once, on the other.
+        assert await rig.send(update) == 200
+        assert len(rig.tg.calls_to("answerCallbackQuery")) == 1
+    finally:
+        await other_store.close()
+
+
+async def test_telegram_down_or_flood_control_delays_the_card_without_losing_it(
+    rig: Rig,
+) -> None:
+    rig.tg.fail_next("sendMessage", status=502, times=1)
+    record = await rig.create()
+    assert await rig.runner.run_once() == 1
+    async with rig.store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=record["id"])
+    assert job.state == "queued" and job.attempts == 1
+    rig.tg.rate_limit_next("sendMessage", retry_after=40)
+    rig.clock.advance(minutes=1)
+    await rig.runner.run_once()
+    async with rig.store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=record["id"])
+    assert job.state == "queued"
+    assert (job.run_after - rig.clock.now()).total_seconds() >= 40  # retry_after honoured
+    rig.clock.advance(minutes=1)
+    card = await rig.card_for(record["id"])
+    assert _buttons(card)
+
+
+async def test_an_edit_that_changes_nothing_is_not_an_error(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.click(ALICE, card)
+    await rig.drain()
+    async with rig.store.read() as tx:
+        [message] = await tx.card_messages_for(record["id"])
+        await_job = await tx.outbox_jobs(approval_id=record["id"])
+    assert all(job.state == "done" for job in await_job if job.kind == "update_card")
+    # The same update delivered again (a retry after a lost answer): Telegram says "not
+    # modified", and the job still succeeds.
+    async with rig.store.write() as tx:
+        await tx.enqueue(
+            "update_card",
+            {"card_message_id": message.id, "state": "approved"},
+            now=rig.clock.now(),
+            approval_id=record["id"],
+        )
+    await rig.drain()
+    assert rig.tg.calls_to("editMessageText", ok=False)
+    async with rig.store.read() as tx:
+        jobs = [
+            j for j in await tx.outbox_jobs(approval_id=record["id"]) if j.kind == "update_card"
+        ]
+    assert [j.state for j in jobs] == ["done", "done"]
+
+
+async def test_model_chosen_text_reaches_telegram_escaped(rig: Rig) -> None:
+    nasty = '<b>URGENT</b> <a href="https://evil.example/pay">click</a> &amp; 1 < 2'
+    record = await rig.create(
+        reason=nasty,
+        tool={"name": "stripe.refunds.create", "arguments": {"memo": nasty}},
+        presentation={"title": f"Refund {nasty}", "fields": [{"label": nasty, "value": nasty}]},
+    )
+    card = await rig.card_for(record["id"])
+    # Telegram parsed the HTML and shows the agent's text as the characters it sent...
+    assert card["text"].count(nasty) >= 5
+    # ...with no link and no bold made from it: only signoff's own formatting.
+    kinds = {entity["type"] for entity in card.get("entities", [])}
+    assert "text_link" not in kinds
+    # (Telegram splits a bold span where a detected URL starts: compare what is covered.)
+    bold = {
+        i
+        for e in card.get("entities", [])
+        if e["type"] == "bold"
+        for i in range(e["offset"], e["offset"] + e["length"])
+    }
+    title = card["text"].index(f"Refund {nasty}")
+    assert bold == set(range(title, title + len(f"Refund {nasty}")))
+    # A reason typed by a human is escaped on the edited card too.
+    await rig.reply(ALICE, card, f"no {nasty}")
+    await rig.drain()
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None and f"Note: {nasty}" in shown["text"]
+    assert "text_link" not in {entity["type"] for entity in shown.get("entities", [])}

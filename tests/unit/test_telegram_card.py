@@ -1,0 +1,181 @@
+"""The Telegram card: HTML that never lets agent text become markup, buttons whose data fits
+Telegram's 64 bytes and says exactly which card it belongs to, and the reply grammar."""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import timedelta
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from bot.config import parse_config
+from bot.model import Card
+from bot.routing import Directory
+from channels import telegram_card
+from tests.conftest import RECORD_HASH as HASH
+from tests.conftest import RECORD_NOW as NOW
+from tests.conftest import TEST_CONFIG, approval_record
+
+INJECTION = '<b>bold</b> <a href="https://evil.example">click</a> &amp; </pre>'
+
+
+@pytest.fixture
+def directory() -> Directory:
+    return parse_config(copy.deepcopy(TEST_CONFIG)).directory()
+
+
+def _card(directory: Directory, **changes: Any) -> Card:
+    return Card.from_approval(approval_record(**changes), NOW, directory.describe)
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.text = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+
+def _parsed(html: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
+def test_callback_data_fits_and_names_the_card(directory: Directory) -> None:
+    card = _card(directory)
+    for action in ("approve", "reject"):
+        data = telegram_card.callback_data(action, card)
+        assert len(data.encode()) <= 64
+        pressed = telegram_card.parse_callback(data)
+        assert pressed == telegram_card.Pressed(action, card.approval_id, HASH[:12])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        "",
+        "approve",
+        f"s1:x:{'a' * 32}:{'b' * 12}",  # unknown action
+        f"s0:a:{'a' * 32}:{'b' * 12}",  # unknown version
+        f"s1:a:{'a' * 31}:{'b' * 12}",  # short id
+        f"s1:a:{'a' * 32}:{'B' * 12}",  # not lower hex
+        f"s1:a:{'a' * 32}:{'b' * 12}:extra",
+    ],
+)
+def test_callback_data_signoff_did_not_make_is_not_read(data: str | None) -> None:
+    assert telegram_card.parse_callback(data) is None
+
+
+def test_pending_card_has_two_buttons_and_the_short_hash_last(directory: Directory) -> None:
+    card = _card(directory)
+    rows = telegram_card.keyboard(card)
+    assert rows is not None
+    assert [label for label, _ in rows[0]] == ["Approve", "Reject"]
+    html = telegram_card.html(card)
+    assert html.splitlines()[-1] == f"<code>sha256:{HASH[:12]}</code>"
+    text = _parsed(html).text
+    assert "Refund €120.00 to Zoë" in text
+    assert "Capability: payments.refund" in text
+    assert "Tool: stripe.refunds.create" in text
+    assert "Amount: €120.00" in text
+    assert "charge = ch_1" in text
+    assert "Reason (from the agent, unverified): refunds over €100 need approval" in text
+    assert "Requested by Sam Requester (sam)" in text
+    assert "Assigned to group finance" in text
+    assert "Expires in" in text
+
+
+def test_agent_text_never_becomes_markup(directory: Directory) -> None:
+    card = _card(
+        directory,
+        presentation={
+            "title": INJECTION,
+            "summary": INJECTION,
+            "fields": [{"label": INJECTION, "value": INJECTION}],
+        },
+        tool_args={INJECTION: INJECTION},
+        reason=INJECTION,
+    )
+    html = telegram_card.html(card)
+    parsed = _parsed(html)
+    # Only signoff's own formatting: the title, code spans, the arguments block, the reason.
+    assert set(parsed.tags) <= {"b", "code", "pre", "i"}
+    assert "a" not in parsed.tags
+    # Read back as text, each injected string is exactly what the agent sent.
+    assert parsed.text.count(INJECTION) >= 5
+    assert "&amp;amp;" in html  # "&amp;" from the agent is shown as those five characters
+
+
+def test_decided_card_has_no_buttons_and_says_who(directory: Directory) -> None:
+    card = _card(
+        directory,
+        state="rejected",
+        decided_by="alice",
+        decided_at=NOW + timedelta(hours=2),
+        decision_note="<i>budget</i> exhausted",
+    )
+    assert telegram_card.keyboard(card) is None
+    html = telegram_card.html(card)
+    assert (
+        f"⛔ <b>Rejected</b> by Alice Ng (alice) at {NOW + timedelta(hours=2):%Y-%m-%d %H:%M}"
+        in html
+    )
+    assert "Note: &lt;i&gt;budget&lt;/i&gt; exhausted" in html
+    assert html.splitlines()[-1] == f"<code>sha256:{HASH[:12]}</code>"
+
+
+def test_overdue_card_offers_no_buttons(directory: Directory) -> None:
+    card = Card.from_approval(approval_record(), NOW + timedelta(days=30), directory.describe)
+    assert card.overdue
+    assert telegram_card.keyboard(card) is None
+
+
+def test_a_huge_request_fits_telegrams_limit_and_says_what_is_left_out(
+    directory: Directory,
+) -> None:
+    args = {f"line_item_{i:03d}": "x" * 150 for i in range(300)}
+    card = _card(directory, tool_args=args)
+    html = telegram_card.html(card)
+    text = _parsed(html).text
+    assert len(text) <= 4096
+    match = re.search(
+        r"… and (\d+) more arguments; every one is in signoff approvals show (\S+)", text
+    )
+    assert match is not None and match.group(2) == card.approval_id
+    shown = len(re.findall(r"line_item_\d{3} = ", text))
+    assert shown + int(match.group(1)) == 300
+    assert html.splitlines()[-1] == f"<code>sha256:{HASH[:12]}</code>"
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "note"),
+    [
+        ("approve", "approve", None),
+        ("approve looks fine", "approve", "looks fine"),
+        ("Yes", "approve", None),
+        ("ok, ship it", "approve", "ship it"),
+        ("OK: ship it", "approve", "ship it"),
+        ("reject", "reject", None),
+        ("no budget exhausted", "reject", "budget exhausted"),
+        ("No. Budget\nexhausted", "reject", "Budget\nexhausted"),
+        ("  reject   duplicate  ", "reject", "duplicate"),
+    ],
+)
+def test_reply_grammar(text: str, action: str, note: str | None) -> None:
+    assert telegram_card.parse_reply(text) == telegram_card.Reply(action, note)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["maybe", "", "   ", "approves", "noo", "not now", "👍"])
+def test_anything_else_is_not_a_decision(text: str) -> None:
+    assert telegram_card.parse_reply(text) is None
