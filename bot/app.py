@@ -22,8 +22,10 @@ from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
 from bot.cards import CardJobs
 from bot.clock import Clock, SystemClock
 from bot.config import Config
+from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.errors import ConfigError
+from bot.escalation import Escalator
 from bot.execution import AgentActions
 from bot.inbound import Inbound
 from bot.metrics import CONTENT_TYPE, Metrics
@@ -135,9 +137,17 @@ class Background:
             metrics=self.metrics,
         )
         cards = CardJobs(self.store, self.directory, self.clock, self.channels)
+        delegations = Delegations(self.store, self.directory, self.clock)
         self.runner = OutboxRunner(
             self.store,
-            {"webhook": sender, "post_card": cards.post, "update_card": cards.update},
+            {
+                "webhook": sender,
+                "post_card": cards.post,
+                "update_card": cards.update,
+                "notice": cards.notice,
+                "delegation_started": delegations.on_started,
+                "delegation_ended": delegations.on_ended,
+            },
             self.clock,
             outbox_settings(self.config),
             metrics=self.metrics,
@@ -148,6 +158,13 @@ class Background:
             self.clock,
             batch=self.config.sweeper.batch,
             metrics=self.metrics,
+            escalate=Escalator(
+                self.store,
+                self.directory,
+                self.clock,
+                batch=self.config.sweeper.batch,
+                metrics=self.metrics,
+            ),
         )
         self._tasks = [
             asyncio.create_task(self.runner.run(self._stop, _DRAIN_SECONDS), name="outbox"),

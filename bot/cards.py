@@ -1,4 +1,5 @@
-"""The outbox handlers that put cards in front of people: `post_card` and `update_card`.
+"""The outbox handlers that put cards in front of people: `post_card` and `update_card`, and
+plain `notice` messages.
 
 They are channel-agnostic: each job names a target ("slack:C0FINANCE", "slack:@alice"), the
 channel registered under the target's prefix renders and sends it, and the message is
@@ -38,8 +39,14 @@ class CardJobs:
         self.clock = clock
         self.channels = dict(channels)
 
-    def card(self, approval: Approval) -> Card:
-        return Card.from_approval(approval, self.clock.now(), self.directory.describe)
+    async def card(self, approval: Approval) -> Card:
+        votes: tuple[str, ...] = ()
+        if approval.required_approvals > 1:
+            async with self.store.read() as tx:
+                votes = tuple(
+                    v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
+                )
+        return Card.from_approval(approval, self.clock.now(), self.directory.describe, votes=votes)
 
     async def post(self, job: OutboxJob) -> None:
         target = str(job.payload["target"])
@@ -58,7 +65,7 @@ class CardJobs:
             approval = await tx.get_approval(job.approval_id)
         if approval is None or approval.state != State.PENDING:
             return  # decided before its card could go out: nothing left to ask
-        ref = await channel.post_card(self.card(approval), target)
+        ref = await channel.post_card(await self.card(approval), target)
         now = self.clock.now()
         async with self.store.write() as tx:
             # Lock the row before recording the message: a transition committing meanwhile
@@ -90,6 +97,15 @@ class CardJobs:
                     dedupe_key=f"update_card:{message.id}:{current.version}",
                 )
 
+    async def notice(self, job: OutboxJob) -> None:
+        """A plain message to one person ("slack:@alice"): a delegation starting or ending."""
+        target = str(job.payload["target"])
+        channel = self.channels.get(target.partition(":")[0])
+        if channel is None:
+            log.info("no %s channel is configured; notice to %s not sent", target, target)
+            return
+        await channel.send_notice(target, str(job.payload["text"]))
+
     async def update(self, job: OutboxJob) -> None:
         async with self.store.read() as tx:
             message = await tx.card_message(int(job.payload["card_message_id"]))
@@ -103,6 +119,6 @@ class CardJobs:
             )
             return
         # The stored row has what a MessageRef holds: channel, address, message_id.
-        await channel.update_card(message, self.card(approval))
+        await channel.update_card(message, await self.card(approval))
         async with self.store.write() as tx:
             await tx.mark_card_rendered(message.id, state=approval.state, now=self.clock.now())

@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,15 @@ from bot import audit, logs
 from bot.app import run_server, run_worker
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, TelegramConfig, load_config
+from bot.delegations import Delegations
+from bot.durations import parse_moment
 from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
 from bot.intake import create_request, parse_request
 from bot.model import Card, State, public_record
 from bot.operator import Actor, Decision, Operator
 from bot.routing import Directory
 from store.migrate import ensure_current, upgrade
-from store.records import Approval, OutboxJob
+from store.records import Approval, Delegation, OutboxJob
 from store.repository import Store
 
 EXIT_REFUSED = 1
@@ -51,6 +54,10 @@ class Context:
     @property
     def operator(self) -> Operator:
         return Operator(self.store, self.directory, self.clock)
+
+    @property
+    def delegations(self) -> Delegations:
+        return Delegations(self.store, self.directory, self.clock)
 
 
 Handler = Callable[[Context, argparse.Namespace], Awaitable[int]]
@@ -95,7 +102,11 @@ def render_card(card: Card) -> str:
         lines.append(f"reason (from the agent, unverified): {_block(card.reason)}")
     lines.append(f"requested by  {_safe(card.requested_by or 'unknown')}")
     lines.append(f"assigned to   {card.assignee}")
+    if card.assigned_note:
+        lines.append(f"              ({_safe(card.assigned_note)})")
     lines.append(f"state         {card.state}")
+    if card.progress:
+        lines.append(f"votes         {card.progress}")
     if card.expires_in is not None:
         lines.append(f"expires       in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
     elif card.overdue:
@@ -180,7 +191,13 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
         _emit_json(public_record(approval))
     else:
         # The terminal is where a human reviews before deciding: show every value in full.
-        card = Card.from_approval(approval, ctx.clock.now(), ctx.directory.describe, max_value=None)
+        async with ctx.store.read() as tx:
+            votes = tuple(
+                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
+            )
+        card = Card.from_approval(
+            approval, ctx.clock.now(), ctx.directory.describe, max_value=None, votes=votes
+        )
         print(render_card(card))
     return 0
 
@@ -204,6 +221,8 @@ def _report(ctx: Context, args: argparse.Namespace, decision: Decision) -> int:
     approval = decision.approval
     if args.json:
         _emit_json(public_record(approval))
+    elif decision.event.type == "delegated":
+        print(f"{approval.id} handed to {ctx.directory.describe(approval.assignee)}")
     elif approval.state == State.PENDING:
         votes = decision.event.data.get("votes", [])
         print(
@@ -234,6 +253,80 @@ async def cmd_reject(ctx: Context, args: argparse.Namespace) -> int:
 async def cmd_cancel(ctx: Context, args: argparse.Namespace) -> int:
     decision = await ctx.operator.cancel(args.id, _actor(args), args.note)
     return _report(ctx, args, decision)
+
+
+async def cmd_hand_off(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.delegate(args.id, _actor(args), args.to, args.note)
+    return _report(ctx, args, decision)
+
+
+def _moment(ctx: Context, text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_moment(text, ctx.clock.now())
+    except ValueError as exc:
+        raise InvalidRequest(f"{option}: {exc}") from None
+
+
+def _delegation_json(delegation: Delegation) -> dict[str, Any]:
+    return {
+        "id": delegation.id,
+        "principal": delegation.principal,
+        "delegate": delegation.delegate,
+        "scope": delegation.scope,
+        "starts_at": utc_iso(delegation.starts_at),
+        "ends_at": utc_iso(delegation.ends_at) if delegation.ends_at else None,
+        "note": delegation.note,
+        "created_by": delegation.created_by,
+        "revoked_at": utc_iso(delegation.revoked_at) if delegation.revoked_at else None,
+        "revoked_by": delegation.revoked_by,
+    }
+
+
+async def cmd_delegate(ctx: Context, args: argparse.Namespace) -> int:
+    delegation = await ctx.delegations.create(
+        args.principal,
+        args.to,
+        created_by="cli",
+        starts_at=_moment(ctx, args.from_, "--from"),
+        ends_at=_moment(ctx, args.until, "--until"),
+        scope=args.scope,
+        note=args.note,
+    )
+    if args.json:
+        _emit_json(_delegation_json(delegation))
+    else:
+        print(f"delegation {delegation.id}: {ctx.delegations.describe(delegation)}")
+    return 0
+
+
+async def cmd_delegations_list(ctx: Context, args: argparse.Namespace) -> int:
+    found = await ctx.delegations.list(include_past=args.all)
+    if args.json:
+        _emit_json([_delegation_json(d) for d in found])
+        return 0
+    now = ctx.clock.now()
+    for delegation in found:
+        if delegation.revoked_at is not None:
+            status = "revoked"
+        elif delegation.ended_by(now):
+            status = "ended"
+        else:
+            status = "active" if delegation.active_at(now) else "scheduled"
+        print(
+            f"{delegation.id}  {status:<9} {delegation.starts_at:%Y-%m-%d %H:%M}  "
+            f"{ctx.delegations.describe(delegation)}"
+        )
+    if not found:
+        print("no delegations" + ("" if args.all else " active or scheduled (--all for past)"))
+    return 0
+
+
+async def cmd_delegations_revoke(ctx: Context, args: argparse.Namespace) -> int:
+    delegation = await ctx.delegations.revoke(args.id, by="cli")
+    print(f"delegation {delegation.id} revoked: {ctx.delegations.describe(delegation)}")
+    return 0
 
 
 async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
@@ -419,6 +512,46 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)
+
+    p = approvals.add_parser(
+        "delegate", parents=[common], help="hand one pending request to another principal"
+    )
+    p.add_argument("id")
+    p.add_argument("--to", required=True, metavar="NAME", help="the principal who takes it over")
+    p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
+    p.add_argument("--note")
+    p.add_argument(
+        "--break-glass",
+        action="store_true",
+        help="hand it over without being an entitled approver (recorded in the audit trail)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_hand_off)
+
+    p = commands.add_parser(
+        "delegate", parents=[common], help="let someone decide for a principal for a while"
+    )
+    p.add_argument("principal", metavar="NAME", help="the principal who is away")
+    p.add_argument("--to", required=True, metavar="NAME", help="who decides in their place")
+    p.add_argument(
+        "--from", dest="from_", metavar="T", help="start (date, date and time, or 2d); default now"
+    )
+    p.add_argument("--until", metavar="T", help="end (same forms); default until revoked")
+    p.add_argument("--scope", default="*", metavar="GLOB", help="capabilities, e.g. 'payments.*'")
+    p.add_argument("--note")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_delegate)
+
+    delegation_cmds = commands.add_parser("delegations", help="delegations").add_subparsers(
+        dest="delegations_command", required=True
+    )
+    p = delegation_cmds.add_parser("list", parents=[common], help="active and scheduled")
+    p.add_argument("--all", action="store_true", help="also ended and revoked ones")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_delegations_list)
+    p = delegation_cmds.add_parser("revoke", parents=[common], help="end one now")
+    p.add_argument("id")
+    p.set_defaults(handler=cmd_delegations_revoke)
 
     outbox_cmds = commands.add_parser("outbox", help="webhook and card jobs").add_subparsers(
         dest="outbox_command", required=True

@@ -1,9 +1,11 @@
-"""Durations as people write them in config and requests: "15m", "72h", "3d", "1d12h"."""
+"""Durations as people write them in config and requests: "15m", "72h", "3d", "1d12h"; and
+moments as people type them for a delegation window: "2026-12-24", "2026-12-24T18:00",
+or a duration from now ("5d")."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # Far beyond any sensible TTL, and well inside what datetime arithmetic can represent.
@@ -39,3 +41,19 @@ def format_duration(delta: timedelta) -> str:
     if minutes:
         return f"{minutes} m"
     return f"{seconds} s"
+
+
+def parse_moment(text: str, now: datetime) -> datetime:
+    """A point in time: an ISO date (its midnight, UTC), an ISO date and time (UTC unless it
+    names an offset), or a duration counted from `now`. ValueError otherwise."""
+    text = text.strip()
+    if _WHOLE.fullmatch(text):
+        return now + parse_duration(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: a date (2026-12-24), a date and time "
+            "(2026-12-24T18:00, UTC unless an offset is given) or a duration from now (5d)"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

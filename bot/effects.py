@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from bot.clock import utc_iso
+from bot.errors import NoRoute
 from bot.model import State, public_record
 from bot.routing import Directory
 from store.records import Approval, Event
@@ -53,6 +54,59 @@ async def enqueue_cards(
                 approval_id=approval.id,
                 dedupe_key=f"post_card:{approval.id}:{one}",
             )
+
+
+# The notify surfaces that can reach one person directly.
+_PERSONAL_SURFACES = ("slack", "telegram")
+
+
+async def enqueue_personal_cards(
+    tx: Tx, directory: Directory, approval: Approval, who: str, now: datetime
+) -> None:
+    """Queue a card to `who` (a principal, or each member of a group) in their direct
+    messages, on each chat surface the request's route notifies and they have an account on:
+    the new assignee after a hand-off or an escalation, a delegate while someone is away.
+    Someone who already has a card for this request in their direct messages gets no
+    second one (the same dedupe key as the route's own `...:dm` cards)."""
+    surfaces = {target.partition(":")[0] for target in route_notify(directory, approval)}
+    for surface in _PERSONAL_SURFACES:
+        if surface not in surfaces:
+            continue
+        for principal in sorted(directory.members(who)):
+            if directory.reaches(principal, surface):
+                target = f"{surface}:@{principal}"
+                await tx.enqueue(
+                    "post_card",
+                    {"target": target},
+                    now=now,
+                    approval_id=approval.id,
+                    dedupe_key=f"post_card:{approval.id}:{target}",
+                )
+
+
+async def enqueue_notice(
+    tx: Tx, directory: Directory, principal: str, text: str, now: datetime, key: str
+) -> None:
+    """Queue a plain message to one principal on every chat surface they have an account on
+    (a delegation starting or ending). `key` makes queueing the same notice twice a no-op."""
+    for surface in _PERSONAL_SURFACES:
+        if directory.reaches(principal, surface):
+            target = f"{surface}:@{principal}"
+            await tx.enqueue(
+                "notice",
+                {"target": target, "text": text},
+                now=now,
+                dedupe_key=f"notice:{key}:{target}",
+            )
+
+
+def route_notify(directory: Directory, approval: Approval) -> tuple[str, ...]:
+    """Where the request's route sends cards, by today's config (nothing if no route
+    matches any more)."""
+    try:
+        return directory.route_for(approval.tenant, approval.capability).notify
+    except NoRoute:
+        return ()
 
 
 def webhook_url(directory: Directory, approval: Approval) -> str | None:

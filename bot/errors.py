@@ -184,6 +184,12 @@ class AlreadyVoted(SignoffError):
     code = "already_voted"
 
 
+class DelegationLoop(SignoffError):
+    """The delegation would hand authority around in a circle (alice -> bob -> alice)."""
+
+    code = "delegation_loop"
+
+
 class StoreUnavailable(SignoffError):
     """The database is unreachable or too busy to answer; nothing was changed, retry later."""
 

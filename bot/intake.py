@@ -29,9 +29,9 @@ from bot.errors import (
     RequestTooLarge,
 )
 from bot.model import Kind, State
-from bot.routing import Directory, Route
+from bot.routing import GROUP_PREFIX, Directory, Route, covers
 from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
-from store.records import Approval
+from store.records import Approval, Delegation
 from store.repository import Store
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -199,6 +199,10 @@ class Draft:
     resume: Any = None
     callback_url: str | None = None
     origin_id: str | None = None
+    # The assignee is away: who decides in their place (an active delegation), shown on the
+    # card and in the audit trail.
+    delegated_to: str | None = None
+    assigned_note: str | None = None
 
 
 def new_approval(
@@ -228,6 +232,7 @@ def new_approval(
             "expires_at": utc_iso(expires_at),
             "requested_by": draft.requested_by,
             **({"origin_id": draft.origin_id} if draft.origin_id else {}),
+            **({"delegated_to": draft.delegated_to} if draft.delegated_to else {}),
         },
     )
     values = {
@@ -254,6 +259,8 @@ def new_approval(
         "created_at": now,
         "expires_at": expires_at,
         "escalate_at": now + draft.first_escalation if draft.first_escalation else None,
+        "escalation_level": 0,
+        "assigned_note": draft.assigned_note,
         "grant_ttl_s": int(draft.grant_ttl.total_seconds()),
         "origin_id": draft.origin_id,
         "version": 1,
@@ -294,6 +301,8 @@ async def create_request(
     hash_ = approval_hash(
         body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
     )
+    now = clock.now()
+    away = await delegate_of(store, directory, approvers[0], body.capability, now)
     values, requested = new_approval(
         Draft(
             tenant=tenant,
@@ -316,8 +325,10 @@ async def create_request(
             preconditions=body.preconditions,
             resume=body.resume,
             callback_url=body.callback_url,
+            delegated_to=away.delegate if away else None,
+            assigned_note=away_note(directory, away) if away else None,
         ),
-        now=clock.now(),
+        now=now,
         actor=f"agent:{tenant}",
     )
     async with store.write() as tx:
@@ -328,4 +339,27 @@ async def create_request(
             return Created(existing, created=False)
         await tx.insert_event(requested)
         await effects.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
+        if away is not None:
+            await effects.enqueue_personal_cards(
+                tx, directory, approval, away.delegate, approval.created_at
+            )
     return Created(approval, created=True)
+
+
+async def delegate_of(
+    store: Store, directory: Directory, assignee: str, capability: str, now: datetime
+) -> Delegation | None:
+    """The active delegation that hands a new request for `assignee` (a principal, not a
+    group) to someone else, if any: the earliest started wins."""
+    if assignee.startswith(GROUP_PREFIX):
+        return None
+    async with store.read() as tx:
+        active = await tx.delegations_from(assignee, now)
+    covering = [d for d in active if covers(d, capability)]
+    return min(covering, key=lambda d: (d.starts_at, d.id)) if covering else None
+
+
+def away_note(directory: Directory, delegation: Delegation) -> str:
+    until = f" until {delegation.ends_at:%Y-%m-%d %H:%M} UTC" if delegation.ends_at else ""
+    name = directory.describe(delegation.delegate).split(" (")[0]
+    return f"{name} decides as delegate{until}"

@@ -72,6 +72,12 @@ class Metrics:
             ["tenant", "capability"],
             registry=r,
         )
+        self.past_last_escalation = Gauge(
+            "signoff_pending_past_last_escalation",
+            "Pending approvals that went through their whole escalation chain unanswered",
+            ["tenant"],
+            registry=r,
+        )
         self.outbox_backlog = Gauge(
             "signoff_outbox_backlog", "Outbox jobs waiting to run", ["kind"], registry=r
         )
@@ -95,6 +101,7 @@ class Metrics:
         """Read the database-wide gauges (one grouped query each)."""
         async with store.read() as tx:
             pending = await tx.pending_summary()
+            exhausted = await tx.past_last_escalation()
             jobs = await tx.outbox_summary()
         self.pending.clear()
         self.oldest_pending.clear()
@@ -103,6 +110,9 @@ class Metrics:
             self.oldest_pending.labels(tenant, capability).set(
                 max((now - oldest).total_seconds(), 0.0)
             )
+        self.past_last_escalation.clear()
+        for tenant, count in exhausted:
+            self.past_last_escalation.labels(tenant).set(count)
         self.outbox_backlog.clear()
         self.outbox_dead.clear()
         for kind, state, count in jobs:

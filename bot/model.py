@@ -144,6 +144,19 @@ class Card:
     approved: bool = False
     claimed_at: datetime | None = None
     executed_at: datetime | None = None
+    # How the assignee got the request ("escalated to Carol Diaz after 24h without a
+    # decision"), and, with N-of-M, who has approved so far of how many needed.
+    assigned_note: str | None = None
+    approvals_so_far: tuple[str, ...] = ()
+    required_approvals: int = 1
+
+    @property
+    def progress(self) -> str | None:
+        """ "1 of 2 approvals: Alice Ng" while a quorum is being gathered."""
+        if self.required_approvals < 2 or self.state != "pending":
+            return None
+        names = ", ".join(self.approvals_so_far) or "none yet"
+        return f"{len(self.approvals_so_far)} of {self.required_approvals} approvals: {names}"
 
     @property
     def short_hash(self) -> str:
@@ -156,9 +169,11 @@ class Card:
         now: datetime,
         describe: Any = str,
         max_value: int | None = 200,
+        votes: tuple[str, ...] = (),
     ) -> Card:
         """`describe` turns a principal or group key into display text (Directory.describe).
-        `max_value` cuts long values for surfaces with little room (None: show everything)."""
+        `max_value` cuts long values for surfaces with little room (None: show everything).
+        `votes` are the principals who approved so far (N-of-M)."""
         presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
         fields = tuple(
             (str(f.get("label", "")), _truncate(f.get("value"), max_value))
@@ -195,6 +210,9 @@ class Card:
             approved=approval.grant_expires_at is not None,
             claimed_at=approval.claimed_at,
             executed_at=approval.executed_at,
+            assigned_note=approval.assigned_note,
+            approvals_so_far=tuple(describe(v).split(" (")[0] for v in votes),
+            required_approvals=approval.required_approvals,
         )
 
 

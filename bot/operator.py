@@ -13,25 +13,27 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import audit, execution, transitions
+from bot import audit, effects, execution, transitions
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
     ApprovalCorrupt,
     ApprovalExpired,
+    InvalidRequest,
     NotAnApprover,
     NotFound,
     NotPending,
     SignoffError,
 )
 from bot.model import DECIDABLE, State, recompute_hash
+from bot.routing import Standing
 from bot.transitions import Transition, Transitioner
-from store.records import Approval
+from store.records import Approval, Delegation
 from store.repository import Tx
 
 _FULL_HASH = re.compile(r"[0-9a-f]{64}")
 
-Action = Literal["approve", "reject", "cancel"]
+Action = Literal["approve", "reject", "cancel", "delegate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,25 +85,35 @@ class Operator(Transitioner):
         ask for more input first (Slack's reject dialog) and should refuse before asking.
         Advisory only: the decision itself judges again inside its transaction."""
         self.directory.principal(actor.principal)
+        now = self.clock.now()
         async with self.store.read() as tx:
             row = await tx.get_approval(approval_id)
-        if row is None:
-            raise NotFound(f"no approval with id {approval_id!r}")
+            if row is None:
+                raise NotFound(f"no approval with id {approval_id!r}")
+            delegated = await tx.delegations_to(actor.principal, now)
         _check_open(row)
-        if execution.expiry_due(row, self.clock.now()) is not None:
+        if execution.expiry_due(row, now) is not None:
             raise execution.expired_error(row)
-        self._check_actor(row, action, actor, shown_hash)
+        self._check_actor(row, action, actor, shown_hash, delegated)
 
     def _check_actor(
-        self, row: Approval, action: Action, actor: Actor, shown_hash: str | None
-    ) -> None:
+        self,
+        row: Approval,
+        action: str,
+        actor: Actor,
+        shown_hash: str | None,
+        delegations: list[Delegation],
+    ) -> Standing:
         if shown_hash is not None and shown_hash != row.hash:
             raise ApprovalChanged(
                 f"the request changed since it was shown: shown sha256:{shown_hash[:12]}, "
                 f"now sha256:{row.hash[:12]}; review it again"
             )
-        if not actor.break_glass:
-            self.directory.check_eligible(row, actor.principal, approving=action == "approve")
+        if actor.break_glass:
+            return Standing(actor.principal)
+        return self.directory.check_eligible(
+            row, actor.principal, approving=action == "approve", delegations=delegations
+        )
 
     async def record_refusal(
         self, approval_id: str, actor_label: str, action: str, error: SignoffError
@@ -132,6 +144,15 @@ class Operator(Transitioner):
                 if await tx.append_event(row, event) is None:
                     raise RuntimeError(f"audit head of {row.id} moved under its lock")
 
+    async def delegate(
+        self, approval_id: str, actor: Actor, to: str, note: str | None = None
+    ) -> Decision:
+        """Hand one pending request to another principal: they become its assignee and get
+        its card; the original approvers keep their authority. For those entitled to decide
+        it (or break-glass from the CLI)."""
+        self.directory.principal(to)
+        return await self._decide("delegate", approval_id, actor, note, None, to=to)
+
     async def _decide(
         self,
         action: Action,
@@ -139,11 +160,13 @@ class Operator(Transitioner):
         actor: Actor,
         note: str | None,
         shown_hash: str | None,
+        *,
+        to: str | None = None,
     ) -> Decision:
         self.directory.principal(actor.principal)  # UnknownPrincipal before touching the row
         if actor.break_glass and actor.via != "cli":
             raise NotAnApprover("break-glass decisions are only for the CLI operator")
-        if action != "cancel" and not _FULL_HASH.fullmatch(shown_hash or ""):
+        if action in ("approve", "reject") and not _FULL_HASH.fullmatch(shown_hash or ""):
             raise ApprovalChanged("a decision must name the full 64-hex hash that was shown")
         expired: ApprovalExpired | None = None
         async with self.store.write() as tx:
@@ -162,6 +185,9 @@ class Operator(Transitioner):
                     tx, self.directory, row, now, clock_name, noticed_by=actor.label
                 )
                 expired = execution.expired_error(expiry.approval)
+            elif action == "delegate":
+                assert to is not None
+                decision = await self._hand_off(tx, row, actor, to, note, now)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
@@ -179,7 +205,9 @@ class Operator(Transitioner):
         shown_hash: str | None,
         now: datetime,
     ) -> Decision:
-        self._check_actor(row, action, actor, shown_hash)
+        standing = self._check_actor(
+            row, action, actor, shown_hash, await tx.delegations_to(actor.principal, now)
+        )
         if action == "approve" and not _hash_intact(row):
             raise ApprovalCorrupt(
                 f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
@@ -190,26 +218,39 @@ class Operator(Transitioner):
             data["shown_hash"] = shown_hash
         if actor.break_glass:
             data["break_glass"] = True
+        if standing.on_behalf_of is not None:
+            data["as_delegate_of"] = standing.on_behalf_of
 
         target = {"approve": State.APPROVED, "reject": State.REJECTED, "cancel": State.CANCELLED}[
             action
         ]
         if action != "cancel" and row.required_approvals > 1:
-            voted = await tx.insert_vote(
+            # One vote per person: a delegate and the one they stand in for count as one.
+            votes = await tx.votes_for(row.id)
+            for vote in votes:
+                if standing.counted_as in (vote.principal, vote.as_delegate_of or vote.principal):
+                    who = vote.principal + (
+                        f" (for {vote.as_delegate_of})" if vote.as_delegate_of else ""
+                    )
+                    raise AlreadyVoted(
+                        f"{standing.counted_as} has already voted on this request (as {who})"
+                    )
+            if not await tx.insert_vote(
                 {
                     "approval_id": row.id,
                     "principal": actor.principal,
                     "decision": action,
+                    "as_delegate_of": standing.on_behalf_of,
                     "note": note,
                     "at": now,
                 }
-            )
-            if not voted:
+            ):
                 raise AlreadyVoted(f"{actor.principal} has already voted on this request")
             if action == "approve":
-                approvals = [v for v in await tx.votes_for(row.id) if v.decision == "approve"]
-                data["votes"] = [v.principal for v in approvals]
-                if len(approvals) < row.required_approvals:
+                voters = [v.principal for v in votes if v.decision == "approve"]
+                voters.append(actor.principal)
+                data["votes"] = voters
+                if len(voters) < row.required_approvals:
                     target = State.PENDING  # a vote towards the quorum, not yet the decision
 
         values: dict[str, object] = {"state": target.value}
@@ -229,6 +270,33 @@ class Operator(Transitioner):
             data=data,
             shown_hash=shown_hash,
         )
+
+    async def _hand_off(
+        self, tx: Tx, row: Approval, actor: Actor, to: str, note: str | None, now: datetime
+    ) -> Decision:
+        standing = self._check_actor(
+            row, "delegate", actor, None, await tx.delegations_to(actor.principal, now)
+        )
+        if to == row.assignee:
+            raise InvalidRequest(f"the request is already assigned to {to}")
+        by = self.directory.describe(actor.principal).split(" (")[0]
+        data: dict[str, object] = {"from": row.assignee, "to": to, "note": note}
+        if standing.on_behalf_of is not None:
+            data["as_delegate_of"] = standing.on_behalf_of
+        if actor.break_glass:
+            data["break_glass"] = True
+        decision = await transitions.apply(
+            tx,
+            self.directory,
+            row,
+            {"state": State.PENDING.value, "assignee": to, "assigned_note": f"handed over by {by}"},
+            "delegated",
+            now=now,
+            actor=actor.label,
+            data=data,
+        )
+        await effects.enqueue_personal_cards(tx, self.directory, decision.approval, to, now)
+        return decision
 
 
 def _check_open(row: Approval) -> None:

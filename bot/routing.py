@@ -13,7 +13,7 @@ from datetime import timedelta
 from fnmatch import fnmatchcase
 
 from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
-from store.records import Approval
+from store.records import Approval, Delegation
 
 GROUP_PREFIX = "group:"
 
@@ -132,20 +132,71 @@ class Directory:
         principal = self.principals.get(approver)
         return f"{principal.name} ({approver})" if principal else approver
 
-    def check_eligible(self, approval: Approval, principal: str, *, approving: bool) -> None:
-        """Raise unless `principal` may decide `approval`.
+    def entitled(self, approval: Approval) -> frozenset[str]:
+        """Who may decide in their own right: the assignee (or its group's members) and the
+        original approvers (or their groups' members)."""
+        return self.members(approval.assignee) | self.expand(approval.approvers)
 
-        Entitled: the assignee (or a member of the assignee group) and the original approvers
-        (or members of their groups); never the requester approving their own request unless
-        the route allowed it when the request was made. `requested_by` is compared without
-        regard to case, so "Sam" cannot slip past the guard for principal "sam".
+    def check_eligible(
+        self,
+        approval: Approval,
+        principal: str,
+        *,
+        approving: bool,
+        delegations: Iterable[Delegation] = (),
+    ) -> Standing:
+        """Raise unless `principal` may decide `approval`; say in whose name they do.
+
+        Entitled: everyone in `entitled(approval)`, and the delegates of any of them through
+        `delegations` (those active at the decision's time, as the caller read them) whose
+        scope covers the capability. A delegation is one hop: a delegate's own delegate is not
+        entitled through it. Never the requester approving their own request, in person or
+        through a delegate, unless the route allowed self-approval when the request was
+        made. `requested_by` is compared without regard to case, so "Sam" cannot slip past
+        the guard for principal "sam".
         """
-        entitled = self.members(approval.assignee) | self.expand(approval.approvers)
-        if principal not in entitled:
-            raise NotAnApprover(assignee=self.describe(approval.assignee))
-        requester = (approval.requested_by or "").casefold()
-        if approving and principal.casefold() == requester and not approval.allow_self_approval:
-            raise SelfApproval(
-                f"{principal} requested this and may not approve it; "
-                "the route does not allow self-approval"
+        entitled = self.entitled(approval)
+        if principal in entitled:
+            standing = Standing(principal)
+        else:
+            covering = sorted(
+                d.principal
+                for d in delegations
+                if d.delegate == principal
+                and d.principal in entitled
+                and covers(d, approval.capability)
             )
+            if not covering:
+                raise NotAnApprover(assignee=self.describe(approval.assignee))
+            standing = Standing(principal, covering[0])
+        requester = (approval.requested_by or "").casefold()
+        if approving and not approval.allow_self_approval and requester:
+            if principal.casefold() == requester:
+                raise SelfApproval(
+                    f"{principal} requested this and may not approve it; "
+                    "the route does not allow self-approval"
+                )
+            if (standing.on_behalf_of or "").casefold() == requester:
+                raise SelfApproval(
+                    f"{principal} stands in for {standing.on_behalf_of}, who requested this; "
+                    "the route does not allow self-approval"
+                )
+        return standing
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Why a principal may decide: in their own right, or as the delegate of someone who is
+    entitled (`on_behalf_of`). A delegate and the person they stand in for count as one."""
+
+    principal: str
+    on_behalf_of: str | None = None
+
+    @property
+    def counted_as(self) -> str:
+        return self.on_behalf_of or self.principal
+
+
+def covers(delegation: Delegation, capability: str) -> bool:
+    """Whether a delegation's scope (a glob, "*" for everything) covers a capability."""
+    return fnmatchcase(capability, delegation.scope)

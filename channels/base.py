@@ -40,3 +40,8 @@ class Channel(Protocol):
         """Re-render a posted card for the approval's current state (buttons gone once it is
         decided). Must be idempotent: the same state rendered twice is harmless."""
         ...
+
+    async def send_notice(self, target: str, text: str) -> None:
+        """Send plain text (written by signoff, never markup) to one principal's direct
+        messages ("slack:@alice")."""
+        ...

@@ -218,7 +218,8 @@ class SlackChannel:
 
     # -- outbound (called by the outbox) --------------------------------------------------------
 
-    async def post_card(self, card: Card, target: str) -> MessageRef:
+    async def _conversation(self, target: str) -> str:
+        """The channel id to post to: the target's own, or a principal's DM channel."""
         where = target.partition(":")[2]
         if where.startswith("@"):
             principal = self.directory.principals.get(where[1:])
@@ -226,6 +227,14 @@ class SlackChannel:
                 raise DeliveryFailed(f"principal {where[1:]!r} has no Slack user id configured")
             opened = await self._call(self.client.conversations_open, users=principal.slack)
             where = opened["channel"]["id"]
+        return where
+
+    async def send_notice(self, target: str, text: str) -> None:
+        where = await self._conversation(target)
+        await self._call(self.client.chat_postMessage, channel=where, text=slack_card.escape(text))
+
+    async def post_card(self, card: Card, target: str) -> MessageRef:
+        where = await self._conversation(target)
         posted = await self._call(
             self.client.chat_postMessage,
             channel=where,

@@ -89,10 +89,12 @@ def blocks(card: Card) -> list[dict[str, Any]]:
                 "text": _plain(f"Reason (from the agent, unverified): {card.reason}"),
             }
         )
-    people = [
-        _plain(f"Requested by {card.requested_by or 'unknown'}"),
-        _plain(f"Assigned to {card.assignee}"),
-    ]
+    assigned = f"Assigned to {card.assignee}"
+    if card.assigned_note:
+        assigned += f" ({card.assigned_note})"
+    people = [_plain(f"Requested by {card.requested_by or 'unknown'}"), _plain(assigned)]
+    if card.progress:
+        people.append(_plain(card.progress))
     if card.expires_in is not None:
         people.append(
             _plain(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")

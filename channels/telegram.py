@@ -418,15 +418,21 @@ class TelegramChannel:
 
     # -- outbound (called by the outbox) --------------------------------------------------------
 
-    async def post_card(self, card: Card, target: str) -> MessageRef:
+    def _chat(self, target: str) -> int:
+        """The chat id to send to: the target's own, or a principal's private chat."""
         where = target.partition(":")[2]
         if where.startswith("@"):
             principal = self.directory.principals.get(where[1:])
             if principal is None or principal.telegram is None:
                 raise DeliveryFailed(f"principal {where[1:]!r} has no Telegram user id configured")
-            chat_id = principal.telegram
-        else:
-            chat_id = int(where)
+            return principal.telegram
+        return int(where)
+
+    async def send_notice(self, target: str, text: str) -> None:
+        await self._call(self.bot.send_message, chat_id=self._chat(target), text=text)
+
+    async def post_card(self, card: Card, target: str) -> MessageRef:
+        chat_id = self._chat(target)
         sent = await self._call(
             self.bot.send_message,
             chat_id=chat_id,

@@ -93,7 +93,12 @@ def html(card: Card) -> str:
     if card.reason:
         tail += ["", f"Reason (from the agent, unverified): <i>{escape(card.reason)}</i>"]
     tail += ["", f"Requested by {escape(card.requested_by or 'unknown')}"]
-    tail.append(f"Assigned to {escape(card.assignee)}")
+    assigned = f"Assigned to {card.assignee}"
+    if card.assigned_note:
+        assigned += f" ({card.assigned_note})"
+    tail.append(escape(assigned))
+    if card.progress:
+        tail.append(escape(card.progress))
     if card.expires_in is not None:
         tail.append(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
     if card.state != State.PENDING:

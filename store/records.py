@@ -40,6 +40,8 @@ class Approval(_FromRow):
     created_at: datetime
     expires_at: datetime
     escalate_at: datetime | None
+    escalation_level: int
+    assigned_note: str | None
     grant_ttl_s: int | None
     decided_by: str | None
     decided_at: datetime | None
@@ -101,6 +103,37 @@ class CardMessage(_FromRow):
     rendered_state: str
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation(_FromRow):
+    """`principal` hands their authority to `delegate` from starts_at until ends_at (open
+    ended if None) for capabilities matching `scope`, unless revoked."""
+
+    id: str
+    principal: str
+    delegate: str
+    scope: str
+    starts_at: datetime
+    ends_at: datetime | None
+    note: str | None
+    created_by: str
+    created_at: datetime
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+    def active_at(self, now: datetime) -> bool:
+        return (
+            self.starts_at <= now
+            and (self.ends_at is None or now < self.ends_at)
+            and (self.revoked_at is None or now < self.revoked_at)
+        )
+
+    def ended_by(self, now: datetime) -> bool:
+        """Over for good: past its end, or revoked."""
+        return (self.ends_at is not None and self.ends_at <= now) or (
+            self.revoked_at is not None and self.revoked_at <= now
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from store.records import (
     Approval,
     CardMessage,
     ChainHead,
+    Delegation,
     Event,
     OutboxJob,
     ReplyPrompt,
@@ -33,6 +34,7 @@ from store.schema import (
     approval_events,
     approvals,
     card_messages,
+    delegations,
     inbound_deliveries,
     outbox,
     reply_prompts,
@@ -267,6 +269,45 @@ class Tx:
         )
         return list((await self.conn.execute(stmt)).scalars().all())
 
+    async def due_escalations(self, now: datetime, limit: int) -> list[str]:
+        """Ids of pending approvals whose next escalation step is due, oldest first."""
+        stmt = (
+            select(approvals.c.id)
+            .where(approvals.c.state == "pending", approvals.c.escalate_at <= now)
+            .order_by(approvals.c.escalate_at)
+            .limit(limit)
+        )
+        return list((await self.conn.execute(stmt)).scalars().all())
+
+    async def clear_escalation(self, approval_id: str) -> None:
+        """No escalation step left for this approval (its route's chain changed)."""
+        await self.conn.execute(
+            update(approvals).where(approvals.c.id == approval_id).values(escalate_at=None)
+        )
+
+    async def past_last_escalation(self) -> list[tuple[str, int]]:
+        """(tenant, count) of pending approvals that escalated and have no step left."""
+        stmt = (
+            select(approvals.c.tenant, func.count())
+            .where(
+                approvals.c.state == "pending",
+                approvals.c.escalation_level > 0,
+                approvals.c.escalate_at.is_(None),
+            )
+            .group_by(approvals.c.tenant)
+        )
+        return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
+
+    async def pending_page(self, after_id: str, limit: int) -> list[Approval]:
+        """Pending approvals in id order after `after_id` (a scan in bounded pages)."""
+        stmt = (
+            select(approvals)
+            .where(approvals.c.state == "pending", approvals.c.id > after_id)
+            .order_by(approvals.c.id)
+            .limit(limit)
+        )
+        return [Approval.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
     async def pending_summary(self) -> list[tuple[str, str, int, datetime]]:
         """(tenant, capability, pending count, oldest created_at) for the metrics."""
         stmt = (
@@ -395,8 +436,10 @@ class Tx:
         now: datetime,
         approval_id: str | None = None,
         dedupe_key: str | None = None,
+        run_after: datetime | None = None,
     ) -> None:
-        """Queue a job in the caller's transaction; a repeated dedupe_key is a no-op."""
+        """Queue a job in the caller's transaction, due now or at `run_after`; a repeated
+        dedupe_key is a no-op."""
         job = {
             "kind": kind,
             "approval_id": approval_id,
@@ -404,7 +447,7 @@ class Tx:
             "dedupe_key": dedupe_key,
             "state": "queued",
             "attempts": 0,
-            "run_after": now,
+            "run_after": run_after or now,
             "created_at": now,
         }
         await self.conn.execute(_enqueue(self._dialect), job)
@@ -587,6 +630,61 @@ class Tx:
             .where(card_messages.c.id == card_message_id)
             .values(rendered_state=state, updated_at=now)
         )
+
+    # -- delegations ------------------------------------------------------------------------
+
+    async def insert_delegation(self, values: Mapping[str, Any]) -> Delegation:
+        row = await self._one(delegations.insert().returning(delegations), values)
+        assert row is not None
+        return Delegation.from_row(row)
+
+    async def get_delegation(self, delegation_id: str) -> Delegation | None:
+        row = await self._one(select(delegations).where(delegations.c.id == delegation_id), {})
+        return Delegation.from_row(row) if row else None
+
+    async def list_delegations(self, *, live_at: datetime | None = None) -> list[Delegation]:
+        """Every delegation, or with `live_at` those not over by then (active or to come),
+        soonest first."""
+        stmt = select(delegations).order_by(delegations.c.starts_at, delegations.c.id)
+        if live_at is not None:
+            stmt = stmt.where(
+                delegations.c.revoked_at.is_(None),
+                or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > live_at),
+            )
+        return [Delegation.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
+        """Delegations naming `delegate` that are active at `now`."""
+        stmt = select(delegations).where(
+            delegations.c.delegate == delegate,
+            delegations.c.starts_at <= now,
+            or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
+            delegations.c.revoked_at.is_(None),
+        )
+        return [Delegation.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def delegations_from(self, principal: str, now: datetime) -> list[Delegation]:
+        """Delegations by `principal` that are active at `now`."""
+        stmt = select(delegations).where(
+            delegations.c.principal == principal,
+            delegations.c.starts_at <= now,
+            or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
+            delegations.c.revoked_at.is_(None),
+        )
+        return [Delegation.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def revoke_delegation(
+        self, delegation_id: str, *, now: datetime, by: str
+    ) -> Delegation | None:
+        """Revoke a delegation not yet revoked; None if it was (or does not exist)."""
+        row = await self._one(
+            update(delegations)
+            .where(delegations.c.id == delegation_id, delegations.c.revoked_at.is_(None))
+            .values(revoked_at=now, revoked_by=by)
+            .returning(delegations),
+            {},
+        )
+        return Delegation.from_row(row) if row else None
 
     # -- inbound chat traffic ---------------------------------------------------------------
 

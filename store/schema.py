@@ -92,7 +92,12 @@ approvals = Table(
     Column("callback_url", Text),
     Column("created_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
+    # When the sweeper next moves the request along its route's escalation chain (None: no
+    # step left), how many steps it has taken, and how the current assignee got it (shown
+    # on the card: "escalated to Carol Diaz after 24h", "handed over by Alice Ng").
     Column("escalate_at", UTCDateTime),
+    Column("escalation_level", Integer, nullable=False, server_default=text("0")),
+    Column("assigned_note", Text),
     Column("grant_ttl_s", Integer),
     Column("decided_by", String(128)),
     Column("decided_at", UTCDateTime),
@@ -119,6 +124,12 @@ approvals = Table(
         "ix_approvals_pending_expiry",
         "state",
         "expires_at",
+        sqlite_where=text("state = 'pending'"),
+        postgresql_where=text("state = 'pending'"),
+    ),
+    Index(
+        "ix_approvals_escalation",
+        "escalate_at",
         sqlite_where=text("state = 'pending'"),
         postgresql_where=text("state = 'pending'"),
     ),

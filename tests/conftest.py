@@ -258,6 +258,8 @@ def approval_record(**changes: Any) -> Approval:
         created_at=RECORD_NOW,
         expires_at=RECORD_NOW + timedelta(hours=72),
         escalate_at=RECORD_NOW + timedelta(hours=24),
+        escalation_level=0,
+        assigned_note=None,
         grant_ttl_s=86400,
         decided_by=None,
         decided_at=None,

@@ -1,0 +1,226 @@
+"""Delegation as data: "alice is away; bob decides for her until the 24th".
+
+A delegation is a row (principal, delegate, scope glob, window); nothing about it lives in
+memory. Eligibility reads the active ones inside each decision's transaction, on the
+Operator's clock (bot.routing.check_eligible), so a delegate can answer days later from any
+replica, and loses the authority the moment the window closes.
+
+What a delegation causes at its edges runs from the outbox, as jobs due at the window's start
+and end (so they fire on time from whichever replica is up, and a crash delays them, never
+loses them): at the start, every pending request assigned to the principal (or naming them
+as an approver) gets a card to the delegate, and both are told; at the end, or on revocation,
+both are told again.
+
+A delegation is one hop: bob's own delegate does not inherit alice's requests through it. A
+delegation that would close a circle (alice -> bob -> alice, or longer) is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from bot import effects
+from bot.clock import Clock
+from bot.errors import DelegationLoop, InvalidRequest, NotFound, NotPending
+from bot.routing import Directory, covers
+from store.records import Delegation, OutboxJob
+from store.repository import Store
+
+log = logging.getLogger("signoff.delegations")
+
+_PAGE = 200
+
+
+class Delegations:
+    def __init__(self, store: Store, directory: Directory, clock: Clock) -> None:
+        self.store = store
+        self.directory = directory
+        self.clock = clock
+
+    async def create(
+        self,
+        principal: str,
+        to: str,
+        *,
+        created_by: str,
+        starts_at: datetime | None = None,
+        ends_at: datetime | None = None,
+        scope: str = "*",
+        note: str | None = None,
+    ) -> Delegation:
+        """Record that `to` decides for `principal` from `starts_at` (default now) until
+        `ends_at` (default: until revoked), for capabilities matching `scope`."""
+        self.directory.principal(principal)
+        self.directory.principal(to)
+        if principal == to:
+            raise InvalidRequest(f"{principal} cannot delegate to themselves")
+        scope = scope.strip()
+        if not scope or len(scope) > 256:
+            raise InvalidRequest("scope must be a capability glob of 1-256 characters")
+        now = self.clock.now()
+        starts = starts_at or now
+        if ends_at is not None and ends_at <= max(starts, now):
+            raise InvalidRequest(
+                f"the delegation would end ({ends_at:%Y-%m-%d %H:%M} UTC) before it starts or "
+                "is already over"
+            )
+        async with self.store.write() as tx:
+            circle = _path(await tx.list_delegations(live_at=now), start=to, goal=principal)
+            if circle:
+                chain = " -> ".join([principal, *circle])
+                raise DelegationLoop(
+                    f"delegating {principal} to {to} would make a circle ({chain}); revoke one "
+                    "of those delegations first (`signoff delegations list`)"
+                )
+            delegation = await tx.insert_delegation(
+                {
+                    "id": str(uuid.uuid4()),
+                    "principal": principal,
+                    "delegate": to,
+                    "scope": scope,
+                    "starts_at": starts,
+                    "ends_at": ends_at,
+                    "note": note,
+                    "created_by": created_by,
+                    "created_at": now,
+                }
+            )
+            await tx.enqueue(
+                "delegation_started",
+                {"delegation_id": delegation.id},
+                now=now,
+                run_after=starts,
+                dedupe_key=f"delegation_started:{delegation.id}",
+            )
+            if ends_at is not None:
+                await tx.enqueue(
+                    "delegation_ended",
+                    {"delegation_id": delegation.id, "reason": "ended"},
+                    now=now,
+                    run_after=ends_at,
+                    dedupe_key=f"delegation_ended:{delegation.id}",
+                )
+        log.info(
+            "delegation %s: %s -> %s (%s) from %s until %s, by %s",
+            delegation.id,
+            principal,
+            to,
+            scope,
+            starts,
+            ends_at or "revoked",
+            created_by,
+        )
+        return delegation
+
+    async def revoke(self, delegation_id: str, *, by: str) -> Delegation:
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            revoked = await tx.revoke_delegation(delegation_id, now=now, by=by)
+            if revoked is None:
+                existing = await tx.get_delegation(delegation_id)
+                if existing is None:
+                    raise NotFound(f"no delegation with id {delegation_id!r}")
+                raise NotPending(f"delegation {delegation_id} was already revoked", state="revoked")
+            await tx.enqueue(
+                "delegation_ended",
+                {"delegation_id": delegation_id, "reason": "revoked"},
+                now=now,
+                dedupe_key=f"delegation_ended:{delegation_id}:revoked",
+            )
+        log.info("delegation %s revoked by %s", delegation_id, by)
+        return revoked
+
+    async def list(self, *, include_past: bool = False) -> list[Delegation]:
+        async with self.store.read() as tx:
+            return await tx.list_delegations(live_at=None if include_past else self.clock.now())
+
+    def describe(self, delegation: Delegation) -> str:
+        """One line a human reads: "Bob Stone decides for Alice Ng (payments.*) until ..."."""
+        scope = "" if delegation.scope == "*" else f" ({delegation.scope})"
+        until = (
+            f"until {delegation.ends_at:%Y-%m-%d %H:%M} UTC"
+            if delegation.ends_at
+            else "until revoked"
+        )
+        who, whom = self._name(delegation.delegate), self._name(delegation.principal)
+        return f"{who} decides for {whom}{scope} {until}"
+
+    # -- outbox jobs ---------------------------------------------------------------------------
+
+    async def on_started(self, job: OutboxJob) -> None:
+        """At the window's start: cards for the pending requests, then the notices."""
+        delegation = await self._get(job)
+        now = self.clock.now()
+        if delegation is None or not delegation.active_at(now):
+            return  # revoked (or over) before it began: the end job says so
+        reposted = 0
+        after = ""
+        while True:
+            async with self.store.write() as tx:
+                page = await tx.pending_page(after, _PAGE)
+                for approval in page:
+                    standing = {approval.assignee, *approval.approvers}
+                    if delegation.principal in standing and covers(delegation, approval.capability):
+                        await effects.enqueue_personal_cards(
+                            tx, self.directory, approval, delegation.delegate, now
+                        )
+                        reposted += 1
+            if len(page) < _PAGE:
+                break
+            after = page[-1].id
+        text = self.describe(delegation)
+        if reposted:
+            text += f"; {reposted} pending request{'s' if reposted > 1 else ''} sent on"
+        await self._tell(delegation, f"Delegation started: {text}.", "started")
+
+    async def on_ended(self, job: OutboxJob) -> None:
+        delegation = await self._get(job)
+        if delegation is None:
+            return
+        if job.payload.get("reason") == "ended" and delegation.revoked_at is not None:
+            return  # the revocation already said it ended
+        how = "revoked" if job.payload.get("reason") == "revoked" else "ended"
+        text = (
+            f"Delegation {how}: {self._name(delegation.delegate)} no longer decides for "
+            f"{self._name(delegation.principal)}."
+        )
+        await self._tell(delegation, text, how)
+
+    async def _get(self, job: OutboxJob) -> Delegation | None:
+        async with self.store.read() as tx:
+            return await tx.get_delegation(str(job.payload["delegation_id"]))
+
+    async def _tell(self, delegation: Delegation, text: str, what: str) -> None:
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            for who in (delegation.principal, delegation.delegate):
+                await effects.enqueue_notice(
+                    tx, self.directory, who, text, now, key=f"{delegation.id}:{what}"
+                )
+
+    def _name(self, key: str) -> str:
+        return self.directory.describe(key).split(" (")[0]
+
+
+def _path(live: list[Delegation], *, start: str, goal: str) -> list[str]:
+    """A chain of live delegations leading from `start` to `goal` ([start, ..., goal]), or
+    [] if there is none."""
+    edges: dict[str, set[str]] = {}
+    for delegation in live:
+        edges.setdefault(delegation.principal, set()).add(delegation.delegate)
+    came_from: dict[str, str | None] = {start: None}
+    frontier = [start]
+    while frontier:
+        node = frontier.pop()
+        if node == goal:
+            path = [node]
+            while (previous := came_from[path[-1]]) is not None:
+                path.append(previous)
+            return path[::-1]
+        for follow in sorted(edges.get(node, ())):
+            if follow not in came_from:
+                came_from[follow] = node
+                frontier.append(follow)
+    return []
