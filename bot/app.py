@@ -76,10 +76,11 @@ def build_channels(
     """The chat channels the config turns on, by name (the prefix of their notify targets)."""
     channels: dict[str, Any] = {}
     operator = Operator(store, directory, clock, metrics)
+    delegations = Delegations(store, directory, clock)
     if config.slack is not None:
         from channels.slack import SlackChannel  # only deployments with Slack load Bolt
 
-        channels["slack"] = SlackChannel(config.slack, directory, operator)
+        channels["slack"] = SlackChannel(config.slack, directory, operator, delegations)
     if config.telegram is not None:
         from channels.telegram import TelegramChannel  # only deployments with Telegram load PTB
 
@@ -87,6 +88,7 @@ def build_channels(
             config.telegram,
             directory,
             operator,
+            delegations,
             Inbound(store, clock),
             polling=telegram_polling,
         )

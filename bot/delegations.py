@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from bot import effects
 from bot.clock import Clock
+from bot.durations import parse_moment
 from bot.errors import DelegationLoop, InvalidRequest, NotFound, NotPending
 from bot.routing import Directory, covers
 from store.records import Delegation, OutboxJob
@@ -202,6 +204,44 @@ class Delegations:
 
     def _name(self, key: str) -> str:
         return self.directory.describe(key).split(" (")[0]
+
+
+# -- the chat command: "delegate bob until 2026-12-24 payments.*" --------------------------------
+
+USAGE = (
+    "delegate NAME [from WHEN] [until WHEN] [SCOPE], e.g. `delegate bob until 2026-12-24 "
+    "payments.*` (WHEN: a date, a date and time in UTC, or a duration such as 5d)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateCommand:
+    to: str  # as typed: the surface resolves a mention to a principal
+    starts_at: datetime | None
+    ends_at: datetime | None
+    scope: str
+
+
+def parse_delegate(words: list[str], now: datetime) -> DelegateCommand:
+    """The words after `delegate`: NAME, then `from WHEN`, `until WHEN` and a SCOPE glob in
+    any order. InvalidRequest with the usage for anything else."""
+    if not words:
+        raise InvalidRequest(f"whom to? {USAGE}")
+    to, rest = words[0], list(words[1:])
+    moments: dict[str, datetime] = {}
+    scope: str | None = None
+    while rest:
+        word = rest.pop(0)
+        if word.casefold() in ("from", "until") and rest:
+            try:
+                moments[word.casefold()] = parse_moment(rest.pop(0), now)
+            except ValueError as exc:
+                raise InvalidRequest(f"{exc}; {USAGE}") from None
+        elif scope is None and word.casefold() not in ("from", "until"):
+            scope = word
+        else:
+            raise InvalidRequest(f"did not understand {word!r}; {USAGE}")
+    return DelegateCommand(to, moments.get("from"), moments.get("until"), scope or "*")
 
 
 def _path(live: list[Delegation], *, start: str, goal: str) -> list[str]:

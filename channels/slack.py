@@ -26,6 +26,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import SlackConfig
+from bot.delegations import Delegations
 from bot.errors import ConfigError, DeliveryFailed, NotAnApprover, SignoffError
 from bot.model import Card
 from bot.operator import Actor, Operator
@@ -64,11 +65,13 @@ class SlackChannel:
         config: SlackConfig,
         directory: Directory,
         operator: Operator,
+        delegations: Delegations,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         token, secret = credentials(config, environ)
         self.directory = directory
         self.operator = operator
+        self.delegations = delegations
         # slack-sdk drops the last path segment of a base URL without a trailing slash.
         base_url = config.api_base_url.rstrip("/") + "/"
         # Short calls: a card post (two calls for a DM) must end well inside its outbox lease.

@@ -43,6 +43,7 @@ from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from bot.config import TelegramConfig
+from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, ConfigError, DeliveryFailed, NotAnApprover, SignoffError
 from bot.inbound import Inbound
 from bot.model import Card
@@ -99,6 +100,7 @@ class TelegramChannel:
         config: TelegramConfig,
         directory: Directory,
         operator: Operator,
+        delegations: Delegations,
         inbound: Inbound,
         environ: Mapping[str, str] = os.environ,
         *,
@@ -107,6 +109,7 @@ class TelegramChannel:
         token, self.secret = credentials(config, environ, webhook=not polling)
         self.directory = directory
         self.operator = operator
+        self.delegations = delegations
         self.inbound = inbound
         self.polling = polling
         builder = (
