@@ -40,10 +40,17 @@ from telegram import (
 )
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
-from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 
 from bot.config import TelegramConfig
-from bot.delegations import Delegations
+from bot.delegations import Delegations, parse_delegate
 from bot.errors import ApprovalChanged, ConfigError, DeliveryFailed, NotAnApprover, SignoffError
 from bot.inbound import Inbound
 from bot.model import Card
@@ -129,6 +136,9 @@ class TelegramChannel:
         self.application.add_handler(CallbackQueryHandler(self._on_button))
         self.application.add_handler(
             MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, self._on_reply)
+        )
+        self.application.add_handler(
+            CommandHandler(["delegate", "delegations", "revoke"], self._on_command)
         )
         self.application.add_error_handler(self._on_error)
         self._starting = asyncio.Lock()
@@ -291,12 +301,13 @@ class TelegramChannel:
     async def _reply(self, message: Message, replied: Message) -> None:
         chat, text = str(message.chat.id), message.text or ""
         card = await self.inbound.card_at("telegram", chat, str(replied.message_id))
+        to: str | None = None
         if card is not None:
             parsed = telegram_card.parse_reply(text)
             if parsed is None:
                 await self._say(message, telegram_card.HELP)
                 return
-            action, note = parsed.action, parsed.note
+            action, note, to = parsed.action, parsed.note, parsed.to
         else:
             asked = await self.inbound.prompt_at("telegram", chat, str(replied.message_id))
             if asked is None:
@@ -312,14 +323,70 @@ class TelegramChannel:
         actor = await self._actor(message.from_user.id, card, action, message=message)  # type: ignore[union-attr]
         if actor is None:
             return
-        decide = self.operator.approve_shown if action == "approve" else self.operator.reject_shown
         try:
-            await decide(card.approval_id, card.shown_hash, actor, note)
+            if action == "delegate":
+                assert to is not None
+                handed = await self.operator.delegate(card.approval_id, actor, to, note)
+                done = f"Handed to {self.directory.describe(handed.approval.assignee)}."
+            elif action == "approve":
+                await self.operator.approve_shown(card.approval_id, card.shown_hash, actor, note)
+                done = "Approved."
+            else:
+                await self.operator.reject_shown(card.approval_id, card.shown_hash, actor, note)
+                done = "Rejected."
         except SignoffError as error:
             await self._record(card.approval_id, actor.label, action, error)
             await self._say(message, refusal_text(error, self.directory))
             return
-        await self._say(message, "Approved." if action == "approve" else "Rejected.")
+        await self._say(message, done)
+
+    # -- commands: /delegate, /delegations, /revoke ---------------------------------------------
+
+    async def _on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None or message.from_user is None or not message.text:
+            return
+        async with self._failures_told(None, message):
+            command = message.text.split()[0].lstrip("/").split("@")[0].casefold()
+            principal = self.directory.principal_for_telegram(message.from_user.id)
+            if principal is None:
+                await self._say(
+                    message,
+                    f"Your Telegram account ({message.from_user.id}) is not linked to a signoff "
+                    "principal; an administrator can add it to your [principals.NAME] entry.",
+                )
+                return
+            try:
+                text = await self._command(command, principal.key, list(context.args or []))
+            except SignoffError as error:
+                text = error.message
+            await self._say(message, text)
+
+    async def _command(self, command: str, caller: str, words: list[str]) -> str:
+        if command == "delegate":
+            asked = parse_delegate(words, self.operator.clock.now())
+            delegation = await self.delegations.create(
+                caller,
+                asked.to.lstrip("@"),
+                created_by=f"telegram:{caller}",
+                starts_at=asked.starts_at,
+                ends_at=asked.ends_at,
+                scope=asked.scope,
+            )
+            return f"Delegation {delegation.id}: {self.delegations.describe(delegation)}."
+        if command == "delegations":
+            mine = [d for d in await self.delegations.list() if caller in (d.principal, d.delegate)]
+            if not mine:
+                return "No active or scheduled delegations for you."
+            return "\n".join(f"{d.id}: {self.delegations.describe(d)}" for d in mine)
+        # revoke
+        if not words:
+            return "Which one? /revoke ID (the ids are in /delegations)."
+        found = [d for d in await self.delegations.list() if d.id == words[0]]
+        if not found or found[0].principal != caller:
+            return f"You have no delegation {words[0]} to revoke; see /delegations."
+        revoked = await self.delegations.revoke(found[0].id, by=f"telegram:{caller}")
+        return f"Revoked: {self.delegations.describe(revoked)}."
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update could not be handled", exc_info=context.error)

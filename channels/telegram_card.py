@@ -162,20 +162,22 @@ _REJECT_WORDS = frozenset({"reject", "rejected", "no"})
 _REPLY = re.compile(r"\s*([^\s.,:;!]+)[.,:;!]*(?:\s+(.*))?", re.DOTALL)
 
 HELP = (
-    "Reply to the card with approve (or yes, ok) and an optional note, or reject (or no) and "
-    "a reason."
+    "Reply to the card with approve (or yes, ok) and an optional note, reject (or no) and a "
+    "reason, or delegate NAME to hand it to someone else."
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    action: Action
+    action: Literal["approve", "reject", "delegate"]
     note: str | None
+    to: str | None = None  # for delegate: the principal named
 
 
 def parse_reply(text: str) -> Reply | None:
     """`approve looks fine` -> approve with note "looks fine"; `no budget exhausted` ->
-    reject with that reason; None for anything else (the sender gets HELP)."""
+    reject with that reason; `delegate carol she owns vendors` -> hand the request to
+    carol with that note; None for anything else (the sender gets HELP)."""
     match = _REPLY.fullmatch(text or "")
     if match is None:
         return None
@@ -184,6 +186,9 @@ def parse_reply(text: str) -> Reply | None:
         return Reply("approve", rest)
     if word in _REJECT_WORDS:
         return Reply("reject", rest)
+    if word == "delegate" and rest:
+        to, _, note = rest.partition(" ")
+        return Reply("delegate", note.strip() or None, to.lstrip("@"))
     return None
 
 

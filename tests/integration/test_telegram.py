@@ -29,6 +29,7 @@ from bot.audit import verify
 from bot.cards import CardJobs
 from bot.clock import FakeClock
 from bot.config import parse_config
+from bot.delegations import Delegations
 from bot.outbox import OutboxRunner, OutboxSettings
 from store.repository import Store
 from tests.conftest import TEST_CONFIG, request_body
@@ -130,6 +131,7 @@ def _config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
     config["tenants"][0]["api_key_env"] = "TELEGRAM_TEST_API_KEY"
     config["telegram"] = {"api_base_url": tg.base_url}
     config["principals"]["erin"] = {"name": "Erin Outsider", "telegram": 555}
+    config["principals"]["carol"]["telegram"] = 333
     config["routes"][0]["notify"] = notify
     return config
 
@@ -154,9 +156,16 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
             http = aiohttp.ClientSession()
             cleanup.extend([runner.cleanup, http.close])
             cards = CardJobs(store, config.directory(), clock, app[CHANNELS])
+            delegations = Delegations(store, config.directory(), clock)
             outbox = OutboxRunner(
                 store,
-                {"post_card": cards.post, "update_card": cards.update},
+                {
+                    "post_card": cards.post,
+                    "update_card": cards.update,
+                    "notice": cards.notice,
+                    "delegation_started": delegations.on_started,
+                    "delegation_ended": delegations.on_ended,
+                },
                 clock,
                 OutboxSettings(),
                 rand=lambda: 1.0,
@@ -538,3 +547,97 @@ async def test_model_chosen_text_reaches_telegram_escaped(rig: Rig) -> None:
     shown = rig.tg.message(GROUP, card["message_id"])
     assert shown is not None and f"Note: {nasty}" in shown["text"]
     assert "text_link" not in {entity["type"] for entity in shown.get("entities", [])}
+
+
+# -- hand-off and delegation from the chat ---------------------------------------------------------
+
+
+async def test_reply_delegate_hands_the_request_over(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ALICE, card, "delegate carol she owns this vendor") == 200
+    moved = await rig.state(record["id"])
+    assert (moved.state, moved.assignee) == ("pending", "carol")
+    event = (await rig.events(record["id"]))[-1]
+    assert (event.type, event.actor, event.data["note"]) == (
+        "delegated",
+        "telegram:alice",
+        "she owns this vendor",
+    )
+    assert (
+        rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"] == "Handed to Carol Diaz (carol)."
+    )
+    await rig.drain()
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None
+    assert "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in shown["text"]
+    assert _buttons(shown)  # still pending: still decidable
+
+
+async def test_reply_delegate_from_a_non_approver_is_refused(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ERIN, card, "delegate erin") == 200
+    assert "You are not an approver" in rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"]
+    moved = await rig.state(record["id"])
+    assert moved.assignee == "group:finance"
+    assert (await rig.events(record["id"]))[-1].type == "refused"
+
+
+async def _command(rig: Rig, who: dict[str, Any], text: str) -> str:
+    chat = fake.private_chat(who)
+    update = fake.text_message(
+        next(_update_ids), chat=chat, from_user=who, text=text, message_id=next(_update_ids)
+    )
+    assert await rig.send(update) == 200
+    answer = rig.tg.calls_to("sendMessage", ok=True)[-1]
+    assert answer.args["chat_id"] == who["id"]
+    return str(answer.args["text"])
+
+
+async def test_delegate_commands_create_list_and_revoke(rig: Rig) -> None:
+    said = await _command(rig, ALICE, "/delegate bob until 2026-12-24 payments.*")
+    assert "Bob Stone decides for Alice Ng (payments.*) until 2026-12-24 00:00 UTC" in said
+    async with rig.store.read() as tx:
+        [delegation] = await tx.list_delegations()
+    assert (delegation.principal, delegation.delegate, delegation.scope) == (
+        "alice",
+        "bob",
+        "payments.*",
+    )
+    assert delegation.created_by == "telegram:alice"
+    # Both hear that it started, in their private chats.
+    await rig.drain()
+    told = {
+        c.args["chat_id"]: c.args["text"]
+        for c in rig.tg.calls_to("sendMessage", ok=True)
+        if str(c.args["text"]).startswith("Delegation started")
+    }
+    assert sorted(told) == [111, 222]
+    assert "Bob Stone decides for Alice Ng (payments.*)" in told[111]
+    listed = await _command(rig, BOB, "/delegations")
+    assert delegation.id in listed
+    # A loop back to alice is refused with the reason.
+    looped = await _command(rig, BOB, "/delegate alice")
+    assert "circle" in looped
+    # Only alice may revoke her delegation.
+    assert "no delegation" in await _command(rig, BOB, f"/revoke {delegation.id}")
+    assert "Revoked" in await _command(rig, ALICE, f"/revoke {delegation.id}")
+    async with rig.store.read() as tx:
+        [revoked] = await tx.list_delegations()
+    assert revoked.revoked_by == "telegram:alice"
+    await rig.drain()
+    ended = [
+        c.args["chat_id"]
+        for c in rig.tg.calls_to("sendMessage", ok=True)
+        if str(c.args["text"]).startswith("Delegation revoked")
+    ]
+    assert sorted(ended) == [111, 222]
+
+
+async def test_delegate_command_explains_mistakes(rig: Rig) -> None:
+    assert "delegate NAME" in await _command(rig, ALICE, "/delegate bob until christmas")
+    assert "unknown principal 'zed'" in await _command(rig, ALICE, "/delegate zed")
+    assert "not linked" in await _command(rig, STRANGER, "/delegate bob")
+    async with rig.store.read() as tx:
+        assert await tx.list_delegations() == []
