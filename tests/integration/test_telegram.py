@@ -18,6 +18,7 @@ import itertools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -641,3 +642,40 @@ async def test_delegate_command_explains_mistakes(rig: Rig) -> None:
     assert "not linked" in await _command(rig, STRANGER, "/delegate bob")
     async with rig.store.read() as tx:
         assert await tx.list_delegations() == []
+
+
+async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_server(
+    start: Start, store: Store, db_url: str
+) -> None:
+    """Alice is away until day 5. A request for her on day 1 sends its card to bob too; on
+    day 4 bob presses Approve on it, and the update lands on a second server."""
+    rig = await start(store, notify=["telegram:dm"])
+    began = rig.clock.now()
+    await Delegations(store, parse_config(_config(rig.tg, [])).directory(), rig.clock).create(
+        "alice", "bob", created_by="cli", ends_at=began + timedelta(days=5)
+    )
+    rig.clock.set(began + timedelta(days=1))
+    record = await rig.create(approvers=["alice"], approval_ttl="72h")
+    bobs_card = await rig.card_for(record["id"], chat=222)
+    assert "Bob Stone decides as delegate until" in bobs_card["text"]
+    rig.clock.set(began + timedelta(days=3, hours=23))
+    other_store = Store.from_url(db_url)
+    try:
+        other = await start(other_store, notify=["telegram:dm"])
+        update = fake.callback_query(
+            next(_update_ids),
+            from_user=BOB,
+            message=bobs_card,
+            data=_buttons(bobs_card)[0]["callback_data"],
+        )
+        assert await other.send(update) == 200
+    finally:
+        await other_store.close()
+    approved = await rig.state(record["id"])
+    assert (approved.state, approved.decided_by) == ("approved", "bob")
+    event = (await rig.events(record["id"]))[-1]
+    assert (event.type, event.actor, event.data["as_delegate_of"]) == (
+        "approved",
+        "telegram:bob",
+        "alice",
+    )

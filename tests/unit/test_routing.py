@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import re
+import tomllib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +212,19 @@ def test_self_approval_flag_is_read_from_the_row_not_the_current_config(
     # The payments route forbids self-approval today, but this row was created when allowed.
     approval = _approval(requested_by="sam", allow_self_approval=True)
     directory.check_eligible(approval, "sam", approving=True)
+
+
+def test_the_readme_routing_example_is_a_valid_config() -> None:
+    """The worked example in README "Routing and delegation" parses and routes as it says."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    section = readme.split("## Routing and delegation", 1)[1]
+    [example] = re.findall(r"```toml\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    directory = parse_config(tomllib.loads(example)).directory()
+    refund = directory.route_for("acme", "payments.refund")
+    assert refund.approvers == ("alice",)
+    assert [(e.to, e.after.total_seconds()) for e in refund.escalation] == [
+        ("carol", 86400),
+        ("group:treasury", 86400),
+    ]
+    transfer = directory.route_for("acme", "treasury.transfer")
+    assert (transfer.required_approvals, transfer.allow_self_approval) == (2, False)
