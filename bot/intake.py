@@ -302,7 +302,10 @@ async def create_request(
         body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
     )
     now = clock.now()
-    away = await delegate_of(store, directory, approvers[0], body.capability, now)
+    # Approvers who are away: their delegates get the card too; if the assignee is one of
+    # them, the card and the trail say who decides in their place.
+    away = await delegations_of(store, approvers, body.capability, now)
+    delegated = away.get(approvers[0])
     values, requested = new_approval(
         Draft(
             tenant=tenant,
@@ -325,8 +328,8 @@ async def create_request(
             preconditions=body.preconditions,
             resume=body.resume,
             callback_url=body.callback_url,
-            delegated_to=away.delegate if away else None,
-            assigned_note=away_note(directory, away) if away else None,
+            delegated_to=delegated.delegate if delegated else None,
+            assigned_note=away_note(directory, delegated) if delegated else None,
         ),
         now=now,
         actor=f"agent:{tenant}",
@@ -339,24 +342,30 @@ async def create_request(
             return Created(existing, created=False)
         await tx.insert_event(requested)
         await effects.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
-        if away is not None:
+        for delegation in away.values():
             await effects.enqueue_personal_cards(
-                tx, directory, approval, away.delegate, approval.created_at
+                tx, directory, approval, delegation.delegate, approval.created_at
             )
     return Created(approval, created=True)
 
 
-async def delegate_of(
-    store: Store, directory: Directory, assignee: str, capability: str, now: datetime
-) -> Delegation | None:
-    """The active delegation that hands a new request for `assignee` (a principal, not a
-    group) to someone else, if any: the earliest started wins."""
-    if assignee.startswith(GROUP_PREFIX):
-        return None
+async def delegations_of(
+    store: Store, approvers: list[str], capability: str, now: datetime
+) -> dict[str, Delegation]:
+    """For each principal among `approvers` (groups are not followed: a member's delegate is
+    entitled, but the group's cards already reach the group) with an active delegation
+    covering `capability`: that delegation, the earliest started if several."""
+    found: dict[str, Delegation] = {}
     async with store.read() as tx:
-        active = await tx.delegations_from(assignee, now)
-    covering = [d for d in active if covers(d, capability)]
-    return min(covering, key=lambda d: (d.starts_at, d.id)) if covering else None
+        for approver in approvers:
+            if approver.startswith(GROUP_PREFIX):
+                continue
+            covering = [
+                d for d in await tx.delegations_from(approver, now) if covers(d, capability)
+            ]
+            if covering:
+                found[approver] = min(covering, key=lambda d: (d.starts_at, d.id))
+    return found
 
 
 def away_note(directory: Directory, delegation: Delegation) -> str:

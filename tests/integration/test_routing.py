@@ -81,7 +81,12 @@ CONFIG: dict[str, Any] = {
             "approvers": ["alice", "sam"],
             "allow_self_approval": True,
         },
-        {"tenant": "acme", "capability": "refunds.*", "approvers": ["alice", "sam"]},
+        {
+            "tenant": "acme",
+            "capability": "refunds.*",
+            "approvers": ["alice", "sam"],
+            "notify": ["telegram:dm"],
+        },
     ],
 }
 
@@ -237,6 +242,18 @@ async def test_a_pending_request_gets_a_card_to_the_delegate_when_the_delegation
     async with world.store.read() as tx:
         texts = [j.payload["text"] for j in await tx.outbox_jobs() if j.kind == "notice"]
     assert sum("Delegation ended" in t for t in texts) == 2
+
+
+async def test_the_delegate_of_any_approver_away_gets_the_card(world: World) -> None:
+    await world.delegations.create("sam", "dave", created_by="cli")
+    refund = await world.request("refunds.create", requested_by="bob")
+    assert refund.assigned_note is None  # alice, the assignee, is not away
+    assert await world.targets(refund.id) == [
+        "telegram:@alice",
+        "telegram:@dave",
+        "telegram:@sam",
+    ]
+    assert (await world.approve(refund, "dave")).event.data["as_delegate_of"] == "sam"
 
 
 async def test_revoking_ends_the_authority_at_once(world: World) -> None:
