@@ -494,39 +494,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_show)
 
-    for name, handler, needs_hash in (
-        ("approve", cmd_approve, True),
-        ("reject", cmd_reject, True),
-        ("cancel", cmd_cancel, False),
+    for name, handler, takes, help_text in (
+        ("approve", cmd_approve, "--hash", "approve as a principal"),
+        ("reject", cmd_reject, "--hash", "reject as a principal"),
+        ("cancel", cmd_cancel, None, "cancel as a principal"),
+        ("delegate", cmd_hand_off, "--to", "hand one pending request to another principal"),
     ):
-        p = approvals.add_parser(name, parents=[common], help=f"{name} as a principal")
+        p = approvals.add_parser(name, parents=[common], help=help_text)
         p.add_argument("id")
-        if needs_hash:
+        if takes == "--hash":
             p.add_argument("--hash", required=True, type=_hash_arg, help="the hash you reviewed")
+        elif takes == "--to":
+            p.add_argument("--to", required=True, metavar="NAME", help="who takes it over")
         p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
         p.add_argument("--note")
         p.add_argument(
             "--break-glass",
             action="store_true",
-            help="decide without being an entitled approver (recorded in the audit trail)",
+            help="act without being an entitled approver (recorded in the audit trail)",
         )
         p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)
-
-    p = approvals.add_parser(
-        "delegate", parents=[common], help="hand one pending request to another principal"
-    )
-    p.add_argument("id")
-    p.add_argument("--to", required=True, metavar="NAME", help="the principal who takes it over")
-    p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
-    p.add_argument("--note")
-    p.add_argument(
-        "--break-glass",
-        action="store_true",
-        help="hand it over without being an entitled approver (recorded in the audit trail)",
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_hand_off)
 
     p = commands.add_parser(
         "delegate", parents=[common], help="let someone decide for a principal for a while"

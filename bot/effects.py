@@ -47,13 +47,18 @@ async def enqueue_cards(
         else:
             targets = [target]
         for one in targets:
-            await tx.enqueue(
-                "post_card",
-                {"target": one},
-                now=now,
-                approval_id=approval.id,
-                dedupe_key=f"post_card:{approval.id}:{one}",
-            )
+            await _post_card(tx, approval, one, now)
+
+
+async def _post_card(tx: Tx, approval: Approval, target: str, now: datetime) -> None:
+    # One card per approval and target, however many causes ask for it.
+    await tx.enqueue(
+        "post_card",
+        {"target": target},
+        now=now,
+        approval_id=approval.id,
+        dedupe_key=f"post_card:{approval.id}:{target}",
+    )
 
 
 # The notify surfaces that can reach one person directly.
@@ -74,14 +79,7 @@ async def enqueue_personal_cards(
             continue
         for principal in sorted(directory.members(who)):
             if directory.reaches(principal, surface):
-                target = f"{surface}:@{principal}"
-                await tx.enqueue(
-                    "post_card",
-                    {"target": target},
-                    now=now,
-                    approval_id=approval.id,
-                    dedupe_key=f"post_card:{approval.id}:{target}",
-                )
+                await _post_card(tx, approval, f"{surface}:@{principal}", now)
 
 
 async def enqueue_notice(

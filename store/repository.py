@@ -655,18 +655,15 @@ class Tx:
 
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         """Delegations naming `delegate` that are active at `now`."""
-        stmt = select(delegations).where(
-            delegations.c.delegate == delegate,
-            delegations.c.starts_at <= now,
-            or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
-            delegations.c.revoked_at.is_(None),
-        )
-        return [Delegation.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+        return await self._active_delegations(delegations.c.delegate == delegate, now)
 
     async def delegations_from(self, principal: str, now: datetime) -> list[Delegation]:
         """Delegations by `principal` that are active at `now`."""
+        return await self._active_delegations(delegations.c.principal == principal, now)
+
+    async def _active_delegations(self, who: Any, now: datetime) -> list[Delegation]:
         stmt = select(delegations).where(
-            delegations.c.principal == principal,
+            who,
             delegations.c.starts_at <= now,
             or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
             delegations.c.revoked_at.is_(None),

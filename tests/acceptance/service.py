@@ -148,6 +148,40 @@ class ServerProcess:
             self.proc.wait(10)
 
 
+class Fleet:
+    """Every server a test starts from one config, stopped (SIGKILL if still running) when the
+    block ends; when the block fails, each server's log tail is printed (pytest shows it)."""
+
+    def __init__(
+        self, config_path: Path, cwd: Path, extra_env: Mapping[str, str] | None = None
+    ) -> None:
+        self.config_path = config_path
+        self.cwd = cwd
+        self.extra_env = dict(extra_env or {})
+        self.servers: list[ServerProcess] = []
+
+    def start(
+        self, command: str = "serve", *, args: tuple[str, ...] = (), json_logs: bool = False
+    ) -> ServerProcess:
+        if json_logs:
+            args = (*args, "--log-format", "json")
+        server = ServerProcess(
+            self.config_path, self.cwd, command=command, extra_env=dict(self.extra_env), args=args
+        )
+        self.servers.append(server)
+        return server.start()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            for n, server in enumerate(self.servers, 1):
+                print(f"--- signoff {server.command} {n} log (tail)\n{server.log[-6000:]}")
+        for server in self.servers:
+            server.stop()
+
+
 @dataclass
 class Response:
     status: int

@@ -34,7 +34,6 @@ from collections import Counter
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import asyncpg
@@ -50,7 +49,7 @@ from tests.acceptance.service import (
     WEBHOOK_SECRET,
     Api,
     Delivery,
-    ServerProcess,
+    Fleet,
     WebhookReceiver,
     service_config,
     service_env,
@@ -60,33 +59,6 @@ from tests.acceptance.service import (
 from tests.conftest import request_body
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-class Fleet:
-    """Every server a test starts, stopped (SIGKILL if still running) when the block ends."""
-
-    def __init__(self, config_path: Path, cwd: Path) -> None:
-        self.config_path = config_path
-        self.cwd = cwd
-        self.servers: list[ServerProcess] = []
-
-    def start(self, command: str = "serve", *, json_logs: bool = False) -> ServerProcess:
-        args = ("--log-format", "json") if json_logs else ()
-        server = ServerProcess(self.config_path, self.cwd, command=command, args=args)
-        self.servers.append(server)
-        return server.start()
-
-    def __enter__(self) -> Fleet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        for server in self.servers:
-            server.stop()
 
 
 def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver, **sections: Any) -> Fleet:

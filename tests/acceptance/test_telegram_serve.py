@@ -23,8 +23,6 @@ import json
 import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ import pytest
 from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
 from tests.acceptance.service import (
     Api,
+    Fleet,
     ServerProcess,
     WebhookReceiver,
     service_config,
@@ -58,32 +57,8 @@ def telegram_config(db_url: str, webhook_url: str, api: str) -> dict[str, Any]:
     return config
 
 
-class Servers:
-    """Every `signoff serve` a test starts, killed when the block ends."""
-
-    def __init__(self, config_path: Path, cwd: Path) -> None:
-        self.config_path = config_path
-        self.cwd = cwd
-        self.started: list[ServerProcess] = []
-
-    def start(self, *args: str) -> ServerProcess:
-        server = ServerProcess(self.config_path, self.cwd, extra_env=dict(TELEGRAM_ENV), args=args)
-        self.started.append(server)
-        return server.start()
-
-
-@contextmanager
-def fleet(tmp_path: Path, config: dict[str, Any]) -> Iterator[Servers]:
-    servers = Servers(write_config(tmp_path / "signoff.toml", config), tmp_path)
-    try:
-        yield servers
-    except BaseException:
-        for n, server in enumerate(servers.started, 1):
-            print(f"--- signoff serve {n} log (tail)\n{server.log[-6000:]}")
-        raise
-    finally:
-        for server in servers.started:
-            server.stop()
+def fleet(tmp_path: Path, config: dict[str, Any]) -> Fleet:
+    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path, TELEGRAM_ENV)
 
 
 def create(api: Api, run_id: str = "run-telegram") -> dict[str, Any]:
@@ -203,7 +178,7 @@ def test_polling_mode_decides_on_sqlite(tmp_path: Path, sqlite_template: Path) -
             telegram_config(sqlite_url(tmp_path / "signoff.db"), hooks.url, tg.base_url),
         ) as servers,
     ):
-        server = servers.start("--telegram-polling")
+        server = servers.start(args=("--telegram-polling",))
         record = create(server.api())
         card = card_for(tg)
         tg.push_update(
