@@ -7,6 +7,9 @@ clicking Slack user is mapped to a configured principal and the Operator decides
 refusal is answered with an ephemeral message saying exactly why, and recorded in the
 approval's audit trail. Cards are posted and updated from the outbox (bot.cards), so Slack
 being down delays a card, never loses it.
+
+"Delegate…" hands one request to another person (a modal with a user picker); the slash
+command `/signoff delegate|delegations|revoke` manages standing delegations.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -26,10 +30,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import SlackConfig
-from bot.delegations import Delegations
-from bot.errors import ConfigError, DeliveryFailed, NotAnApprover, SignoffError
+from bot.delegations import USAGE, Delegations, parse_delegate
+from bot.errors import ConfigError, DeliveryFailed, InvalidRequest, NotAnApprover, SignoffError
 from bot.model import Card
-from bot.operator import Actor, Operator
+from bot.operator import Action, Actor, Operator
 from bot.outbox import RetryLater
 from bot.routing import Directory
 from channels import slack_card
@@ -37,6 +41,17 @@ from channels.base import MessageRef
 from channels.refusals import refusal_text
 
 log = logging.getLogger("signoff.slack")
+
+COMMAND = "/signoff"
+COMMAND_USAGE = "\n".join(
+    [
+        f"{COMMAND} " + USAGE.replace("`delegate", f"`{COMMAND} delegate"),
+        f"{COMMAND} delegations: your delegations (made or received), with their ids",
+        f"{COMMAND} revoke ID: end a delegation you made",
+    ]
+)
+# How Slack writes a user mention in a command's text when the command escapes it.
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
 
 def credentials(config: SlackConfig, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
@@ -92,7 +107,10 @@ class SlackChannel:
         )
         self.app.action(slack_card.APPROVE)(self._on_approve)
         self.app.action(slack_card.REJECT)(self._on_reject)
+        self.app.action(slack_card.DELEGATE)(self._on_delegate)
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
+        self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
+        self.app.command(COMMAND)(self._on_command)
 
     # -- inbound -------------------------------------------------------------------------------
 
@@ -113,39 +131,154 @@ class SlackChannel:
 
     async def _on_reject(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
+        await self._ask(body, "reject", slack_card.reject_modal)
+
+    async def _on_delegate(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        await self._ask(body, "delegate", slack_card.delegate_modal)
+
+    async def _ask(
+        self, body: dict[str, Any], action: Action, modal: Callable[[str, str, str], dict[str, Any]]
+    ) -> None:
+        """Open the modal that asks for the rest of a decision, unless the clicking user
+        would be refused anyway: then refuse now rather than after they filled it in."""
         user, channel = body["user"]["id"], _channel_of(body)
         async with self._failures_told(user, channel):
             value = body["actions"][0].get("value", "")
-            checked = await self._actor_for(user, value, channel, "reject")
+            checked = await self._actor_for(user, value, channel, action)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
-            try:  # refuse now rather than after the reason has been typed
-                await self.operator.precheck(approval_id, shown_hash, actor, "reject")
+            try:
+                await self.operator.precheck(approval_id, shown_hash, actor, action)
             except SignoffError as error:
-                await self._refused(approval_id, actor.label, "reject", error, user, channel)
+                await self._refused(approval_id, actor.label, action, error, user, channel)
                 return
-            view = slack_card.reject_modal(approval_id, shown_hash, channel or "")
+            view = modal(approval_id, shown_hash, channel or "")
             await self.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_reject_submitted(
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         await ack()
-        try:
-            meta = json.loads(view["private_metadata"])
-        except (KeyError, ValueError):
+        meta = _metadata(view)
+        if meta is None:
             return
         user, channel = body["user"]["id"], meta.get("channel") or None
         async with self._failures_told(user, channel):
-            values = view.get("state", {}).get("values", {})
-            reason = (
-                values.get(slack_card.REASON_BLOCK, {})
-                .get(slack_card.REASON_INPUT, {})
-                .get("value")
-            )
+            reason = _input(view, slack_card.REASON_BLOCK, slack_card.REASON_INPUT, "value")
             value = f"{meta.get('id')}:{meta.get('hash')}"
             await self._decide("reject", user, value, channel, (reason or "").strip() or None)
+
+    async def _on_delegate_submitted(
+        self, ack: Any, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        chosen = _input(view, slack_card.DELEGATE_BLOCK, slack_card.DELEGATE_INPUT, "selected_user")
+        to = self.directory.principal_for_slack(chosen or "")
+        if to is None:  # said in the modal, which stays open for another choice
+            await ack(
+                response_action="errors",
+                errors={
+                    slack_card.DELEGATE_BLOCK: (
+                        "That person is not linked to a signoff principal, so they cannot "
+                        "decide. Choose someone else, or ask an administrator to link them "
+                        f'(slack = "{chosen}" in their [principals.NAME] entry).'
+                    )
+                },
+            )
+            return
+        await ack()
+        meta = _metadata(view)
+        if meta is None:
+            return
+        user, channel = body["user"]["id"], meta.get("channel") or None
+        async with self._failures_told(user, channel):
+            value = f"{meta.get('id')}:{meta.get('hash')}"
+            checked = await self._actor_for(user, value, channel, "delegate")
+            if checked is None:
+                return
+            actor, (approval_id, _) = checked
+            note = (
+                _input(view, slack_card.NOTE_BLOCK, slack_card.NOTE_INPUT, "value") or ""
+            ).strip()
+            try:
+                await self.operator.delegate(approval_id, actor, to.key, note or None)
+            except SignoffError as error:
+                await self._refused(approval_id, actor.label, "delegate", error, user, channel)
+                return
+            # The card itself is updated from the outbox, like after any transition.
+            await self._tell(channel, user, f"Handed to {to.name}.")
+
+    # -- the slash command ---------------------------------------------------------------------
+
+    async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
+        """`/signoff ...`: answered in the command's response (shown only to the caller)."""
+        user = str(command.get("user_id", ""))
+        try:
+            answer = await self._command(user, str(command.get("text") or ""))
+        except SignoffError as error:
+            answer = error.message
+        except Exception:
+            log.exception("Slack command from %s failed", user)
+            answer = "Something went wrong and nothing was changed; please try again."
+        await ack(text=slack_card.escape(answer))
+
+    async def _command(self, user_id: str, text: str) -> str:
+        # A mention may carry a display name with spaces: keep only the user id.
+        words = _MENTION.sub(r"<@\1>", text).split()
+        verb = words[0].casefold() if words else "help"
+        if verb not in ("delegate", "delegations", "revoke"):
+            return COMMAND_USAGE
+        principal = self.directory.principal_for_slack(user_id)
+        if principal is None:
+            return (
+                f"Your Slack account ({user_id}) is not linked to a signoff principal; an "
+                f'administrator can add `slack = "{user_id}"` to your [principals.NAME] entry.'
+            )
+        caller, args = principal.key, words[1:]
+        if verb == "delegate":
+            return await self._delegate_command(caller, args)
+        if verb == "delegations":
+            mine = [d for d in await self.delegations.list() if caller in (d.principal, d.delegate)]
+            if not mine:
+                return "No active or scheduled delegations for you."
+            return "\n".join(f"`{d.id}`: {self.delegations.describe(d)}" for d in mine)
+        if len(args) != 1:
+            return f"Which one? `{COMMAND} revoke ID` (the ids are in `{COMMAND} delegations`)."
+        found = [d for d in await self.delegations.list() if d.id == args[0]]
+        if not found or found[0].principal != caller:
+            return f"You have no delegation {args[0]} to revoke; see `{COMMAND} delegations`."
+        revoked = await self.delegations.revoke(found[0].id, by=f"slack:{caller}")
+        return f"Revoked: {self.delegations.describe(revoked)}."
+
+    async def _delegate_command(self, caller: str, args: list[str]) -> str:
+        asked = parse_delegate([_unescape(word) for word in args], self.operator.clock.now())
+        delegation = await self.delegations.create(
+            caller,
+            self._principal_named(args[0]),
+            created_by=f"slack:{caller}",
+            starts_at=asked.starts_at,
+            ends_at=asked.ends_at,
+            scope=asked.scope,
+        )
+        return (
+            f"Delegated: {self.delegations.describe(delegation)}. To end it early: "
+            f"`{COMMAND} revoke {delegation.id}`"
+        )
+
+    def _principal_named(self, word: str) -> str:
+        """The principal key a command names: a Slack mention (of a linked user), or the key
+        itself (`bob` or `@bob`)."""
+        mention = _MENTION.fullmatch(word)
+        if mention is None:
+            return _unescape(word).removeprefix("@")
+        principal = self.directory.principal_for_slack(mention.group(1))
+        if principal is None:
+            raise InvalidRequest(
+                f"That Slack user ({mention.group(1)}) is not linked to a signoff principal, so "
+                "nobody can delegate to them."
+            )
+        return principal.key
 
     @asynccontextmanager
     async def _failures_told(self, user: str, channel: str | None) -> AsyncIterator[None]:
@@ -210,7 +343,7 @@ class SlackChannel:
 
     async def _tell(self, channel: str | None, user_id: str, text: str) -> None:
         if channel is None:
-            log.info("refusal for %s not shown (no channel): %s", user_id, text)
+            log.info("message for %s not shown (no channel): %s", user_id, text)
             return
         try:
             await self.client.chat_postEphemeral(
@@ -267,3 +400,23 @@ class SlackChannel:
 
 def _channel_of(body: dict[str, Any]) -> str | None:
     return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+
+
+def _metadata(view: dict[str, Any]) -> dict[str, Any] | None:
+    """What a modal carried about its card (slack_card._metadata); None if not ours."""
+    try:
+        meta = json.loads(view["private_metadata"])
+    except (KeyError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _input(view: dict[str, Any], block: str, action: str, key: str) -> Any:
+    """One input's submitted value (`value`, `selected_user`, ...); None if absent."""
+    values = view.get("state", {}).get("values", {})
+    return values.get(block, {}).get(action, {}).get(key)
+
+
+def _unescape(word: str) -> str:
+    """Undo Slack's escaping of what the user typed (`&`, `<`, `>`), so it is echoed as typed."""
+    return word.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -19,9 +19,15 @@ from channels import outcome
 
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
+DELEGATE = "signoff_delegate"
 REJECT_MODAL = "signoff_reject_modal"
+DELEGATE_MODAL = "signoff_delegate_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
+DELEGATE_BLOCK = "delegate_to"
+DELEGATE_INPUT = "delegate_to"
+NOTE_BLOCK = "note"
+NOTE_INPUT = "note"
 _MAX_FIELDS = 30  # three sections of ten; with the rest, far below Slack's 50 blocks
 
 
@@ -121,6 +127,12 @@ def blocks(card: Card) -> list[dict[str, Any]]:
                         "text": _plain("Reject"),
                         "value": button_value(card),
                     },
+                    {
+                        "type": "button",
+                        "action_id": DELEGATE,
+                        "text": _plain("Delegate…"),
+                        "value": button_value(card),
+                    },
                 ],
             }
         )
@@ -177,14 +189,18 @@ def _outcome(card: Card) -> list[dict[str, Any]]:
     return out
 
 
+def _metadata(approval_id: str, shown_hash: str, channel_id: str) -> str:
+    """What a modal's submission must know about the card it came from (Slack returns
+    private_metadata untouched with the submission)."""
+    return json.dumps({"id": approval_id, "hash": shown_hash, "channel": channel_id})
+
+
 def reject_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[str, Any]:
-    """The modal asking for an optional reason; the decision's inputs travel in
-    private_metadata (Slack returns it untouched with the submission)."""
-    meta = json.dumps({"id": approval_id, "hash": shown_hash, "channel": channel_id})
+    """The modal asking for an optional reason."""
     return {
         "type": "modal",
         "callback_id": REJECT_MODAL,
-        "private_metadata": meta,
+        "private_metadata": _metadata(approval_id, shown_hash, channel_id),
         "title": _plain("Reject request"),
         "submit": _plain("Reject"),
         "close": _plain("Cancel"),
@@ -201,5 +217,38 @@ def reject_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[str
                     "max_length": 2000,
                 },
             }
+        ],
+    }
+
+
+def delegate_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[str, Any]:
+    """The modal asking whom to hand the request to (a Slack user, mapped to a principal on
+    submission) and for an optional note."""
+    return {
+        "type": "modal",
+        "callback_id": DELEGATE_MODAL,
+        "private_metadata": _metadata(approval_id, shown_hash, channel_id),
+        "title": _plain("Delegate request"),
+        "submit": _plain("Hand over"),
+        "close": _plain("Cancel"),
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": DELEGATE_BLOCK,
+                "label": _plain("Hand this request to"),
+                "element": {"type": "users_select", "action_id": DELEGATE_INPUT},
+            },
+            {
+                "type": "input",
+                "block_id": NOTE_BLOCK,
+                "optional": True,
+                "label": _plain("Note (kept in the audit trail)"),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": NOTE_INPUT,
+                    "multiline": True,
+                    "max_length": 2000,
+                },
+            },
         ],
     }

@@ -30,8 +30,6 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from tests.acceptance.service import (
     WEBHOOK_SECRET,
     Api,
     Delivery,
+    Fleet,
     ServerProcess,
     WebhookReceiver,
     service_config,
@@ -73,33 +72,8 @@ def slack_config(db_url: str, webhook_url: str, slack_api: str) -> dict[str, Any
     return config
 
 
-class Servers:
-    """Every `signoff serve` a test starts, killed when the block ends; their logs are printed
-    when the block fails (pytest shows them with the failure)."""
-
-    def __init__(self, config_path: Path, cwd: Path) -> None:
-        self.config_path = config_path
-        self.cwd = cwd
-        self.started: list[ServerProcess] = []
-
-    def start(self) -> ServerProcess:
-        server = ServerProcess(self.config_path, self.cwd, extra_env=dict(SLACK_ENV))
-        self.started.append(server)
-        return server.start()
-
-
-@contextmanager
-def servers(tmp_path: Path, config: dict[str, Any]) -> Iterator[Servers]:
-    fleet = Servers(write_config(tmp_path / "signoff.toml", config), tmp_path)
-    try:
-        yield fleet
-    except BaseException:
-        for n, server in enumerate(fleet.started, 1):
-            print(f"--- signoff serve {n} log (tail)\n{server.log[-6000:]}")
-        raise
-    finally:
-        for server in fleet.started:
-            server.stop()
+def servers(tmp_path: Path, config: dict[str, Any]) -> Fleet:
+    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path, SLACK_ENV)
 
 
 def create(api: Api, run_id: str = "run-slack") -> dict[str, Any]:
@@ -241,9 +215,10 @@ def test_a_card_posted_by_serve_is_approved_by_a_signed_click(
 
         card = card_for(slack, record["id"])
         assert card.args["channel"] == CHANNEL
-        assert [(b["action_id"], b["style"]) for b in buttons(card.args["blocks"])] == [
+        assert [(b["action_id"], b.get("style")) for b in buttons(card.args["blocks"])] == [
             (APPROVE, "primary"),
             (REJECT, "danger"),
+            ("signoff_delegate", None),
         ]
         assert {b["value"] for b in buttons(card.args["blocks"])} == {
             f"{record['id']}:{record['hash']}"

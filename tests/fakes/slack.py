@@ -23,7 +23,8 @@ slack:``); ``slack.base_url`` is the value for ``AsyncWebClient(base_url=...)``.
 The module functions build what Slack sends to the app: `sign` gives the signature headers
 (verified by ``slack_sdk.signature.SignatureVerifier`` and bolt's request verification),
 `block_action_body` and `view_submission_body` give the form-encoded ``payload=<json>``
-bodies of a button click and of a modal submission.
+bodies of a button click and of a modal submission (`users_select` builds the state of a user
+picker for the latter), and `slash_command_body` the form-encoded fields of a slash command.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ __all__ = [
     "FakeSlack",
     "block_action_body",
     "sign",
+    "slash_command_body",
+    "users_select",
     "view_submission_body",
 ]
 
@@ -701,8 +704,8 @@ def view_submission_body(
     """The form body (``payload=<json>``) Slack posts when a user submits a modal.
 
     `values` maps block_id to {action_id: value}; a str value becomes a plain_text_input's
-    state (``{"type": "plain_text_input", "value": ...}``), a dict is taken as the state.
-    `view` is the view as opened (default: a bare modal).
+    state (``{"type": "plain_text_input", "value": ...}``), a dict is taken as the state
+    (e.g. `users_select("U0CAROL")`). `view` is the view as opened (default: a bare modal).
     """
     state = {
         block_id: {
@@ -754,3 +757,44 @@ def view_submission_body(
         "enterprise": None,
     }
     return _form(payload)
+
+
+def users_select(user_id: str | None) -> dict[str, Any]:
+    """A users_select element's state in a view submission (None: nobody chosen in an
+    optional input, which Slack sends as null)."""
+    return {"type": "users_select", "selected_user": user_id}
+
+
+def slash_command_body(
+    user_id: str,
+    text: str,
+    *,
+    command: str = "/signoff",
+    channel_id: str = "C1",
+    team_id: str = "T1",
+    team_domain: str = "fake",
+    trigger_id: str = "T-3",
+) -> bytes:
+    """The form body Slack posts when `user_id` runs `command` with `text` in a channel.
+
+    Unlike interactions, a slash command is plain form fields, not a JSON ``payload``. With
+    the command's escaping on, Slack writes user mentions in `text` as ``<@U0BOB|bob>`` and
+    the user's own ``&``, ``<``, ``>`` as ``&amp;``, ``&lt;``, ``&gt;``: pass `text` as
+    Slack would send it.
+    """
+    fields = {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team_id,
+        "team_domain": team_domain,
+        "channel_id": channel_id,
+        "channel_name": "directmessage" if channel_id.startswith("D") else channel_id.lower(),
+        "user_id": user_id,
+        "user_name": user_id.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": f"https://hooks.slack.com/commands/{team_id}/1/fake-response-url",
+        "trigger_id": trigger_id,
+    }
+    return urlencode(fields).encode()

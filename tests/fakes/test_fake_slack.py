@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import parse_qs
@@ -16,7 +17,14 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack import FakeSlack, block_action_body, sign, view_submission_body
+from tests.fakes.slack import (
+    FakeSlack,
+    block_action_body,
+    sign,
+    slash_command_body,
+    users_select,
+    view_submission_body,
+)
 
 SECRET = "signing-secret"
 BLOCKS: list[dict[str, Any]] = [
@@ -207,3 +215,50 @@ async def test_bolt_verifies_and_routes_signed_interactions() -> None:
         assert response.status == 200
         assert seen["view"]["private_metadata"] == "req-1"
         assert seen["view"]["state"]["values"]["why"]["text"]["value"] == "ok"
+
+
+async def test_bolt_routes_slash_commands_and_user_pickers() -> None:
+    async with FakeSlack() as slack:
+        app = AsyncApp(client=client(slack), signing_secret=SECRET)
+        seen: dict[str, Any] = {}
+
+        @app.command("/signoff")
+        async def command(ack: AsyncAck, command: dict[str, Any]) -> None:
+            seen["command"] = command
+            await ack(text="only you see this")
+
+        @app.view("pick")
+        async def pick(ack: AsyncAck, view: dict[str, Any]) -> None:
+            seen["view"] = view
+            await ack(response_action="errors", errors={"who": "not them"})
+
+        typed = slash_command_body("U0ALICE", "delegate <@U0BOB|bob> until 2026-12-24 a&amp;b")
+        fields = parse_qs(typed.decode())
+        assert fields["command"] == ["/signoff"] and fields["user_id"] == ["U0ALICE"]
+        response = await app.async_dispatch(
+            AsyncBoltRequest(body=typed.decode(), headers=sign(SECRET, typed))
+        )
+        assert response.status == 200
+        assert response.body == "only you see this"  # a bare text ack is the body as plain text
+        assert seen["command"]["text"] == "delegate <@U0BOB|bob> until 2026-12-24 a&amp;b"
+        assert (seen["command"]["channel_id"], seen["command"]["trigger_id"]) == ("C1", "T-3")
+
+        body = view_submission_body("U0ALICE", "pick", "", {"who": {"who": users_select("U0BOB")}})
+        response = await app.async_dispatch(
+            AsyncBoltRequest(body=body.decode(), headers=sign(SECRET, body))
+        )
+        assert seen["view"]["state"]["values"]["who"]["who"] == {
+            "type": "users_select",
+            "selected_user": "U0BOB",
+        }
+        assert response.status == 200
+        assert json.loads(response.body) == {
+            "response_action": "errors",
+            "errors": {"who": "not them"},
+        }
+
+        seen.clear()
+        stale = sign(SECRET, typed, int(time.time()) - 600)
+        response = await app.async_dispatch(AsyncBoltRequest(body=typed.decode(), headers=stale))
+        assert response.status == 401
+        assert seen == {}
