@@ -141,6 +141,8 @@ class Delegations:
     def describe(self, delegation: Delegation) -> str:
         """One line a human reads: "Bob Stone decides for Alice Ng (payments.*) until ..."."""
         scope = "" if delegation.scope == "*" else f" ({delegation.scope})"
+        if delegation.starts_at > self.clock.now():
+            scope += f" from {delegation.starts_at:%Y-%m-%d %H:%M} UTC"
         until = (
             f"until {delegation.ends_at:%Y-%m-%d %H:%M} UTC"
             if delegation.ends_at
