@@ -32,6 +32,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot import effects
 from bot.app import CHANNELS, build_app
 from bot.audit import verify
 from bot.cards import CardJobs
@@ -159,7 +160,7 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
             cards = CardJobs(store, directory, clock, app[CHANNELS])
             outbox = OutboxRunner(
                 store,
-                {"post_card": cards.post, "update_card": cards.update},
+                {"post_card": cards.post, "update_card": cards.update, "notice": cards.notice},
                 clock,
                 OutboxSettings(),
                 rand=lambda: 1.0,
@@ -662,3 +663,17 @@ async def test_a_badly_signed_command_is_401_and_does_nothing(rig: Rig) -> None:
     body = slash_command_body("U0ALICE", "delegate bob", channel_id=CHANNEL)
     assert await rig.send(body, sign("not-the-secret", body)) == 401
     assert await rig.delegations() == []
+
+
+async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: Rig) -> None:
+    """Delegation start and end notices: plain text, escaped, to each person's DM."""
+    async with rig.store.write() as tx:
+        await effects.enqueue_notice(
+            tx, rig.directory, "alice", "Delegation started: <!channel> & co", rig.clock.now(), "t"
+        )
+    await rig.drain()
+    [opened] = rig.slack.calls_to("conversations.open", ok=True)
+    assert opened.args["users"] == "U0ALICE"
+    [posted] = rig.slack.calls_to("chat.postMessage", ok=True)
+    assert posted.args["channel"] == opened.response["channel"]["id"]  # type: ignore[index]
+    assert posted.args["text"] == "Delegation started: &lt;!channel&gt; &amp; co"

@@ -179,3 +179,26 @@ def test_reply_grammar(text: str, action: str, note: str | None) -> None:
 @pytest.mark.parametrize("text", ["maybe", "", "   ", "approves", "noo", "not now", "👍"])
 def test_anything_else_is_not_a_decision(text: str) -> None:
     assert telegram_card.parse_reply(text) is None
+
+
+def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Directory) -> None:
+    approval = approval_record(
+        required_approvals=2,
+        assignee="carol",
+        assigned_note="escalated to Carol Diaz after 24 h without a decision",
+    )
+    card = Card.from_approval(approval, NOW, directory.describe, votes=("alice",))
+    assert card.progress == "1 of 2 approvals: Alice Ng"
+    text = _parsed(telegram_card.html(card)).text
+    assert "1 of 2 approvals: Alice Ng" in text
+    assert (
+        "Assigned to Carol Diaz (carol) (escalated to Carol Diaz after 24 h without a decision)"
+        in text
+    )
+    decided = Card.from_approval(
+        approval_record(required_approvals=2, state="approved", decided_by="bob"),
+        NOW,
+        directory.describe,
+        votes=("alice", "bob"),
+    )
+    assert decided.progress is None  # the outcome says it all
