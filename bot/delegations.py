@@ -119,6 +119,9 @@ class Delegations:
     async def revoke(self, delegation_id: str, *, by: str) -> Delegation:
         now = self.clock.now()
         async with self.store.write() as tx:
+            current = await tx.get_delegation(delegation_id)
+            if current is not None and current.revoked_at is None and current.ended_by(now):
+                raise NotPending(f"delegation {delegation_id} already ended", state="ended")
             revoked = await tx.revoke_delegation(delegation_id, now=now, by=by)
             if revoked is None:
                 existing = await tx.get_delegation(delegation_id)

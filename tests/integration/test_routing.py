@@ -264,6 +264,12 @@ async def test_revoking_ends_the_authority_at_once(world: World) -> None:
         await world.approve(approval, "bob")
     with pytest.raises(NotPending, match="already revoked"):
         await world.delegations.revoke(delegation.id, by="cli")
+    short = await world.delegations.create(
+        "alice", "carol", created_by="cli", ends_at=world.start + timedelta(days=1)
+    )
+    world.day(2)
+    with pytest.raises(NotPending, match="already ended"):
+        await world.delegations.revoke(short.id, by="cli")
 
 
 async def test_delegation_does_not_chain(world: World) -> None:
