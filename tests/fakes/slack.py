@@ -29,22 +29,21 @@ picker for the latter), and `slash_command_body` the form-encoded fields of a sl
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import hashlib
 import hmac
 import http
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+
+from tests.fakes.recording import Call, RecordingFake
 
 __all__ = [
     "Call",
@@ -74,26 +73,6 @@ VERIFICATION_TOKEN = "fake-verification-token"
 APP_ID = "A1"
 
 
-@dataclass(frozen=True)
-class Call:
-    """One request received by the fake.
-
-    `args` merges query string and body, with the JSON-text fields decoded. `status` is the
-    HTTP status answered and `error` the Slack error code (None when the answer was ``ok``;
-    ``"http_<status>"`` for an injected 5xx). `response` is the JSON answered, if any.
-    """
-
-    method: str
-    args: dict[str, Any]
-    status: int = 200
-    error: str | None = None
-    response: dict[str, Any] | None = field(default=None, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and self.error is None
-
-
 @dataclass
 class _Injected:
     status: int
@@ -108,11 +87,10 @@ class _SlackError(Exception):
         self.extra = extra
 
 
-CallPredicate = Callable[[Call], bool] | str
-
-
-class FakeSlack:
+class FakeSlack(RecordingFake):
     """A Slack Web API on 127.0.0.1 (an ephemeral port) that records what it is asked."""
+
+    thread_name = "fake-slack"
 
     def __init__(
         self,
@@ -123,72 +101,24 @@ class FakeSlack:
         bot_id: str = "B1",
         team_domain: str = "fake",
     ) -> None:
+        super().__init__()
         self.token = token
         self.bot_user_id = bot_user_id
         self.team_id = team_id
         self.bot_id = bot_id
         self.team_domain = team_domain
-        self._lock = threading.Lock()
-        self._calls: list[Call] = []
         self._injected: dict[str, list[_Injected]] = {}
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
         self._opened_dms: set[str] = set()
         self._ts_seq = itertools.count(100, 100)
         self._view_seq = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
 
     # ----------------------------------------------------------------------------------------
     # lifecycle
 
-    async def start(self) -> FakeSlack:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
-        return self
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeSlack:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    @classmethod
-    @contextlib.contextmanager
-    def in_thread(cls, token: str = "xoxb-test", **kwargs: Any) -> Iterator[FakeSlack]:
-        """Run a FakeSlack on an event loop of its own, in a daemon thread."""
-        slack = cls(token, **kwargs)
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="fake-slack", daemon=True)
-        thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(slack.start(), loop).result(timeout=10)
-            yield slack
-        finally:
-            try:
-                asyncio.run_coroutine_threadsafe(slack.close(), loop).result(timeout=10)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(timeout=10)
-                if not thread.is_alive():
-                    loop.close()
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("FakeSlack is not started")
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -197,16 +127,6 @@ class FakeSlack:
 
     # ----------------------------------------------------------------------------------------
     # what was asked
-
-    @property
-    def calls(self) -> list[Call]:
-        """A snapshot of every request received, in order (failed ones included)."""
-        with self._lock:
-            return list(self._calls)
-
-    def calls_to(self, method: str, *, ok: bool | None = None) -> list[Call]:
-        """The calls of one method; with ``ok=True`` only those answered ``ok``."""
-        return [c for c in self.calls if c.method == method and (ok is None or c.ok == ok)]
 
     def message(self, channel: str, ts: str) -> dict[str, Any] | None:
         """The message as it stands now (after any chat.update), or None."""
@@ -219,56 +139,6 @@ class FakeSlack:
         with self._lock:
             found = self._views.get(view_id)
             return copy.deepcopy(found) if found is not None else None
-
-    async def wait_for(
-        self,
-        predicate: CallPredicate,
-        timeout: float = 5.0,  # noqa: ASYNC109 - mirrors wait_for_sync; polls, no cancel scope
-        *,
-        count: int = 1,
-    ) -> Call:
-        """Wait until `count` calls match; return the count-th. A str matches a method name.
-
-        Polls, so it works from any event loop, including for a fake run `in_thread`.
-        Raises TimeoutError listing the calls seen.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._match(predicate, count)
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline:
-                raise TimeoutError(self._timeout_message(predicate, count, timeout))
-            await asyncio.sleep(0.01)
-
-    def wait_for_sync(
-        self, predicate: CallPredicate, timeout: float = 5.0, *, count: int = 1
-    ) -> Call:
-        """`wait_for` for a plain thread (not the fake's own loop)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._match(predicate, count)
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline:
-                raise TimeoutError(self._timeout_message(predicate, count, timeout))
-            time.sleep(0.01)
-
-    def _match(self, predicate: CallPredicate, count: int) -> Call | None:
-        test: Callable[[Call], bool]
-        if isinstance(predicate, str):
-            name = predicate
-
-            def test(c: Call) -> bool:
-                return c.method == name
-        else:
-            test = predicate
-        matched = [c for c in self.calls if test(c)]
-        return matched[count - 1] if len(matched) >= count else None
-
-    def _timeout_message(self, predicate: CallPredicate, count: int, timeout: float) -> str:
-        seen = ", ".join(f"{c.method}({c.status}, {c.error})" for c in self.calls) or "none"
-        return f"no {count} call(s) matching {predicate!r} within {timeout}s; calls: {seen}"
 
     # ----------------------------------------------------------------------------------------
     # failure injection
@@ -418,10 +288,6 @@ class FakeSlack:
             text=f"<html><body><h1>{injected.status} {reason}</h1></body></html>",
             content_type="text/html",
         )
-
-    def _record(self, call: Call) -> None:
-        with self._lock:
-            self._calls.append(call)
 
     def _dispatch(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

@@ -89,24 +89,24 @@ as Telegram would.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import http
 import ipaddress
 import itertools
 import json
 import re
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
+
+from tests.fakes.recording import Call, RecordingFake
 
 __all__ = [
     "RAW_TEXT",
@@ -210,28 +210,6 @@ _NGINX_PAGE = (
 )
 
 
-@dataclass(frozen=True)
-class Call:
-    """One request received by the fake.
-
-    `method` is the name as Telegram documents it (``sendMessage``) when known, else as sent.
-    `args` merges query string and body, typed: JSON-text fields decoded, integer fields (and
-    numeric chat_id) as int, boolean fields as bool. `status` is the HTTP status answered and
-    `error` the description of a failure (``"http_<status>"`` for an injected 5xx). `response`
-    is the JSON answered, if any.
-    """
-
-    method: str
-    args: dict[str, Any]
-    status: int = 200
-    error: str | None = None
-    response: dict[str, Any] | None = field(default=None, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and self.error is None
-
-
 @dataclass
 class _Injected:
     status: int
@@ -259,11 +237,10 @@ def _bad_request(message: str) -> _ApiError:
     return _ApiError(400, f"Bad Request: {message[:1].lower()}{message[1:]}")
 
 
-CallPredicate = Callable[[Call], bool] | str
-
-
-class FakeTelegram:
+class FakeTelegram(RecordingFake):
     """A Telegram Bot API on 127.0.0.1 (an ephemeral port) that records what it is asked."""
+
+    thread_name = "fake-telegram"
 
     def __init__(
         self,
@@ -274,14 +251,13 @@ class FakeTelegram:
         first_name: str = "Signoff",
         long_poll_cap: float = 1.0,
     ) -> None:
+        super().__init__()
         self.token = token
         prefix = token.split(":", 1)[0]
         self.bot_id = bot_id if bot_id is not None else (int(prefix) if prefix.isdigit() else 1)
         self.username = username
         self.first_name = first_name
         self.long_poll_cap = long_poll_cap
-        self._lock = threading.Lock()
-        self._calls: list[Call] = []
         self._injected: dict[str | None, list[_Injected]] = {}
         self._chats: dict[int, dict[str, Any]] = {}
         self._blocked: dict[int, str] = {}
@@ -297,62 +273,24 @@ class FakeTelegram:
         self._answered_queries: dict[str, dict[str, Any]] = {}
         self._commands: dict[str, list[dict[str, Any]]] = {}
         self._closing = False
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
 
     # ----------------------------------------------------------------------------------------
     # lifecycle
 
-    async def start(self) -> FakeTelegram:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+
+    def _canonical(self, method: str) -> str:
+        return _METHODS.get(method.lower(), method)
+
+    async def start(self) -> Self:
         self._closing = False
-        return self
+        return await super().start()
 
     async def close(self) -> None:
         # Pending long polls see this and answer at once, so cleanup need not wait for them.
         self._closing = True
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeTelegram:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    @classmethod
-    @contextlib.contextmanager
-    def in_thread(cls, token: str = "123456:TEST-token", **kwargs: Any) -> Iterator[FakeTelegram]:
-        """Run a FakeTelegram on an event loop of its own, in a daemon thread."""
-        tg = cls(token, **kwargs)
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="fake-telegram", daemon=True)
-        thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(tg.start(), loop).result(timeout=10)
-            yield tg
-        finally:
-            try:
-                asyncio.run_coroutine_threadsafe(tg.close(), loop).result(timeout=10)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(timeout=10)
-                if not thread.is_alive():
-                    loop.close()
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("FakeTelegram is not started")
-        return self._port
+        await super().close()
 
     @property
     def base_url(self) -> str:
@@ -376,17 +314,6 @@ class FakeTelegram:
 
     # ----------------------------------------------------------------------------------------
     # what was asked
-
-    @property
-    def calls(self) -> list[Call]:
-        """A snapshot of every request received, in order (failed ones included)."""
-        with self._lock:
-            return list(self._calls)
-
-    def calls_to(self, method: str, *, ok: bool | None = None) -> list[Call]:
-        """The calls of one method (any casing); with ``ok=True`` only the successful ones."""
-        name = _METHODS.get(method.lower(), method)
-        return [c for c in self.calls if c.method == name and (ok is None or c.ok == ok)]
 
     def message(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
         """The message as it stands now (after any edit), with `RAW_TEXT`; or None."""
@@ -426,56 +353,6 @@ class FakeTelegram:
         """The commands set with setMyCommands for a scope (default scope when None)."""
         with self._lock:
             return copy.deepcopy(self._commands.get(_commands_key(scope, language_code), []))
-
-    async def wait_for(
-        self,
-        predicate: CallPredicate,
-        timeout: float = 5.0,  # noqa: ASYNC109 - mirrors wait_for_sync; polls, no cancel scope
-        *,
-        count: int = 1,
-    ) -> Call:
-        """Wait until `count` calls match; return the count-th. A str matches a method name.
-
-        Polls, so it works from any event loop, including for a fake run `in_thread`.
-        Raises TimeoutError listing the calls seen.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._match(predicate, count)
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline:
-                raise TimeoutError(self._timeout_message(predicate, count, timeout))
-            await asyncio.sleep(0.01)
-
-    def wait_for_sync(
-        self, predicate: CallPredicate, timeout: float = 5.0, *, count: int = 1
-    ) -> Call:
-        """`wait_for` for a plain thread (not the fake's own loop)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._match(predicate, count)
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline:
-                raise TimeoutError(self._timeout_message(predicate, count, timeout))
-            time.sleep(0.01)
-
-    def _match(self, predicate: CallPredicate, count: int) -> Call | None:
-        test: Callable[[Call], bool]
-        if isinstance(predicate, str):
-            name = _METHODS.get(predicate.lower(), predicate)
-
-            def test(c: Call) -> bool:
-                return c.method == name
-        else:
-            test = predicate
-        matched = [c for c in self.calls if test(c)]
-        return matched[count - 1] if len(matched) >= count else None
-
-    def _timeout_message(self, predicate: CallPredicate, count: int, timeout: float) -> str:
-        seen = ", ".join(f"{c.method}({c.status}, {c.error})" for c in self.calls) or "none"
-        return f"no {count} call(s) matching {predicate!r} within {timeout}s; calls: {seen}"
 
     # ----------------------------------------------------------------------------------------
     # the world around the bot
@@ -758,10 +635,6 @@ class FakeTelegram:
             text=_NGINX_PAGE.format(code=injected.status, reason=reason),
             content_type="text/html",
         )
-
-    def _record(self, call: Call) -> None:
-        with self._lock:
-            self._calls.append(call)
 
     def _dispatch(self, method: str, args: dict[str, Any]) -> tuple[Any, str | None]:
         if method == "getMe":
