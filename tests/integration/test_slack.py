@@ -28,23 +28,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
 from bot import effects
-from bot.app import CHANNELS, build_app
 from bot.audit import verify
-from bot.cards import CardJobs
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
-from bot.outbox import OutboxRunner, OutboxSettings
-from bot.routing import Directory
 from store.records import Delegation
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body
+from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack, sign, slash_command_body, users_select
+from tests.integration.chat_server import ChatServer, serve
 
 SECRET = "slack-signing-secret"
 CHANNEL = "C0FINANCE"
@@ -52,25 +47,10 @@ API_KEY = "acme-key"
 
 
 @dataclass
-class Rig:
+class Rig(ChatServer):
     """One signoff server wired to the fake Slack, and what a test needs to drive it."""
 
-    url: str
-    http: aiohttp.ClientSession
     slack: FakeSlack
-    store: Store
-    clock: FakeClock
-    directory: Directory
-    runner: OutboxRunner
-
-    async def create(self, **overrides: Any) -> dict[str, Any]:
-        async with self.http.post(
-            f"{self.url}/v1/approvals",
-            json=request_body(**overrides),
-            headers={"Authorization": f"Bearer {API_KEY}"},
-        ) as response:
-            assert response.status == 201, await response.text()
-            return await response.json()
 
     async def card_for(self, approval_id: str) -> dict[str, Any]:
         """Run the outbox until the approval's card is posted; the postMessage call."""
@@ -80,10 +60,6 @@ class Rig:
             if any(approval_id in str(b) for b in call.args.get("blocks", [])):
                 return call.args | {"ts": call.response["ts"]}  # type: ignore[index]
         raise AssertionError(f"no card for {approval_id}: {posts}")
-
-    async def drain(self) -> None:
-        while await self.runner.run_once():
-            pass
 
     async def send(self, body: bytes, headers: dict[str, str] | None = None) -> int:
         return (await self._post(body, headers))[0]
@@ -106,14 +82,6 @@ class Rig:
 
     async def delegations(self) -> list[Delegation]:
         return await Delegations(self.store, self.directory, self.clock).list()
-
-    async def state(self, approval_id: str) -> Any:
-        async with self.store.read() as tx:
-            return await tx.get_approval(approval_id)
-
-    async def events(self, approval_id: str) -> list[Any]:
-        async with self.store.read() as tx:
-            return await tx.events_for(approval_id)
 
     async def settle(self, approval_id: str, seq: int) -> None:
         """Wait until the click handler (which runs after Bolt's ack) appended event `seq`."""
@@ -150,23 +118,7 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
             if not trailing_slash:  # as an operator might write it
                 data["slack"]["api_base_url"] = slack.base_url.rstrip("/")
             config = parse_config(data)
-            app = build_app(config, store, clock=clock, background=False)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", 0).start()
-            http = aiohttp.ClientSession()
-            cleanup.extend([runner.cleanup, http.close])
-            directory = config.directory()
-            cards = CardJobs(store, directory, clock, app[CHANNELS])
-            outbox = OutboxRunner(
-                store,
-                {"post_card": cards.post, "update_card": cards.update, "notice": cards.notice},
-                clock,
-                OutboxSettings(),
-                rand=lambda: 1.0,
-            )
-            url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-            return Rig(url, http, slack, store, clock, directory, outbox)
+            return await serve(Rig, config, store, clock, API_KEY, cleanup, slack=slack)
 
         yield one
         for close in reversed(cleanup):

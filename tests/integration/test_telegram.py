@@ -21,21 +21,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
-from bot.app import CHANNELS, build_app
 from bot.audit import verify
-from bot.cards import CardJobs
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
-from bot.outbox import OutboxRunner, OutboxSettings
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body
+from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
+from tests.integration.chat_server import ChatServer, serve
 
 TOKEN = "123456:TEST-token"
 SECRET = "telegram-webhook-secret"
@@ -50,28 +46,10 @@ _update_ids = itertools.count(700_000)
 
 
 @dataclass
-class Rig:
+class Rig(ChatServer):
     """One signoff server wired to the fake Bot API, and what a test needs to drive it."""
 
-    url: str
-    http: aiohttp.ClientSession
     tg: FakeTelegram
-    store: Store
-    clock: FakeClock
-    runner: OutboxRunner
-
-    async def create(self, **overrides: Any) -> dict[str, Any]:
-        async with self.http.post(
-            f"{self.url}/v1/approvals",
-            json=request_body(**overrides),
-            headers={"Authorization": f"Bearer {API_KEY}"},
-        ) as response:
-            assert response.status == 201, await response.text()
-            return await response.json()
-
-    async def drain(self) -> None:
-        while await self.runner.run_once():
-            pass
 
     async def card_for(self, approval_id: str, chat: int = GROUP) -> dict[str, Any]:
         """Run the outbox until the approval's card is in `chat`; the message as it stands."""
@@ -113,14 +91,6 @@ class Rig:
             )
         )
 
-    async def state(self, approval_id: str) -> Any:
-        async with self.store.read() as tx:
-            return await tx.get_approval(approval_id)
-
-    async def events(self, approval_id: str) -> list[Any]:
-        async with self.store.read() as tx:
-            return await tx.events_for(approval_id)
-
 
 def _buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
     markup = message.get("reply_markup") or {}
@@ -150,29 +120,7 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
         async def one(store: Store, notify: list[str] | None = None) -> Rig:
             config = parse_config(_config(tg, notify or [f"telegram:{GROUP}"]))
-            app = build_app(config, store, clock=clock, background=False)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", 0).start()
-            http = aiohttp.ClientSession()
-            cleanup.extend([runner.cleanup, http.close])
-            cards = CardJobs(store, config.directory(), clock, app[CHANNELS])
-            delegations = Delegations(store, config.directory(), clock)
-            outbox = OutboxRunner(
-                store,
-                {
-                    "post_card": cards.post,
-                    "update_card": cards.update,
-                    "notice": cards.notice,
-                    "delegation_started": delegations.on_started,
-                    "delegation_ended": delegations.on_ended,
-                },
-                clock,
-                OutboxSettings(),
-                rand=lambda: 1.0,
-            )
-            url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-            return Rig(url, http, tg, store, clock, outbox)
+            return await serve(Rig, config, store, clock, API_KEY, cleanup, tg=tg)
 
         yield one
         for close in reversed(cleanup):
@@ -651,7 +599,7 @@ async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_se
     day 4 bob presses Approve on it, and the update lands on a second server."""
     rig = await start(store, notify=["telegram:dm"])
     began = rig.clock.now()
-    await Delegations(store, parse_config(_config(rig.tg, [])).directory(), rig.clock).create(
+    await Delegations(store, rig.directory, rig.clock).create(
         "alice", "bob", created_by="cli", ends_at=began + timedelta(days=5)
     )
     rig.clock.set(began + timedelta(days=1))

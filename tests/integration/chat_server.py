@@ -1,0 +1,97 @@
+"""A signoff server in the test's own process for the chat channel tests (Slack, Telegram):
+the real application on a loopback port with a FakeClock, and an outbox the test drives by
+hand with every chat job (cards, notices, delegation edges), so a test says when cards go out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+
+from bot.app import CHANNELS, build_app
+from bot.cards import CardJobs
+from bot.clock import FakeClock
+from bot.config import Config
+from bot.delegations import Delegations
+from bot.outbox import OutboxRunner, OutboxSettings
+from bot.routing import Directory
+from store.repository import Store
+from tests.conftest import request_body
+
+Cleanup = list[Callable[[], Awaitable[None]]]
+S = TypeVar("S", bound="ChatServer")
+
+
+@dataclass
+class ChatServer:
+    url: str
+    http: aiohttp.ClientSession
+    store: Store
+    clock: FakeClock
+    directory: Directory
+    runner: OutboxRunner
+    api_key: str
+
+    async def create(self, **overrides: Any) -> dict[str, Any]:
+        """A request through the agent API; the created record."""
+        async with self.http.post(
+            f"{self.url}/v1/approvals",
+            json=request_body(**overrides),
+            headers={"Authorization": f"Bearer {self.api_key}"},
+        ) as response:
+            assert response.status == 201, await response.text()
+            return await response.json()
+
+    async def drain(self) -> None:
+        """Run the outbox until nothing is due."""
+        while await self.runner.run_once():
+            pass
+
+    async def state(self, approval_id: str) -> Any:
+        async with self.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
+    async def events(self, approval_id: str) -> list[Any]:
+        async with self.store.read() as tx:
+            return await tx.events_for(approval_id)
+
+
+async def serve(
+    kind: type[S],
+    config: Config,
+    store: Store,
+    clock: FakeClock,
+    api_key: str,
+    cleanup: Cleanup,
+    **extra: Any,
+) -> S:
+    """Start the application for `config` on 127.0.0.1 and return a `kind` (a ChatServer with
+    the `extra` fields of a channel's test); `cleanup` gets what stops it."""
+    app = build_app(config, store, clock=clock, background=False)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    http = aiohttp.ClientSession()
+    cleanup.extend([runner.cleanup, http.close])
+    directory = config.directory()
+    cards = CardJobs(store, directory, clock, app[CHANNELS])
+    delegations = Delegations(store, directory, clock)
+    outbox = OutboxRunner(
+        store,
+        {
+            "post_card": cards.post,
+            "update_card": cards.update,
+            "notice": cards.notice,
+            "delegation_started": delegations.on_started,
+            "delegation_ended": delegations.on_ended,
+        },
+        clock,
+        OutboxSettings(),
+        rand=lambda: 1.0,
+    )
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    return kind(url, http, store, clock, directory, outbox, api_key, **extra)
