@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
+from tests.conftest import request_body
 
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
 WEBHOOK_SECRET = "whsec-acme-test"
@@ -349,3 +350,24 @@ __all__ = [
     "wait_until",
     "write_config",
 ]
+
+
+def create(api: Api, run_id: str) -> dict[str, Any]:
+    """A payments request through the agent API (routed to group finance); the record."""
+    created = api.post("/v1/approvals", request_body(run_id=run_id))
+    assert created.status == 201, created
+    record: dict[str, Any] = created.body
+    assert (record["state"], record["assignee"]) == ("pending", "group:finance"), record
+    return record
+
+
+def wait_state(api: Api, approval_id: str, state: str) -> dict[str, Any]:
+    """Poll the API until the approval is in `state`; the record."""
+
+    def reached() -> dict[str, Any] | None:
+        got = api.get(f"/v1/approvals/{approval_id}")
+        assert got.status == 200, got
+        return got.body if got.body["state"] == state else None
+
+    record: dict[str, Any] = wait_until(reached, 10, f"approval {approval_id} {state}")
+    return record

@@ -39,17 +39,16 @@ from bot.client import verify_webhook
 from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
 from tests.acceptance.service import (
     WEBHOOK_SECRET,
-    Api,
     Delivery,
     Fleet,
     ServerProcess,
     WebhookReceiver,
+    create,
     service_config,
     service_env,
-    wait_until,
+    wait_state,
     write_config,
 )
-from tests.conftest import request_body
 from tests.fakes.slack import Call, FakeSlack, sign
 
 SECRET = "slack-signing-secret-acceptance"
@@ -74,14 +73,6 @@ def slack_config(db_url: str, webhook_url: str, slack_api: str) -> dict[str, Any
 
 def servers(tmp_path: Path, config: dict[str, Any]) -> Fleet:
     return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path, SLACK_ENV)
-
-
-def create(api: Api, run_id: str = "run-slack") -> dict[str, Any]:
-    created = api.post("/v1/approvals", request_body(run_id=run_id))
-    assert created.status == 201, created
-    record: dict[str, Any] = created.body
-    assert (record["state"], record["assignee"]) == ("pending", "group:finance"), record
-    return record
 
 
 def card_for(slack: FakeSlack, approval_id: str) -> Call:
@@ -149,16 +140,6 @@ def click(server: ServerProcess, body: bytes) -> None:
     assert took < ACK_WINDOW, f"ack took {took:.2f} s"
 
 
-def wait_state(api: Api, approval_id: str, state: str) -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
-        got = api.get(f"/v1/approvals/{approval_id}")
-        assert got.status == 200, got
-        return got.body if got.body["state"] == state else None
-
-    record: dict[str, Any] = wait_until(reached, 10, f"approval {approval_id} {state}")
-    return record
-
-
 def wait_card_update(slack: FakeSlack, card: Call) -> Call:
     """The successful chat.update of that card message."""
     return slack.wait_for_sync(
@@ -211,7 +192,7 @@ def test_a_card_posted_by_serve_is_approved_by_a_signed_click(
     ):
         server = fleet.start()
         api = server.api()
-        record = create(api)
+        record = create(api, "run-slack")
 
         card = card_for(slack, record["id"])
         assert card.args["channel"] == CHANNEL
@@ -255,7 +236,7 @@ def test_a_click_on_the_replica_that_did_not_post_the_card_approves(
         servers(tmp_path, slack_config(db_url, hooks.url, slack.base_url)) as fleet,
     ):
         poster = fleet.start()
-        record = create(poster.api())
+        record = create(poster.api(), "run-slack")
         # Only `poster` runs yet, so its outbox is the one that posts the card.
         card = card_for(slack, record["id"])
         other = fleet.start()
@@ -287,7 +268,7 @@ def test_reject_through_the_modal_records_the_reason(tmp_path: Path, sqlite_temp
     ):
         server = fleet.start()
         api = server.api()
-        record = create(api)
+        record = create(api, "run-slack")
         card = card_for(slack, record["id"])
 
         click(
@@ -366,7 +347,7 @@ def test_badly_signed_clicks_are_401_and_decide_nothing(
     ):
         server = fleet.start()
         api = server.api()
-        record = create(api)
+        record = create(api, "run-slack")
         card = card_for(slack, record["id"])
         body = slack.click_body("U0ALICE", CHANNEL, ts_of(card), APPROVE)
 

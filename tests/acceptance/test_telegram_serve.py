@@ -30,16 +30,15 @@ import pytest
 
 from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
 from tests.acceptance.service import (
-    Api,
     Fleet,
     ServerProcess,
     WebhookReceiver,
+    create,
     service_config,
     service_env,
-    wait_until,
+    wait_state,
     write_config,
 )
-from tests.conftest import request_body
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
 
@@ -59,13 +58,6 @@ def telegram_config(db_url: str, webhook_url: str, api: str) -> dict[str, Any]:
 
 def fleet(tmp_path: Path, config: dict[str, Any]) -> Fleet:
     return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path, TELEGRAM_ENV)
-
-
-def create(api: Api, run_id: str = "run-telegram") -> dict[str, Any]:
-    created = api.post("/v1/approvals", request_body(run_id=run_id))
-    assert created.status == 201, created
-    record: dict[str, Any] = created.body
-    return record
 
 
 def card_for(tg: FakeTelegram) -> dict[str, Any]:
@@ -93,15 +85,6 @@ def post_update(server: ServerProcess, update: dict[str, Any]) -> int:
         return int(error.code)
 
 
-def wait_state(api: Api, approval_id: str, state: str) -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
-        got = api.get(f"/v1/approvals/{approval_id}")
-        return got.body if got.body["state"] == state else None
-
-    record: dict[str, Any] = wait_until(reached, 10, f"approval {approval_id} {state}")
-    return record
-
-
 def approve_button(card: dict[str, Any]) -> str:
     [row] = card["reply_markup"]["inline_keyboard"]
     return str(row[0]["callback_data"])
@@ -114,7 +97,7 @@ def test_a_press_on_the_other_replica_approves_once(tmp_path: Path, db_url: str)
         fleet(tmp_path, telegram_config(db_url, hooks.url, tg.base_url)) as servers,
     ):
         poster = servers.start()
-        record = create(poster.api())
+        record = create(poster.api(), "run-telegram")
         card = card_for(tg)  # only `poster` runs yet: its outbox posted the card
         assert f"sha256:{record['hash'][:12]}" == card["text"].splitlines()[-1]
         other = servers.start()
@@ -179,7 +162,7 @@ def test_polling_mode_decides_on_sqlite(tmp_path: Path, sqlite_template: Path) -
         ) as servers,
     ):
         server = servers.start(args=("--telegram-polling",))
-        record = create(server.api())
+        record = create(server.api(), "run-telegram")
         card = card_for(tg)
         tg.push_update(
             fake.callback_query(
