@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: concurrent workers, latency quantiles, and a
-throwaway PostgreSQL database."""
+"""What the benchmark scripts share: concurrent workers, latency quantiles, the report of a
+chat benchmark, and a throwaway PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import asyncpg
+
+if TYPE_CHECKING:  # the scripts put the repository on sys.path before importing this
+    from store.repository import Store
 
 
 async def run_concurrently(
@@ -47,6 +51,21 @@ async def run_open_loop(
 
     await asyncio.gather(*(one(i) for i in range(count)))
     return latencies
+
+
+async def report_decisions(
+    store: Store, n: int, rate: float, latencies: list[float], what: str
+) -> None:
+    """Print how many of the `n` approvals ended approved and the answer latencies, then
+    close the store (the last step of every chat benchmark)."""
+    async with store.read() as tx:
+        decided = sum(1 for a in await tx.list_approvals(limit=n + 1) if a.state == "approved")
+    await store.close()
+    p50, p99 = quantiles(latencies)
+    print(
+        f"  {n} {what} at {rate:.0f}/s: {decided} approved; answer p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms, max {max(latencies):.1f} ms"
+    )
 
 
 def quantiles(latencies: list[float]) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import postgres_database, quantiles, run_open_loop
+from bench.common import postgres_database, report_decisions, run_open_loop
 from bot.app import CHANNELS, build_app
 from bot.cards import CardJobs
 from bot.clock import SystemClock
@@ -116,14 +116,7 @@ async def bench(url: str, rate: float, seconds: float) -> None:
 
             latencies = await run_open_loop(rate, n, press)
         await runner.cleanup()
-    async with store.read() as tx:
-        decided = sum(1 for a in await tx.list_approvals(limit=n + 1) if a.state == "approved")
-    await store.close()
-    p50, p99 = quantiles(latencies)
-    print(
-        f"  {n} presses at {rate:.0f}/s: {decided} approved; answer p50 {p50:.1f} ms, "
-        f"p99 {p99:.1f} ms, max {max(latencies):.1f} ms"
-    )
+    await report_decisions(store, n, rate, latencies, "presses")
 
 
 async def main() -> None:
