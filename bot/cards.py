@@ -102,7 +102,11 @@ class CardJobs:
         target = str(job.payload["target"])
         channel = self.channels.get(target.partition(":")[0])
         if channel is None:
-            log.info("no %s channel is configured; notice to %s not sent", target, target)
+            log.info(
+                "no %s channel is configured; notice to %s not sent",
+                target.partition(":")[0],
+                target,
+            )
             return
         await channel.send_notice(target, str(job.payload["text"]))
 
