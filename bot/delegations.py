@@ -7,9 +7,9 @@ replica, and loses the authority the moment the window closes.
 
 What a delegation causes at its edges runs from the outbox, as jobs due at the window's start
 and end (so they fire on time from whichever replica is up, and a crash delays them, never
-loses them): at the start, every pending request assigned to the principal (or naming them
-as an approver) gets a card to the delegate, and both are told; at the end, or on revocation,
-both are told again.
+loses them): at the start, every pending request the principal may decide (as its assignee,
+an approver or a member of an approver group) gets a card to the delegate, and both are told;
+at the end, or on revocation, both are told again.
 
 A delegation is one hop: bob's own delegate does not inherit alice's requests through it. A
 delegation that would close a circle (alice -> bob -> alice, or longer) is refused.
@@ -69,6 +69,7 @@ class Delegations:
                 "is already over"
             )
         async with self.store.write() as tx:
+            await tx.lock_delegations()  # two replicas must not each close half a circle
             circle = _path(await tx.list_delegations(live_at=now), start=to, goal=principal)
             if circle:
                 chain = " -> ".join([principal, *circle])
@@ -168,8 +169,8 @@ class Delegations:
             async with self.store.write() as tx:
                 page = await tx.pending_page(after, _PAGE)
                 for approval in page:
-                    standing = {approval.assignee, *approval.approvers}
-                    if delegation.principal in standing and covers(delegation, approval.capability):
+                    entitled = self.directory.entitled(approval)
+                    if delegation.principal in entitled and covers(delegation, approval.capability):
                         await effects.enqueue_personal_cards(
                             tx, self.directory, approval, delegation.delegate, now
                         )

@@ -4,7 +4,8 @@ The sweeper calls `Escalator` each pass (its `escalate` hook). A request whose `
 has passed is reassigned to the next step's principal or group (`escalated` event, a card to
 the new assignee, the old cards say "escalated to Carol Diaz after 24h"); `escalate_at` moves
 to the step after that, each step's `after` counting from the previous step. The original
-approvers and earlier assignees keep their authority (`approvers` never changes). When the
+approvers and every earlier assignee keep their authority (the assignee being replaced joins
+`approvers`). When the
 chain is exhausted the request waits for its TTL and then expires: escalation never decides.
 
 The chain is the route's as configured now (matched again by tenant and capability), so a
@@ -24,9 +25,10 @@ from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.metrics import Metrics
 from bot.model import State
-from bot.routing import Directory
+from bot.routing import Directory, keeping_authority
 from bot.transitions import Transition, Transitioner
 from store.engine import is_sqlite
+from store.records import Approval
 from store.repository import Store
 
 log = logging.getLogger("signoff.escalation")
@@ -93,6 +95,7 @@ class Escalator(Transitioner):
             values: dict[str, object] = {
                 "state": State.PENDING.value,
                 "assignee": step.to,
+                "approvers": keeping_authority(row),
                 "escalation_level": following,
                 "escalate_at": now + chain[following].after if following < len(chain) else None,
                 "assigned_note": (
@@ -121,6 +124,16 @@ class Escalator(Transitioner):
 
     def _name(self, key: str) -> str:
         return self.directory.describe(key).split(" (")[0]
+
+
+def restarted(directory: Directory, row: Approval, now: datetime) -> datetime | None:
+    """When the current escalation step fires if its wait starts again now (a hand-off gives
+    the new assignee the step's full wait); None when no step is left."""
+    try:
+        chain = directory.route_for(row.tenant, row.capability).escalation
+    except NoRoute:
+        return None
+    return now + chain[row.escalation_level].after if row.escalation_level < len(chain) else None
 
 
 def _waited(after: timedelta) -> str:

@@ -29,7 +29,7 @@ from bot.errors import (
     RequestTooLarge,
 )
 from bot.model import Kind, State
-from bot.routing import GROUP_PREFIX, Directory, Route, covers
+from bot.routing import Directory, Route, covers
 from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
 from store.records import Approval, Delegation
 from store.repository import Store
@@ -304,7 +304,7 @@ async def create_request(
     now = clock.now()
     # Approvers who are away: their delegates get the card too; if the assignee is one of
     # them, the card and the trail say who decides in their place.
-    away = await delegations_of(store, approvers, body.capability, now)
+    away = await delegations_of(store, directory, approvers, body.capability, now)
     delegated = away.get(approvers[0])
     values, requested = new_approval(
         Draft(
@@ -350,21 +350,18 @@ async def create_request(
 
 
 async def delegations_of(
-    store: Store, approvers: list[str], capability: str, now: datetime
+    store: Store, directory: Directory, approvers: list[str], capability: str, now: datetime
 ) -> dict[str, Delegation]:
-    """For each principal among `approvers` (groups are not followed: a member's delegate is
-    entitled, but the group's cards already reach the group) with an active delegation
-    covering `capability`: that delegation, the earliest started if several."""
+    """For each principal among `approvers` (group members included) with an active
+    delegation covering `capability`: that delegation, the earliest started if several."""
     found: dict[str, Delegation] = {}
     async with store.read() as tx:
-        for approver in approvers:
-            if approver.startswith(GROUP_PREFIX):
-                continue
+        for principal in sorted(directory.expand(approvers)):
             covering = [
-                d for d in await tx.delegations_from(approver, now) if covers(d, capability)
+                d for d in await tx.delegations_from(principal, now) if covers(d, capability)
             ]
             if covering:
-                found[approver] = min(covering, key=lambda d: (d.starts_at, d.id))
+                found[principal] = min(covering, key=lambda d: (d.starts_at, d.id))
     return found
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import audit, effects, execution, transitions
+from bot import audit, effects, escalation, execution, transitions
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -23,10 +23,11 @@ from bot.errors import (
     NotAnApprover,
     NotFound,
     NotPending,
+    SelfApproval,
     SignoffError,
 )
 from bot.model import DECIDABLE, State, recompute_hash
-from bot.routing import Standing
+from bot.routing import Standing, keeping_authority
 from bot.transitions import Transition, Transitioner
 from store.records import Approval, Delegation
 from store.repository import Tx
@@ -277,19 +278,28 @@ class Operator(Transitioner):
         standing = self._check_actor(
             row, "delegate", actor, None, await tx.delegations_to(actor.principal, now)
         )
+        if not actor.break_glass:
+            _check_hand_off(row, standing, to)
         if to == row.assignee:
             raise InvalidRequest(f"the request is already assigned to {to}")
         by = self.directory.describe(actor.principal).split(" (")[0]
         data: dict[str, object] = {"from": row.assignee, "to": to, "note": note}
-        if standing.on_behalf_of is not None:
-            data["as_delegate_of"] = standing.on_behalf_of
         if actor.break_glass:
             data["break_glass"] = True
+        values: dict[str, object] = {
+            "state": State.PENDING.value,
+            "assignee": to,
+            "approvers": keeping_authority(row),
+            "assigned_note": f"handed over by {by}",
+        }
+        if row.escalate_at is not None:
+            # The new assignee gets the full wait of the current step before it escalates.
+            values["escalate_at"] = escalation.restarted(self.directory, row, now)
         decision = await transitions.apply(
             tx,
             self.directory,
             row,
-            {"state": State.PENDING.value, "assignee": to, "assigned_note": f"handed over by {by}"},
+            values,
             "delegated",
             now=now,
             actor=actor.label,
@@ -297,6 +307,25 @@ class Operator(Transitioner):
         )
         await effects.enqueue_personal_cards(tx, self.directory, decision.approval, to, now)
         return decision
+
+
+def _check_hand_off(row: Approval, standing: Standing, to: str) -> None:
+    """A hand-off passes authority on, so it is for those entitled in their own right: a
+    delegate handing a request on (to themselves, or further) would outlive their window,
+    and a requester could pick who decides their own request."""
+    if standing.on_behalf_of is not None:
+        raise NotAnApprover(
+            f"{standing.principal} decides here only as the delegate of "
+            f"{standing.on_behalf_of} and may not hand the request on"
+        )
+    requester = (row.requested_by or "").casefold()
+    if requester and not row.allow_self_approval:
+        if standing.principal.casefold() == requester:
+            raise SelfApproval(
+                f"{standing.principal} requested this and may not choose who decides it"
+            )
+        if to.casefold() == requester:
+            raise SelfApproval(f"{to} requested this and may not be handed it to decide")
 
 
 def _check_open(row: Approval) -> None:

@@ -197,6 +197,15 @@ class Standing:
         return self.on_behalf_of or self.principal
 
 
+def keeping_authority(approval: Approval) -> list[str]:
+    """The approvers list for a request about to change assignee: the current assignee joins
+    it, so everyone the request was ever assigned to keeps their authority (and the buttons
+    on the card they were sent keep working)."""
+    if approval.assignee in approval.approvers:
+        return list(approval.approvers)
+    return [*approval.approvers, approval.assignee]
+
+
 def covers(delegation: Delegation, capability: str) -> bool:
     """Whether a delegation's scope (a glob, "*" for everything) covers a capability."""
     return fnmatchcase(capability, delegation.scope)

@@ -54,7 +54,7 @@ from bot.delegations import Delegations, parse_delegate
 from bot.errors import ApprovalChanged, ConfigError, DeliveryFailed, NotAnApprover, SignoffError
 from bot.inbound import Inbound
 from bot.model import Card
-from bot.operator import Actor, Operator
+from bot.operator import Actor, Decision, Operator
 from bot.outbox import RetryLater
 from bot.routing import Directory
 from channels import telegram_card
@@ -247,11 +247,13 @@ class TelegramChannel:
             return
         if pressed.action == "approve":
             try:
-                await self.operator.approve_shown(card.approval_id, card.shown_hash, actor)
+                decision = await self.operator.approve_shown(
+                    card.approval_id, card.shown_hash, actor
+                )
             except SignoffError as error:
                 await self._refuse_button(query, card, actor.label, "approve", error)
                 return
-            await self._answer(query, "Approved.")
+            await self._answer(query, _approved(decision))
             return
         try:  # refuse now rather than after the reason has been typed
             await self.operator.precheck(card.approval_id, card.shown_hash, actor, "reject")
@@ -329,8 +331,11 @@ class TelegramChannel:
                 handed = await self.operator.delegate(card.approval_id, actor, to, note)
                 done = f"Handed to {self.directory.describe(handed.approval.assignee)}."
             elif action == "approve":
-                await self.operator.approve_shown(card.approval_id, card.shown_hash, actor, note)
-                done = "Approved."
+                done = _approved(
+                    await self.operator.approve_shown(
+                        card.approval_id, card.shown_hash, actor, note
+                    )
+                )
             else:
                 await self.operator.reject_shown(card.approval_id, card.shown_hash, actor, note)
                 done = "Rejected."
@@ -539,6 +544,15 @@ class TelegramChannel:
             raise DeliveryFailed(f"Telegram refused the call: {exc.message}") from exc
         except TelegramError as exc:  # network, 5xx, blocked by the user: try again later
             raise DeliveryFailed(f"Telegram call failed: {exc.message}") from exc
+
+
+def _approved(decision: Decision) -> str:
+    """What an approver hears: approved, or their vote counted towards a quorum."""
+    if decision.event.type != "voted":
+        return "Approved."
+    votes = len(decision.event.data.get("votes") or [])
+    needed = decision.approval.required_approvals
+    return f"Your approval is recorded: {votes} of {needed}; the request waits for the rest."
 
 
 def _markup(card: Card) -> InlineKeyboardMarkup | None:

@@ -155,6 +155,9 @@ def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) 
 
 
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
+# Any constant, the same in every replica: the advisory lock key of delegation writes.
+_DELEGATIONS_LOCK = 0x5160FF_DE1E
+
 _DUE_COLUMN = {
     "pending": approvals.c.expires_at,
     "approved": approvals.c.grant_expires_at,
@@ -632,6 +635,13 @@ class Tx:
         )
 
     # -- delegations ------------------------------------------------------------------------
+
+    async def lock_delegations(self) -> None:
+        """Take the delegations table's writer lock until this transaction ends, so a check
+        across several rows (no circle) and the insert that relies on it are one step. SQLite
+        write transactions are exclusive already; PostgreSQL takes an advisory lock."""
+        if self._dialect == "postgresql":
+            await self.conn.execute(select(func.pg_advisory_xact_lock(_DELEGATIONS_LOCK)))
 
     async def insert_delegation(self, values: Mapping[str, Any]) -> Delegation:
         row = await self._one(delegations.insert().returning(delegations), values)

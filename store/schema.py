@@ -81,8 +81,9 @@ approvals = Table(
     Column("hash", String(64), nullable=False),
     Column("requested_by", String(128)),
     Column("assignee", String(160), nullable=False),
-    # The route's approvers (or the request's narrower list) at creation: they keep their
-    # authority when the assignee changes through delegation or escalation.
+    # The route's approvers (or the request's narrower list) at creation, and every assignee
+    # the request has had since: they keep their authority when the assignee changes
+    # through a hand-off or an escalation.
     Column("approvers", _json(False), nullable=False),
     Column("required_approvals", Integer, nullable=False, server_default=text("1")),
     Column("allow_self_approval", Boolean, nullable=False, server_default=text("false")),

@@ -64,6 +64,13 @@ CONFIG: dict[str, Any] = {
         },
         {
             "tenant": "acme",
+            "capability": "payroll.*",
+            "approvers": ["alice"],
+            "approval_ttl": "5d",
+            "escalation": [{"after": "24h", "to": "carol"}, {"after": "12h", "to": "dave"}],
+        },
+        {
+            "tenant": "acme",
             "capability": "contracts.*",
             "approvers": ["alice"],
             "notify": ["telegram:dm"],
@@ -73,6 +80,7 @@ CONFIG: dict[str, Any] = {
             "tenant": "acme",
             "capability": "treasury.*",
             "approvers": ["group:treasury"],
+            "notify": ["telegram:dm"],
             "required_approvals": 2,
         },
         {
@@ -299,6 +307,27 @@ async def test_a_delegation_loop_is_refused_at_creation(
     assert len(await world.delegations.list()) == len(chain) - 1
 
 
+async def test_two_halves_of_a_circle_created_at_once_do_not_both_succeed(
+    world: World, db_url: str
+) -> None:
+    stores = [Store.from_url(db_url) for _ in range(2)]
+    try:
+        makers = [Delegations(s, world.directory, world.clock) for s in stores]
+        for _ in range(5):
+            results = await asyncio.gather(
+                makers[0].create("alice", "bob", created_by="cli"),
+                makers[1].create("bob", "alice", created_by="cli"),
+                return_exceptions=True,
+            )
+            [made] = [r for r in results if not isinstance(r, BaseException)]
+            [refused] = [r for r in results if isinstance(r, BaseException)]
+            assert isinstance(refused, DelegationLoop), refused
+            await world.delegations.revoke(made.id, by="cli")
+    finally:
+        for s in stores:
+            await s.close()
+
+
 # -- escalation --------------------------------------------------------------------------------
 
 
@@ -436,3 +465,72 @@ async def test_a_request_naming_approvers_outside_its_route_is_refused(world: Wo
         await world.request("contracts.cancel", approvers=["erin"])
     with pytest.raises(NoRoute):
         await world.request("unrouted.thing")
+
+
+async def test_every_earlier_assignee_keeps_their_authority(world: World) -> None:
+    sweeper = Sweeper(
+        world.store,
+        world.directory,
+        world.clock,
+        escalate=Escalator(world.store, world.directory, world.clock),
+    )
+    approval = await world.request("payroll.run")
+    world.clock.advance(hours=24)
+    await sweeper.sweep()
+    world.clock.advance(hours=12)
+    await sweeper.sweep()
+    moved = await world.row(approval.id)
+    assert (moved.assignee, moved.escalation_level, moved.approvers) == (
+        "dave",
+        2,
+        ["alice", "carol"],
+    )
+    decision = await world.approve(approval, "carol")  # her card's buttons still work
+    assert decision.approval.decided_by == "carol"
+
+
+async def test_a_hand_off_restarts_the_current_escalation_wait(world: World) -> None:
+    sweeper = Sweeper(
+        world.store,
+        world.directory,
+        world.clock,
+        escalate=Escalator(world.store, world.directory, world.clock),
+    )
+    approval = await world.request("payroll.run")
+    world.clock.advance(hours=20)
+    await world.operator.delegate(approval.id, Actor("alice", "cli"), "bob")
+    world.clock.advance(hours=20)  # 40 h after the request, 20 h after the hand-off
+    assert (await sweeper.sweep()).escalated == 0
+    world.clock.advance(hours=4)
+    assert (await sweeper.sweep()).escalated == 1
+    moved = await world.row(approval.id)
+    assert (moved.assignee, moved.approvers) == ("carol", ["alice", "bob"])
+
+
+@pytest.mark.parametrize(
+    ("who", "to", "requested_by", "error", "match"),
+    [
+        ("dave", "dave", None, NotAnApprover, "only as the delegate of alice"),
+        ("sam", "erin", "sam", SelfApproval, "may not choose who decides"),
+        ("alice", "sam", "sam", SelfApproval, "may not be handed it"),
+    ],
+    ids=["a delegate handing on", "the requester handing off", "handing to the requester"],
+)
+async def test_hand_offs_that_would_pass_on_authority_wrongly_are_refused(
+    world: World, who: str, to: str, requested_by: str | None, error: type, match: str
+) -> None:
+    await world.delegations.create("alice", "dave", created_by="cli")
+    refund = await world.request("refunds.create", requested_by=requested_by or "bob")
+    with pytest.raises(error, match=match):
+        await world.operator.delegate(refund.id, Actor(who, "cli"), to)
+    assert (await world.row(refund.id)).assignee == "alice"
+
+
+async def test_the_delegate_of_a_group_member_gets_the_card(world: World) -> None:
+    await world.delegations.create("alice", "erin", created_by="cli")
+    transfer = await world.request("treasury.transfer")
+    assert "telegram:@erin" in await world.targets(transfer.id)
+    # ...and one already pending when the delegation starts gets it then.
+    await world.delegations.create("bob", "dave", created_by="cli")
+    await _run_due(world)
+    assert "telegram:@dave" in await world.targets(transfer.id)

@@ -104,6 +104,7 @@ def _config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
     config["principals"]["erin"] = {"name": "Erin Outsider", "telegram": 555}
     config["principals"]["carol"]["telegram"] = 333
     config["routes"][0]["notify"] = notify
+    config["routes"][2]["notify"] = notify  # quorum.*: 2 of alice, bob, carol
     return config
 
 
@@ -627,3 +628,22 @@ async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_se
         "telegram:bob",
         "alice",
     )
+
+
+async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: Rig) -> None:
+    record = await rig.create(capability="quorum.transfer")
+    card = await rig.card_for(record["id"])
+    assert "0 of 2 approvals: none yet" in card["text"]
+    assert await rig.click(ALICE, card) == 200
+    answer = rig.tg.calls_to("answerCallbackQuery", ok=True)[-1]
+    assert answer.args["text"] == (
+        "Your approval is recorded: 1 of 2; the request waits for the rest."
+    )
+    assert (await rig.state(record["id"])).state == "pending"
+    await rig.drain()
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None and "1 of 2 approvals: Alice Ng" in shown["text"]
+    assert _buttons(shown)  # still open for the second approval
+    assert await rig.reply(BOB, shown, "yes") == 200
+    assert rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"] == "Approved."
+    assert (await rig.state(record["id"])).state == "approved"
