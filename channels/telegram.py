@@ -56,7 +56,7 @@ from bot.inbound import Inbound
 from bot.model import Card
 from bot.operator import Actor, Decision, Operator
 from bot.outbox import RetryLater
-from bot.routing import Directory
+from bot.routing import Directory, Principal
 from channels import telegram_card
 from channels.base import MessageRef
 from channels.refusals import refusal_text
@@ -138,7 +138,7 @@ class TelegramChannel:
             MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, self._on_reply)
         )
         self.application.add_handler(
-            CommandHandler(["delegate", "delegations", "revoke"], self._on_command)
+            CommandHandler(["delegate", "delegations", "revoke", "start", "help"], self._on_command)
         )
         self.application.add_error_handler(self._on_error)
         self._starting = asyncio.Lock()
@@ -354,6 +354,9 @@ class TelegramChannel:
         async with self._failures_told(None, message):
             command = message.text.split()[0].lstrip("/").split("@")[0].casefold()
             principal = self.directory.principal_for_telegram(message.from_user.id)
+            if command in ("start", "help"):
+                await self._say(message, self._welcome(message.from_user.id, principal))
+                return
             if principal is None:
                 await self._say(
                     message,
@@ -366,6 +369,19 @@ class TelegramChannel:
             except SignoffError as error:
                 text = error.message
             await self._say(message, text)
+
+    def _welcome(self, user_id: int, principal: Principal | None) -> str:
+        """/start (which a person must send before the bot may message them) and /help."""
+        if principal is None:
+            return (
+                f"Your Telegram account ({user_id}) is not linked to a signoff principal yet; "
+                f"an administrator can add telegram = {user_id} to your [principals.NAME] entry."
+            )
+        return (
+            f"Linked to signoff as {principal.name} ({principal.key}): approval requests for "
+            f"you arrive here. {telegram_card.HELP} Away? /delegate NAME [until WHEN] [SCOPE]; "
+            "/delegations lists yours, /revoke ID ends one."
+        )
 
     async def _command(self, command: str, caller: str, words: list[str]) -> str:
         if command == "delegate":

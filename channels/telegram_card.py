@@ -24,8 +24,10 @@ from channels import outcome
 # Quotes need no escaping outside attributes, and Telegram knows only a few named entities.
 escape = partial(_html_escape, quote=False)
 
-# Telegram's own limit is 4,096; the margin covers the lines added after the budget is spent.
-_TEXT_BUDGET = 3600
+# Telegram's own limit is 4,096; the margin covers the line saying what did not fit.
+_TEXT_BUDGET = 3900
+_PROSE = 700  # summary, the agent's reason, a decision note: each at most this much
+_LINE = 300  # one field or argument line
 
 _ICONS = {
     "approved": "✅",
@@ -80,19 +82,25 @@ def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
 
 
 def html(card: Card) -> str:
-    """The card as Telegram HTML (parse_mode="HTML"); the short hash is always the last line."""
-    head = [f"<b>{escape(card.title)}</b>"]
+    """The card as Telegram HTML (parse_mode="HTML"); the short hash is always the last line.
+
+    Every free text has an allowance, so the whole stays inside Telegram's 4,096 characters
+    (counted in UTF-16 units, as Telegram counts): an agent writing a 4,000-character summary
+    must not keep its card from ever being sent, nor a long note keep it from being updated.
+    Whatever is cut says so ("…"); `signoff approvals show` prints everything."""
+    head = [f"<b>{escape(_clip(card.title, 256))}</b>"]
     if card.summary:
-        head.append(escape(card.summary))
+        head.append(escape(_clip(card.summary, _PROSE)))
     head += [
         "",
-        f"Capability: <code>{escape(card.capability)}</code>",
-        f"Tool: <code>{escape(card.tool_name)}</code>",
+        f"Capability: <code>{escape(_clip(card.capability, 256))}</code>",
+        f"Tool: <code>{escape(_clip(card.tool_name, 256))}</code>",
     ]
     tail: list[str] = []
     if card.reason:
-        tail += ["", f"Reason (from the agent, unverified): <i>{escape(card.reason)}</i>"]
-    tail += ["", f"Requested by {escape(card.requested_by or 'unknown')}"]
+        reason = escape(_clip(card.reason, _PROSE))
+        tail += ["", f"Reason (from the agent, unverified): <i>{reason}</i>"]
+    tail += ["", f"Requested by {escape(_clip(card.requested_by or 'unknown', 200))}"]
     assigned = f"Assigned to {card.assignee}"
     if card.assigned_note:
         assigned += f" ({card.assigned_note})"
@@ -107,10 +115,10 @@ def html(card: Card) -> str:
             bold = f"<b>{escape(line.headline)}</b>" if line.headline else ""
             tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
         if card.decision_note:
-            tail.append(f"Note: {escape(card.decision_note)}")
+            tail.append(f"Note: {escape(_clip(card.decision_note, _PROSE))}")
     tail += ["", f"<code>{card.short_hash}</code>"]
 
-    budget = _TEXT_BUDGET - sum(len(_plain(line)) + 1 for line in head + tail)
+    budget = _TEXT_BUDGET - sum(_shown(line) + 1 for line in head + tail)
     return "\n".join(head + _details(card, budget) + tail)
 
 
@@ -120,22 +128,22 @@ def _details(card: Card, budget: int) -> list[str]:
     believing they saw them all."""
     lines: list[str] = []
     for shown, (label, value) in enumerate(card.fields):
-        line = f"{escape(label)}: {escape(value)}"
-        if len(_plain(line)) + 1 > budget:
+        line = escape(_clip(f"{label}: {value}", _LINE))
+        if _shown(line) + 1 > budget:
             return [*lines, _more(card, len(card.fields) - shown, "field")]
-        budget -= len(_plain(line)) + 1
+        budget -= _shown(line) + 1
         lines.append(line)
     if not card.arguments:
         return lines
     arguments: list[str] = []
     budget -= len("Arguments:") + 2
     for shown, (key, value) in enumerate(card.arguments):
-        line = escape(f"{key} = {value}")
-        if len(_plain(line)) + 1 > budget:
+        line = escape(_clip(f"{key} = {value}", _LINE))
+        if _shown(line) + 1 > budget:
             block = [f"<pre>{chr(10).join(arguments)}</pre>"] if arguments else []
             hidden = _more(card, len(card.arguments) - shown, "argument")
             return [*lines, "", "Arguments:", *block, hidden]
-        budget -= len(_plain(line)) + 1
+        budget -= _shown(line) + 1
         arguments.append(line)
     return [*lines, "", "Arguments:", f"<pre>{chr(10).join(arguments)}</pre>"]
 
@@ -150,9 +158,24 @@ def _more(card: Card, hidden: int, what: str) -> str:
 _TAG = re.compile(r"<[^>]*>")
 
 
-def _plain(html_text: str) -> str:
-    """The text Telegram counts: tags gone, entities as one character each."""
-    return re.sub(r"&(lt|gt|amp);", "_", _TAG.sub("", html_text))
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _shown(html_text: str) -> int:
+    """How much of Telegram's limit a line of our HTML uses: its text without tags, each
+    entity one character, in UTF-16 units."""
+    return _utf16(re.sub(r"&(lt|gt|amp);", "_", _TAG.sub("", html_text)))
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` UTF-16 units, ending in "…" where it was cut."""
+    if _utf16(text) <= limit:
+        return text
+    cut = text[:limit]
+    while _utf16(cut) > limit - 1:
+        cut = cut[:-1]
+    return cut + "…"
 
 
 # -- replies to a card -------------------------------------------------------------------------

@@ -647,3 +647,33 @@ async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: Rig) -> No
     assert await rig.reply(BOB, shown, "yes") == 200
     assert rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"] == "Approved."
     assert (await rig.state(record["id"])).state == "approved"
+
+
+async def test_a_huge_request_and_a_long_reason_still_make_cards_telegram_accepts(
+    rig: Rig,
+) -> None:
+    emoji = "💸" * 150  # two UTF-16 units each, as Telegram counts them
+    record = await rig.create(
+        presentation={
+            "title": "T" * 300,
+            "summary": "s" * 4000,
+            "fields": [{"label": f"Line {i} {emoji}", "value": emoji} for i in range(40)],
+        },
+        reason="r" * 4000,
+        tool={"name": "bulk.update", "arguments": {f"a{i}": emoji for i in range(40)}},
+    )
+    card = await rig.card_for(record["id"])  # the fake refuses anything over 4,096 units
+    assert card["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
+    assert "more fields; every one is in signoff approvals show" in card["text"]
+    assert await rig.reply(ALICE, card, "no " + "because " * 600) == 200
+    await rig.drain()
+    assert rig.tg.calls_to("editMessageText", ok=False) == []
+    shown = rig.tg.message(GROUP, card["message_id"])
+    assert shown is not None and "Rejected" in shown["text"] and "Note: because" in shown["text"]
+
+
+async def test_start_says_who_the_account_is_linked_to(rig: Rig) -> None:
+    said = await _command(rig, ALICE, "/start")
+    assert said.startswith("Linked to signoff as Alice Ng (alice)")
+    assert "not linked" in await _command(rig, STRANGER, "/start")
+    assert "telegram = 999" in await _command(rig, STRANGER, "/help")
