@@ -313,7 +313,11 @@ class TelegramChannel:
         else:
             asked = await self.inbound.prompt_at("telegram", chat, str(replied.message_id))
             if asked is None:
-                return  # a reply to something that is not ours to read
+                if replied.from_user is not None and replied.from_user.id == self.bot.id:
+                    # One of our other messages (a notice, an answer, a question pruned
+                    # after a week): say where a decision goes instead of staying silent.
+                    await self._say(message, f"Nothing was decided. {telegram_card.HELP}")
+                return  # a reply to someone else's message is not ours to read
             prompt, card = asked
             if str(message.from_user.id) != prompt.asked:  # type: ignore[union-attr]
                 await self._say(

@@ -677,3 +677,14 @@ async def test_start_says_who_the_account_is_linked_to(rig: Rig) -> None:
     assert said.startswith("Linked to signoff as Alice Ng (alice)")
     assert "not linked" in await _command(rig, STRANGER, "/start")
     assert "telegram = 999" in await _command(rig, STRANGER, "/help")
+
+
+async def test_a_reply_to_one_of_the_bots_other_messages_gets_help(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    await rig.reply(ALICE, card, "maybe")  # the bot answers with help: not a card
+    answer = rig.tg.calls_to("sendMessage", ok=True)[-1].response["result"]  # type: ignore[index]
+    assert await rig.reply(ALICE, answer, "approve") == 200
+    said = rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"]
+    assert said.startswith("Nothing was decided. Reply to the card")
+    assert (await rig.state(record["id"])).state == "pending"
