@@ -124,6 +124,15 @@ class World:
             approval.id, approval.hash, Actor(who, "telegram")
         )
 
+    def sweeper(self) -> Sweeper:
+        """The sweeper as `signoff serve` runs it: expiry, then escalation."""
+        return Sweeper(
+            self.store,
+            self.directory,
+            self.clock,
+            escalate=Escalator(self.store, self.directory, self.clock),
+        )
+
     async def row(self, approval_id: str) -> Approval:
         async with self.store.read() as tx:
             row = await tx.get_approval(approval_id)
@@ -333,8 +342,7 @@ async def test_two_halves_of_a_circle_created_at_once_do_not_both_succeed(
 
 async def test_escalation_moves_the_request_and_never_approves_it(world: World) -> None:
     metrics = Metrics()
-    escalator = Escalator(world.store, world.directory, world.clock)
-    sweeper = Sweeper(world.store, world.directory, world.clock, escalate=escalator)
+    sweeper = world.sweeper()
     approval = await world.request()
     world.clock.advance(hours=23)
     assert (await sweeper.sweep()).escalated == 0
@@ -361,12 +369,7 @@ async def test_escalation_moves_the_request_and_never_approves_it(world: World) 
 
 
 async def test_carol_can_decide_an_escalated_request(world: World) -> None:
-    sweeper = Sweeper(
-        world.store,
-        world.directory,
-        world.clock,
-        escalate=Escalator(world.store, world.directory, world.clock),
-    )
+    sweeper = world.sweeper()
     approval = await world.request()
     world.clock.advance(hours=25)
     await sweeper.sweep()
@@ -468,12 +471,7 @@ async def test_a_request_naming_approvers_outside_its_route_is_refused(world: Wo
 
 
 async def test_every_earlier_assignee_keeps_their_authority(world: World) -> None:
-    sweeper = Sweeper(
-        world.store,
-        world.directory,
-        world.clock,
-        escalate=Escalator(world.store, world.directory, world.clock),
-    )
+    sweeper = world.sweeper()
     approval = await world.request("payroll.run")
     world.clock.advance(hours=24)
     await sweeper.sweep()
@@ -490,12 +488,7 @@ async def test_every_earlier_assignee_keeps_their_authority(world: World) -> Non
 
 
 async def test_a_hand_off_restarts_the_current_escalation_wait(world: World) -> None:
-    sweeper = Sweeper(
-        world.store,
-        world.directory,
-        world.clock,
-        escalate=Escalator(world.store, world.directory, world.clock),
-    )
+    sweeper = world.sweeper()
     approval = await world.request("payroll.run")
     world.clock.advance(hours=20)
     await world.operator.delegate(approval.id, Actor("alice", "cli"), "bob")
