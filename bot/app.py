@@ -25,7 +25,6 @@ from bot.config import Config
 from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.errors import ConfigError
-from bot.escalation import Escalator
 from bot.execution import AgentActions
 from bot.inbound import Inbound
 from bot.metrics import CONTENT_TYPE, Metrics
@@ -160,13 +159,6 @@ class Background:
             self.clock,
             batch=self.config.sweeper.batch,
             metrics=self.metrics,
-            escalate=Escalator(
-                self.store,
-                self.directory,
-                self.clock,
-                batch=self.config.sweeper.batch,
-                metrics=self.metrics,
-            ),
         )
         self._tasks = [
             asyncio.create_task(self.runner.run(self._stop, _DRAIN_SECONDS), name="outbox"),

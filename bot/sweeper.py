@@ -2,7 +2,8 @@
 
 Each pass expires pending requests past their TTL and approved grants past their grant TTL,
 turns executions whose lease lapsed into `outcome_unknown` (raising an
-interrupted_side_effect approval), and runs the escalation hook. Work comes in bounded
+interrupted_side_effect approval), and moves unanswered requests along their route's
+escalation chain (bot.escalation). Work comes in bounded
 batches of ids, and each row is one short transaction that locks it and judges it again, so
 a decision racing the sweeper on the same row produces exactly one outcome and a large
 backlog never holds a lock for long.
@@ -12,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 
-from bot import execution
+from bot import escalation, execution
 from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.model import State
@@ -27,9 +26,8 @@ from store.repository import Store
 
 log = logging.getLogger("signoff.sweeper")
 
-# Filled in by routing (escalation along a route's chain): given the time, escalate what is
-# due and return how many requests moved.
-EscalationHook = Callable[[datetime], Awaitable[int]]
+# What `_each` does to a pending row due to escalate, beside the states whose clocks ran out.
+_ESCALATE = "escalate"
 
 
 @dataclass
@@ -54,14 +52,12 @@ class Sweeper(Transitioner):
         batch: int = 200,
         concurrency: int | None = None,
         metrics: Metrics | None = None,
-        escalate: EscalationHook | None = None,
     ) -> None:
         super().__init__(store, directory, clock, metrics)
         self.batch = batch
         # SQLite has one writer: rows in flight together only queue ahead of decisions.
         # PostgreSQL overlaps their round trips (measured: bench/sweeper_backlog.py).
         self.concurrency = concurrency or (1 if is_sqlite(store.engine) else 8)
-        self.escalate = escalate
 
     async def sweep(self) -> SweepReport:
         """One pass: at most `batch` rows of each kind. Returns what moved."""
@@ -71,11 +67,11 @@ class Sweeper(Transitioner):
             pending = await tx.due(State.PENDING, now, self.batch)
             grants = await tx.due(State.APPROVED, now, self.batch)
             leases = await tx.due(State.EXECUTING, now, self.batch)
+            unanswered = await tx.due_escalations(now, self.batch)
         report.expired = await self._each(pending, State.PENDING)
         report.grants_expired = await self._each(grants, State.APPROVED)
         report.lapsed = await self._each(leases, State.EXECUTING)
-        if self.escalate is not None:
-            report.escalated = await self.escalate(now)
+        report.escalated = await self._each(unanswered, _ESCALATE)
         return report
 
     async def sweep_all(self) -> SweepReport:
@@ -118,9 +114,13 @@ class Sweeper(Transitioner):
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id, skip_locked=True)
             now = self.clock.now()
-            if row is None or row.state != seen_state:
+            if row is None:
                 return 0
-            if row.state == State.EXECUTING:
+            if seen_state == _ESCALATE:
+                result = await escalation.escalate(tx, self.directory, row, now)
+            elif row.state != seen_state:
+                return 0
+            elif row.state == State.EXECUTING:
                 if row.lease_until is not None and now >= row.lease_until:
                     result = await execution.lapse(tx, self.directory, row, now)
             else:

@@ -31,7 +31,6 @@ from bot.errors import (
     NotPending,
     SelfApproval,
 )
-from bot.escalation import Escalator
 from bot.intake import create_request, validate_request
 from bot.metrics import Metrics
 from bot.operator import Actor, Operator
@@ -125,13 +124,7 @@ class World:
         )
 
     def sweeper(self) -> Sweeper:
-        """The sweeper as `signoff serve` runs it: expiry, then escalation."""
-        return Sweeper(
-            self.store,
-            self.directory,
-            self.clock,
-            escalate=Escalator(self.store, self.directory, self.clock),
-        )
+        return Sweeper(self.store, self.directory, self.clock)
 
     async def row(self, approval_id: str) -> Approval:
         async with self.store.read() as tx:
