@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.clock import Clock
@@ -24,6 +25,25 @@ if TYPE_CHECKING:  # bot/ never imports a channel at run time; app.py hands them
     from channels.base import Channel
 
 log = logging.getLogger("signoff.cards")
+
+
+async def card_for(
+    store: Store,
+    directory: Directory,
+    approval: Approval,
+    now: datetime,
+    *,
+    max_value: int | None = 200,
+) -> Card:
+    """The Card for `approval` as every surface shows it, with the approvals a quorum has
+    gathered so far read from the votes."""
+    votes: tuple[str, ...] = ()
+    if approval.required_approvals > 1:
+        async with store.read() as tx:
+            votes = tuple(
+                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
+            )
+    return Card.from_approval(approval, now, directory.describe, max_value, votes=votes)
 
 
 class CardJobs:
@@ -40,13 +60,7 @@ class CardJobs:
         self.channels = dict(channels)
 
     async def card(self, approval: Approval) -> Card:
-        votes: tuple[str, ...] = ()
-        if approval.required_approvals > 1:
-            async with self.store.read() as tx:
-                votes = tuple(
-                    v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
-                )
-        return Card.from_approval(approval, self.clock.now(), self.directory.describe, votes=votes)
+        return await card_for(self.store, self.directory, approval, self.clock.now())
 
     async def post(self, job: OutboxJob) -> None:
         target = str(job.payload["target"])

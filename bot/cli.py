@@ -21,6 +21,7 @@ from typing import Any
 
 from bot import audit, logs
 from bot.app import run_server, run_worker
+from bot.cards import card_for
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, TelegramConfig, load_config
 from bot.delegations import Delegations
@@ -191,13 +192,7 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
         _emit_json(public_record(approval))
     else:
         # The terminal is where a human reviews before deciding: show every value in full.
-        async with ctx.store.read() as tx:
-            votes = tuple(
-                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
-            )
-        card = Card.from_approval(
-            approval, ctx.clock.now(), ctx.directory.describe, max_value=None, votes=votes
-        )
+        card = await card_for(ctx.store, ctx.directory, approval, ctx.clock.now(), max_value=None)
         print(render_card(card))
     return 0
 

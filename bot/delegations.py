@@ -142,6 +142,19 @@ class Delegations:
         async with self.store.read() as tx:
             return await tx.list_delegations(live_at=None if include_past else self.clock.now())
 
+    async def involving(self, principal: str) -> list[Delegation]:
+        """The live delegations `principal` made or received (what chat shows them)."""
+        return [d for d in await self.list() if principal in (d.principal, d.delegate)]
+
+    async def revoke_own(self, delegation_id: str, principal: str, *, by: str) -> Delegation:
+        """Revoke a live delegation `principal` made; NotFound for any other id, so chat
+        users can end their own delegations and learn nothing about anyone else's."""
+        async with self.store.read() as tx:
+            found = await tx.get_delegation(delegation_id)
+        if found is None or found.principal != principal or found.ended_by(self.clock.now()):
+            raise NotFound(f"you have no delegation {delegation_id} to revoke")
+        return await self.revoke(delegation_id, by=by)
+
     def describe(self, delegation: Delegation) -> str:
         """One line a human reads: "Bob Stone decides for Alice Ng (payments.*) until ..."."""
         scope = "" if delegation.scope == "*" else f" ({delegation.scope})"

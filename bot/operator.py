@@ -29,7 +29,7 @@ from bot.errors import (
 from bot.model import DECIDABLE, State, recompute_hash
 from bot.routing import Standing, keeping_authority
 from bot.transitions import Transition, Transitioner
-from store.records import Approval, Delegation
+from store.records import Approval
 from store.repository import Tx
 
 _FULL_HASH = re.compile(r"[0-9a-f]{64}")
@@ -91,20 +91,22 @@ class Operator(Transitioner):
             row = await tx.get_approval(approval_id)
             if row is None:
                 raise NotFound(f"no approval with id {approval_id!r}")
-            delegated = await tx.delegations_to(actor.principal, now)
-        _check_open(row)
-        if execution.expiry_due(row, now) is not None:
-            raise execution.expired_error(row)
-        self._check_actor(row, action, actor, shown_hash, delegated)
+            _check_open(row)
+            if execution.expiry_due(row, now) is not None:
+                raise execution.expired_error(row)
+            await self._standing(tx, row, action, actor, shown_hash, now)
 
-    def _check_actor(
+    async def _standing(
         self,
+        tx: Tx,
         row: Approval,
         action: str,
         actor: Actor,
         shown_hash: str | None,
-        delegations: list[Delegation],
+        now: datetime,
     ) -> Standing:
+        """Whether `actor` may do `action` on what they were shown, judged at `now` with the
+        delegations active then (read in `tx`); in whose name they act."""
         if shown_hash is not None and shown_hash != row.hash:
             raise ApprovalChanged(
                 f"the request changed since it was shown: shown sha256:{shown_hash[:12]}, "
@@ -113,7 +115,10 @@ class Operator(Transitioner):
         if actor.break_glass:
             return Standing(actor.principal)
         return self.directory.check_eligible(
-            row, actor.principal, approving=action == "approve", delegations=delegations
+            row,
+            actor.principal,
+            approving=action == "approve",
+            delegations=await tx.delegations_to(actor.principal, now),
         )
 
     async def record_refusal(
@@ -206,9 +211,7 @@ class Operator(Transitioner):
         shown_hash: str | None,
         now: datetime,
     ) -> Decision:
-        standing = self._check_actor(
-            row, action, actor, shown_hash, await tx.delegations_to(actor.principal, now)
-        )
+        standing = await self._standing(tx, row, action, actor, shown_hash, now)
         if action == "approve" and not _hash_intact(row):
             raise ApprovalCorrupt(
                 f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
@@ -275,9 +278,7 @@ class Operator(Transitioner):
     async def _hand_off(
         self, tx: Tx, row: Approval, actor: Actor, to: str, note: str | None, now: datetime
     ) -> Decision:
-        standing = self._check_actor(
-            row, "delegate", actor, None, await tx.delegations_to(actor.principal, now)
-        )
+        standing = await self._standing(tx, row, "delegate", actor, None, now)
         if not actor.break_glass:
             _check_hand_off(row, standing, to)
         if to == row.assignee:

@@ -31,7 +31,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import SlackConfig
 from bot.delegations import USAGE, Delegations, parse_delegate
-from bot.errors import ConfigError, DeliveryFailed, InvalidRequest, NotAnApprover, SignoffError
+from bot.errors import (
+    ConfigError,
+    DeliveryFailed,
+    InvalidRequest,
+    NotAnApprover,
+    NotFound,
+    SignoffError,
+)
 from bot.model import Card
 from bot.operator import Action, Actor, Operator
 from bot.outbox import RetryLater
@@ -239,16 +246,16 @@ class SlackChannel:
         if verb == "delegate":
             return await self._delegate_command(caller, args)
         if verb == "delegations":
-            mine = [d for d in await self.delegations.list() if caller in (d.principal, d.delegate)]
+            mine = await self.delegations.involving(caller)
             if not mine:
                 return "No active or scheduled delegations for you."
             return "\n".join(f"`{d.id}`: {self.delegations.describe(d)}" for d in mine)
         if len(args) != 1:
             return f"Which one? `{COMMAND} revoke ID` (the ids are in `{COMMAND} delegations`)."
-        found = [d for d in await self.delegations.list() if d.id == args[0]]
-        if not found or found[0].principal != caller:
+        try:
+            revoked = await self.delegations.revoke_own(args[0], caller, by=f"slack:{caller}")
+        except NotFound:
             return f"You have no delegation {args[0]} to revoke; see `{COMMAND} delegations`."
-        revoked = await self.delegations.revoke(found[0].id, by=f"slack:{caller}")
         return f"Revoked: {self.delegations.describe(revoked)}."
 
     async def _delegate_command(self, caller: str, args: list[str]) -> str:

@@ -51,7 +51,14 @@ from telegram.ext import (
 
 from bot.config import TelegramConfig
 from bot.delegations import Delegations, parse_delegate
-from bot.errors import ApprovalChanged, ConfigError, DeliveryFailed, NotAnApprover, SignoffError
+from bot.errors import (
+    ApprovalChanged,
+    ConfigError,
+    DeliveryFailed,
+    NotAnApprover,
+    NotFound,
+    SignoffError,
+)
 from bot.inbound import Inbound
 from bot.model import Card
 from bot.operator import Actor, Decision, Operator
@@ -400,17 +407,17 @@ class TelegramChannel:
             )
             return f"Delegation {delegation.id}: {self.delegations.describe(delegation)}."
         if command == "delegations":
-            mine = [d for d in await self.delegations.list() if caller in (d.principal, d.delegate)]
+            mine = await self.delegations.involving(caller)
             if not mine:
                 return "No active or scheduled delegations for you."
             return "\n".join(f"{d.id}: {self.delegations.describe(d)}" for d in mine)
         # revoke
         if not words:
             return "Which one? /revoke ID (the ids are in /delegations)."
-        found = [d for d in await self.delegations.list() if d.id == words[0]]
-        if not found or found[0].principal != caller:
+        try:
+            revoked = await self.delegations.revoke_own(words[0], caller, by=f"telegram:{caller}")
+        except NotFound:
             return f"You have no delegation {words[0]} to revoke; see /delegations."
-        revoked = await self.delegations.revoke(found[0].id, by=f"telegram:{caller}")
         return f"Revoked: {self.delegations.describe(revoked)}."
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
