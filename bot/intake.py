@@ -354,14 +354,12 @@ async def delegations_of(
 ) -> dict[str, Delegation]:
     """For each principal among `approvers` (group members included) with an active
     delegation covering `capability`: that delegation, the earliest started if several."""
-    found: dict[str, Delegation] = {}
     async with store.read() as tx:
-        for principal in sorted(directory.expand(approvers)):
-            covering = [
-                d for d in await tx.delegations_from(principal, now) if covers(d, capability)
-            ]
-            if covering:
-                found[principal] = min(covering, key=lambda d: (d.starts_at, d.id))
+        active = await tx.delegations_from(directory.expand(approvers), now)
+    found: dict[str, Delegation] = {}
+    for delegation in sorted(active, key=lambda d: (d.starts_at, d.id)):
+        if covers(delegation, capability):
+            found.setdefault(delegation.principal, delegation)
     return found
 
 

@@ -667,9 +667,12 @@ class Tx:
         """Delegations naming `delegate` that are active at `now`."""
         return await self._active_delegations(delegations.c.delegate == delegate, now)
 
-    async def delegations_from(self, principal: str, now: datetime) -> list[Delegation]:
-        """Delegations by `principal` that are active at `now`."""
-        return await self._active_delegations(delegations.c.principal == principal, now)
+    async def delegations_from(
+        self, principals: Collection[str], now: datetime
+    ) -> list[Delegation]:
+        """Delegations by any of `principals` that are active at `now` (one query however
+        many approvers a request has)."""
+        return await self._active_delegations(delegations.c.principal.in_(principals), now)
 
     async def _active_delegations(self, who: Any, now: datetime) -> list[Delegation]:
         stmt = select(delegations).where(
