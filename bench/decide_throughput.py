@@ -11,8 +11,8 @@ For each database (a SQLite file; PostgreSQL when reachable), with 32 concurrent
                      INSERT outbox webhook job), driver only
 Both sides run the same transactions; the ratio is what signoff's own code costs on top:
 SQLAlchemy Core, validation, hashing, the audit chain, the checks.
-The figure is the ratio signoff / bare (DESIGN.md's target: at least 0.5). Then, open loop:
-decisions offered at a fixed rate (default 100/s, DESIGN.md's click load) and their latency
+The figure is the ratio signoff / bare (the target: at least 0.5). Then, open loop:
+decisions offered at a fixed rate (default 100/s, the expected click load) and their latency
 p50/p99 (target: p99 under 50 ms; here without the HTTP layer in front).
 
     python bench/decide_throughput.py [--n 2000] [--clients 32] [--rate 100] [--seconds 10]

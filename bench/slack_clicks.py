@@ -3,7 +3,7 @@ rate, each deciding a different approval; the latency of each HTTP answer.
 
 Bolt runs with `process_before_response`, so the answer goes out after the decision has
 committed (conditional update, audit event, outbox jobs): the latency measured is the whole
-decision as Slack waits for it. DESIGN.md's target: p99 under 50 ms at 100 clicks/s (Slack
+decision as Slack waits for it. The target: p99 under 50 ms at 100 clicks/s (Slack
 gives 3 s). The fake Slack Web API (tests/fakes/slack.py) and the clients share the server's
 process, as in api_throughput.py.
 

@@ -1,6 +1,6 @@
 """The sweeper draining a large backlog of due approvals while humans keep deciding.
 
-DESIGN.md's target: the sweeper expires 100,000 due approvals in bounded batches without
+The target: the sweeper expires 100,000 due approvals in bounded batches without
 pushing decision p99 past 100 ms. This script files N pending approvals plus a pool of fresh
 ones, moves the clock past the TTL of the N (not of the pool), then runs `Sweeper.sweep_all`
 while decisions on the pool are offered at a fixed rate (default 100/s) through the

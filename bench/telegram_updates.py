@@ -27,12 +27,12 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import postgres_database, report_decisions, run_open_loop
-from bot.app import CHANNELS, build_app
-from bot.cards import CardJobs
+from bot.app import CHANNELS, build_app, outbox_handlers
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
-from bot.outbox import OutboxRunner, OutboxSettings
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import OutboxRunner, OutboxSettings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
@@ -87,10 +87,10 @@ async def bench(url: str, rate: float, seconds: float) -> None:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         # Post every card first (the press must name a recorded card message).
-        cards = CardJobs(store, directory, clock, app[CHANNELS])
-        posting = OutboxRunner(
-            store, {"post_card": cards.post}, clock, OutboxSettings(batch=100, concurrency=16)
+        handlers = outbox_handlers(
+            store, directory, clock, app[CHANNELS], kinds=[JobKind.POST_CARD]
         )
+        posting = OutboxRunner(store, handlers, clock, OutboxSettings(batch=100, concurrency=16))
         while await posting.run_once():
             pass
         messages = tg.messages_in(GROUP)

@@ -1,9 +1,9 @@
-"""The agent-facing HTTP API (DESIGN.md, "Agent-facing HTTP API").
+"""The agent-facing HTTP API (the contract: docs/reference.md, "HTTP API").
 
 Every route is tenant-scoped by the bearer key: a key of one tenant never sees or touches
 another tenant's approvals, and their ids answer 404 exactly like ids that do not exist.
-Bodies are parsed strictly (bot.intake.parse_json) and validated with pydantic; every error,
-including aiohttp's own (unknown route, wrong method, body too large), leaves as
+Bodies are parsed strictly (bot.validation.parse_json) and validated with pydantic; every
+error, including aiohttp's own (unknown route, wrong method, body too large), leaves as
 `{"error": {"code", "message", ...}}`. Bad input never reaches a 500.
 """
 
@@ -42,11 +42,18 @@ from bot.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from bot.execution import DEFAULT_LEASE, MAX_LEASE, AgentActions
-from bot.intake import MAX_REQUEST_BYTES, create_request, parse_json, validate, validate_request
-from bot.model import State, public_record
+from bot.execution import AgentActions
+from bot.intake import create_request, validate_request
+from bot.model import DEFAULT_LEASE, MAX_LEASE, State, public_record
 from bot.routing import Directory
-from bot.validation import IS_DURATION, NO_NUL
+from bot.validation import (
+    IS_DURATION,
+    MAX_REQUEST_BYTES,
+    NO_NUL,
+    StrictModel,
+    parse_json,
+    validate,
+)
 from store.repository import Store
 
 log = logging.getLogger("signoff.api")
@@ -199,25 +206,21 @@ async def _body(request: web.Request, *, optional: bool = False) -> Any:
     return parse_json(data, ctx.max_body)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class ClaimBody(_Body):
+class ClaimBody(StrictModel):
     lease: Annotated[StrictStr, IS_DURATION] | None = None
 
 
-class CompleteBody(_Body):
+class CompleteBody(StrictModel):
     claim_token: Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
     outcome: Literal["succeeded", "failed"]
     result: Any = None
 
 
-class SupersedeBody(_Body):
+class SupersedeBody(StrictModel):
     reason: Annotated[StrictStr, Field(min_length=1, max_length=4000), NO_NUL]
 
 
-class CancelBody(_Body):
+class CancelBody(StrictModel):
     reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
 
 

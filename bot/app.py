@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,6 @@ import aiohttp
 from aiohttp import web
 
 from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
-from bot.cards import CardJobs
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.delegations import Delegations
@@ -29,10 +28,13 @@ from bot.execution import AgentActions
 from bot.inbound import Inbound
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.operator import Operator
-from bot.outbox import OutboxRunner, OutboxSettings
+from bot.outbox.cards import CardJobs
+from bot.outbox.delegations import DelegationJobs
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import Handler, OutboxRunner, OutboxSettings
+from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from bot.sweeper import Sweeper
-from bot.webhooks import WebhookSender
 from store.engine import is_sqlite, normalize_url
 from store.migrate import (
     current_revision,
@@ -61,6 +63,40 @@ def outbox_settings(config: Config) -> OutboxSettings:
         poll_interval=o.poll_interval,
         keep_done=parse_duration(o.keep_done),
     )
+
+
+def outbox_handlers(
+    store: Store,
+    directory: Directory,
+    clock: Clock,
+    channels: Mapping[str, Any],
+    session: aiohttp.ClientSession | None = None,
+    *,
+    kinds: Iterable[JobKind] = tuple(JobKind),
+    webhook_timeout: float = 10.0,
+    metrics: Metrics | None = None,
+) -> dict[JobKind, Handler]:
+    """The one handler table: which function performs each kind of outbox job. The server,
+    the worker, the test servers and the benchmarks all run their outbox with it; one that
+    performs only some kinds (a test that watches webhooks queue rather than go out) names
+    them in `kinds`, and the rest stay queued. Webhooks need the HTTP `session`."""
+    kinds = tuple(kinds)
+    cards = CardJobs(store, directory, clock, channels)
+    delegations = DelegationJobs(Delegations(store, directory, clock))
+    table: dict[JobKind, Handler] = {
+        JobKind.POST_CARD: cards.post,
+        JobKind.UPDATE_CARD: cards.update,
+        JobKind.NOTICE: cards.notice,
+        JobKind.DELEGATION_STARTED: delegations.on_started,
+        JobKind.DELEGATION_ENDED: delegations.on_ended,
+    }
+    if session is not None:
+        table[JobKind.WEBHOOK] = WebhookSender(
+            session, directory, clock, timeout=webhook_timeout, metrics=metrics
+        )
+    elif JobKind.WEBHOOK in kinds:
+        raise ValueError("webhook jobs need an HTTP session; pass one, or leave them out of kinds")
+    return {kind: table[kind] for kind in kinds}
 
 
 def build_channels(
@@ -130,25 +166,18 @@ class Background:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
-        sender = WebhookSender(
-            self._session,
+        handlers = outbox_handlers(
+            self.store,
             self.directory,
             self.clock,
-            timeout=self.config.outbox.webhook_timeout,
+            self.channels,
+            self._session,
+            webhook_timeout=self.config.outbox.webhook_timeout,
             metrics=self.metrics,
         )
-        cards = CardJobs(self.store, self.directory, self.clock, self.channels)
-        delegations = Delegations(self.store, self.directory, self.clock)
         self.runner = OutboxRunner(
             self.store,
-            {
-                "webhook": sender,
-                "post_card": cards.post,
-                "update_card": cards.update,
-                "notice": cards.notice,
-                "delegation_started": delegations.on_started,
-                "delegation_ended": delegations.on_ended,
-            },
+            handlers,
             self.clock,
             outbox_settings(self.config),
             metrics=self.metrics,
@@ -315,7 +344,7 @@ def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
                 "webhook (`signoff telegram set-webhook`) instead."
             )
     if config.telegram is not None:
-        from channels.telegram import credentials as telegram_credentials
+        from channels.telegram_setup import credentials as telegram_credentials
 
         telegram_credentials(config.telegram, webhook=not telegram_polling)
 

@@ -21,14 +21,14 @@ from typing import Any
 
 from bot import audit, logs
 from bot.app import run_server, run_worker
-from bot.cards import card_for
+from bot.card import Card, card_for
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, TelegramConfig, load_config
 from bot.delegations import Delegations
 from bot.durations import parse_moment
 from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
 from bot.intake import create_request, parse_request
-from bot.model import Card, State, public_record
+from bot.model import State, public_record
 from bot.operator import Actor, Decision, Operator
 from bot.routing import Directory
 from store.migrate import ensure_current, upgrade
@@ -400,13 +400,13 @@ async def _serve(config: Config, args: argparse.Namespace) -> None:
 def _telegram(config: Config) -> TelegramConfig:
     if config.telegram is None:
         raise ConfigError(
-            "the config has no [telegram] table; add one (see README, Connect Telegram)"
+            "the config has no [telegram] table; add one (docs/channels.md shows how)"
         )
     return config.telegram
 
 
 async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> int:
-    from channels.telegram import set_webhook  # only Telegram commands load PTB
+    from channels.telegram_setup import set_webhook  # only Telegram commands load PTB
 
     url = args.url or f"{config.server.public_url.rstrip('/')}/telegram/webhook"
     if not url.startswith("https://"):
@@ -421,7 +421,7 @@ async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> 
 
 
 async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) -> int:
-    from channels.telegram import delete_webhook
+    from channels.telegram_setup import delete_webhook
 
     bot = await delete_webhook(_telegram(config))
     print(f"Telegram no longer delivers updates for @{bot} to a webhook")

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot import webhooks
 from bot.errors import SignoffError, error_from_code
+from bot.outbox import webhooks
 
 __all__ = ["ApprovalRecord", "Claim", "SignoffClient", "verify_webhook"]
 

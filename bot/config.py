@@ -27,8 +27,9 @@ from pydantic import (
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError
-from bot.execution import MAX_LEASE
+from bot.model import MAX_LEASE
 from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
+from bot.target import Target
 from bot.validation import DurationText, HttpUrl
 from store.engine import normalize_url
 
@@ -259,7 +260,7 @@ class Config(_Strict):
                     tenant=r.tenant,
                     capability=r.capability,
                     approvers=tuple(r.approvers),
-                    notify=tuple(r.notify),
+                    notify=tuple(Target.parse(t) for t in r.notify),
                     approval_ttl=parse_duration(r.approval_ttl),
                     grant_ttl=parse_duration(r.grant_ttl),
                     required_approvals=r.required_approvals,

@@ -6,10 +6,8 @@ Operator's clock (bot.routing.check_eligible), so a delegate can answer days lat
 replica, and loses the authority the moment the window closes.
 
 What a delegation causes at its edges runs from the outbox, as jobs due at the window's start
-and end (so they fire on time from whichever replica is up, and a crash delays them, never
-loses them): at the start, every pending request the principal may decide (as its assignee,
-an approver or a member of an approver group) gets a card to the delegate, and both are told;
-at the end, or on revocation, both are told again.
+and end (bot.outbox.delegations), so they fire on time from whichever replica is up, and a
+crash delays them, never loses them.
 
 A delegation is one hop: bob's own delegate does not inherit alice's requests through it. A
 delegation that would close a circle (alice -> bob -> alice, or longer) is refused.
@@ -22,17 +20,15 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot import effects
 from bot.clock import Clock
 from bot.durations import parse_moment
 from bot.errors import DelegationLoop, InvalidRequest, NotFound, NotPending
-from bot.routing import Directory, covers
-from store.records import Delegation, OutboxJob
+from bot.outbox import jobs
+from bot.routing import Directory
+from store.records import Delegation
 from store.repository import Store
 
 log = logging.getLogger("signoff.delegations")
-
-_PAGE = 200
 
 
 class Delegations:
@@ -90,21 +86,7 @@ class Delegations:
                     "created_at": now,
                 }
             )
-            await tx.enqueue(
-                "delegation_started",
-                {"delegation_id": delegation.id},
-                now=now,
-                run_after=starts,
-                dedupe_key=f"delegation_started:{delegation.id}",
-            )
-            if ends_at is not None:
-                await tx.enqueue(
-                    "delegation_ended",
-                    {"delegation_id": delegation.id, "reason": "ended"},
-                    now=now,
-                    run_after=ends_at,
-                    dedupe_key=f"delegation_ended:{delegation.id}",
-                )
+            await jobs.enqueue_delegation(tx, delegation, now)
         log.info(
             "delegation %s: %s -> %s (%s) from %s until %s, by %s",
             delegation.id,
@@ -129,12 +111,7 @@ class Delegations:
                 if existing is None:
                     raise NotFound(f"no delegation with id {delegation_id!r}")
                 raise NotPending(f"delegation {delegation_id} was already revoked", state="revoked")
-            await tx.enqueue(
-                "delegation_ended",
-                {"delegation_id": delegation_id, "reason": "revoked"},
-                now=now,
-                dedupe_key=f"delegation_ended:{delegation_id}:revoked",
-            )
+            await jobs.enqueue_revocation(tx, delegation_id, now)
         log.info("delegation %s revoked by %s", delegation_id, by)
         return revoked
 
@@ -165,64 +142,11 @@ class Delegations:
             if delegation.ends_at
             else "until revoked"
         )
-        who, whom = self._name(delegation.delegate), self._name(delegation.principal)
-        return f"{who} decides for {whom}{scope} {until}"
-
-    # -- outbox jobs ---------------------------------------------------------------------------
-
-    async def on_started(self, job: OutboxJob) -> None:
-        """At the window's start: cards for the pending requests, then the notices."""
-        delegation = await self._get(job)
-        now = self.clock.now()
-        if delegation is None or not delegation.active_at(now):
-            return  # revoked (or over) before it began: the end job says so
-        reposted = 0
-        after = ""
-        while True:
-            async with self.store.write() as tx:
-                page = await tx.pending_page(after, _PAGE)
-                for approval in page:
-                    entitled = self.directory.entitled(approval)
-                    if delegation.principal in entitled and covers(delegation, approval.capability):
-                        await effects.enqueue_personal_cards(
-                            tx, self.directory, approval, delegation.delegate, now
-                        )
-                        reposted += 1
-            if len(page) < _PAGE:
-                break
-            after = page[-1].id
-        text = self.describe(delegation)
-        if reposted:
-            text += f"; {reposted} pending request{'s' if reposted > 1 else ''} sent on"
-        await self._tell(delegation, f"Delegation started: {text}.", "started")
-
-    async def on_ended(self, job: OutboxJob) -> None:
-        delegation = await self._get(job)
-        if delegation is None:
-            return
-        if job.payload.get("reason") == "ended" and delegation.revoked_at is not None:
-            return  # the revocation already said it ended
-        how = "revoked" if job.payload.get("reason") == "revoked" else "ended"
-        text = (
-            f"Delegation {how}: {self._name(delegation.delegate)} no longer decides for "
-            f"{self._name(delegation.principal)}."
+        who, whom = (
+            self.directory.name_of(delegation.delegate),
+            self.directory.name_of(delegation.principal),
         )
-        await self._tell(delegation, text, how)
-
-    async def _get(self, job: OutboxJob) -> Delegation | None:
-        async with self.store.read() as tx:
-            return await tx.get_delegation(str(job.payload["delegation_id"]))
-
-    async def _tell(self, delegation: Delegation, text: str, what: str) -> None:
-        now = self.clock.now()
-        async with self.store.write() as tx:
-            for who in (delegation.principal, delegation.delegate):
-                await effects.enqueue_notice(
-                    tx, self.directory, who, text, now, key=f"{delegation.id}:{what}"
-                )
-
-    def _name(self, key: str) -> str:
-        return self.directory.describe(key).split(" (")[0]
+        return f"{who} decides for {whom}{scope} {until}"
 
 
 # -- the chat command: "delegate bob until 2026-12-24 payments.*" --------------------------------

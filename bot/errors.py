@@ -178,6 +178,23 @@ class DeliveryFailed(SignoffError):
     code = "delivery_failed"
 
 
+class RetryLater(DeliveryFailed):
+    """The far side asked to wait (HTTP 429, or 503 with Retry-After); the outbox retries then."""
+
+    code = "retry_later"
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+    @classmethod
+    def after(cls, message: str, retry_after: str | None) -> RetryLater:
+        """From an HTTP Retry-After header in seconds; anything else leaves the wait to the
+        runner's backoff."""
+        value = (retry_after or "").strip()
+        return cls(message, delay=float(value) if value.isdigit() else None)
+
+
 class AlreadyVoted(SignoffError):
     """You have already voted on this request."""
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot import effects, execution, transitions
+from bot import expiry, transitions
 from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.model import State
+from bot.outbox import jobs
 from bot.routing import Directory, Escalation, keeping_authority
 from bot.transitions import Transition
 from store.records import Approval
@@ -34,7 +35,7 @@ async def escalate(tx: Tx, directory: Directory, row: Approval, now: datetime) -
         row.state != State.PENDING
         or row.escalate_at is None
         or now < row.escalate_at
-        or execution.expiry_due(row, now) is not None  # expiring wins
+        or expiry.expiry_due(row, now) is not None  # expiring wins
     ):
         return None
     chain = _chain(directory, row)
@@ -45,7 +46,7 @@ async def escalate(tx: Tx, directory: Directory, row: Approval, now: datetime) -
     step = chain[row.escalation_level]
     following = row.escalation_level + 1
     waited = _waited(step.after)
-    name = directory.describe(step.to).split(" (")[0]
+    name = directory.name_of(step.to)
     values: dict[str, object] = {
         "state": State.PENDING.value,
         "assignee": step.to,
@@ -70,7 +71,7 @@ async def escalate(tx: Tx, directory: Directory, row: Approval, now: datetime) -
             "last": following >= len(chain),
         },
     )
-    await effects.enqueue_personal_cards(tx, directory, result.approval, step.to, now)
+    await jobs.enqueue_personal_cards(tx, directory, result.approval, step.to, now)
     return result
 
 

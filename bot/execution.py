@@ -1,5 +1,5 @@
 """The agent's side of an approval: claim the approved call, report its outcome, supersede
-or withdraw the request, and what happens when an execution's lease lapses.
+or withdraw the request. (What happens when a lease lapses is bot.expiry's.)
 
 These are the agent's own transitions (the tenant's API key is the authority), built like a
 human decision: lock the row, judge it on the injected clock, one conditional update with its
@@ -17,20 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import effects, transitions
-from bot.canonical import approval_hash
+from bot import expiry, transitions
 from bot.clock import utc_iso
-from bot.errors import ApprovalExpired, ClaimMismatch, NoRoute, NotFound, NotPending
-from bot.intake import Draft, new_approval
-from bot.model import Kind, State
-from bot.routing import Directory, Route
+from bot.errors import ClaimMismatch, NotFound, NotPending
+from bot.model import DEFAULT_LEASE, State
 from bot.transitions import Transition, Transitioner
 from store.records import Approval
 from store.repository import Tx
 
-DEFAULT_LEASE = timedelta(minutes=10)
-# The longest a claim may hold an approved call, whether asked for by config or by the agent.
-MAX_LEASE = timedelta(hours=24)
 _WITHDRAWABLE = (State.PENDING, State.APPROVED)
 _FINISHED = (State.EXECUTED, State.FAILED)
 _NOTHING_TO_RUN = "; nothing to execute"
@@ -171,15 +165,15 @@ class AgentActions(Transitioner):
                 raise NotFound(f"no approval with id {approval_id!r}")
             now = self.clock.now()
             if row.state == State.EXPIRED:
-                raise expired_error(row, _NOTHING_TO_RUN)
-            lapsed = expiry_due(row, now)
+                raise expiry.expired_error(row, _NOTHING_TO_RUN)
+            lapsed = expiry.expiry_due(row, now)
             if lapsed is not None:
-                expired = await expire(tx, self.directory, row, now, lapsed)
+                expired = await expiry.expire(tx, self.directory, row, now, lapsed)
             else:
                 result = await step(tx, row, now)
         if expired is not None:
             self.committed(expired)
-            raise expired_error(expired.approval, _NOTHING_TO_RUN)
+            raise expiry.expired_error(expired.approval, _NOTHING_TO_RUN)
         if isinstance(result, Transition):
             self.committed(result)
         return result
@@ -197,145 +191,6 @@ class AgentActions(Transitioner):
         return await transitions.apply(
             tx, self.directory, row, values, event_type, now=now, actor=f"agent:{tenant}", data=data
         )
-
-
-# -- clocks running out (shared with the sweeper) -------------------------------------------
-
-
-def expiry_due(row: Approval, now: datetime) -> str | None:
-    """Which of the row's expiry clocks has run out: "approval_ttl" for a pending request,
-    "grant_ttl" for an unclaimed grant; None if neither."""
-    if row.state == State.PENDING and now >= row.expires_at:
-        return "approval_ttl"
-    if row.state == State.APPROVED and row.grant_expires_at and now >= row.grant_expires_at:
-        return "grant_ttl"
-    return None
-
-
-async def expire(
-    tx: Tx,
-    directory: Directory,
-    row: Approval,
-    now: datetime,
-    clock_name: str,
-    *,
-    noticed_by: str | None = None,
-) -> Transition:
-    """Expire a pending request past its TTL or an approved grant past its grant TTL, from
-    the sweeper or from the attempt (`noticed_by`, an actor label) that found it overdue."""
-    deadline = row.expires_at if clock_name == "approval_ttl" else row.grant_expires_at
-    assert deadline is not None
-    data: dict[str, object] = {
-        "clock": clock_name,
-        "deadline": utc_iso(deadline),
-        "from": row.state,
-    }
-    if noticed_by is not None:
-        data["on_attempt_by"] = noticed_by
-    return await transitions.apply(
-        tx,
-        directory,
-        row,
-        {"state": State.EXPIRED.value},
-        "expired",
-        now=now,
-        actor="system",
-        data=data,
-    )
-
-
-async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> Transition:
-    """An execution lease ran out without a report: the call started and its outcome is
-    unknown. Record that, and raise an interrupted_side_effect approval for the same call,
-    routed like the original, asking a human whether to run it again."""
-    try:
-        route: Route | None = directory.route_for(row.tenant, row.capability)
-    except NoRoute:  # the config changed since: keep the original's approvers, default TTLs
-        route = None
-    values, requested = new_approval(_interruption(row, route), now=now, actor="system")
-    result = await transitions.apply(
-        tx,
-        directory,
-        row,
-        {"state": State.OUTCOME_UNKNOWN.value},
-        "lease_lapsed",
-        now=now,
-        actor="system",
-        data={"lease_until": utc_iso(row.lease_until or now), "follow_up_id": values["id"]},
-    )
-    inserted = await tx.insert_approval(values)
-    assert inserted is not None  # its presentation names the original: unique per original
-    await tx.insert_event(requested)
-    await effects.enqueue_cards(tx, directory, inserted, route.notify if route else (), now)
-    return result
-
-
-def _interruption(row: Approval, route: Route | None) -> Draft:
-    original = row.presentation if isinstance(row.presentation, dict) else {}
-    started = utc_iso(row.claimed_at) if row.claimed_at else "unknown"
-    lease = utc_iso(row.lease_until) if row.lease_until else "unknown"
-    title = str(original.get("title") or row.capability)
-    fields = [f for f in original.get("fields") or [] if isinstance(f, dict)]
-    if row.kind == Kind.INTERRUPTED_SIDE_EFFECT:
-        # A follow-up of a follow-up: keep pointing at the first request, say it once.
-        fields = fields[2:]
-    else:
-        title = f"Outcome unknown: {title}"
-    root = row.origin_id or row.id
-    presentation = {
-        "title": title[:300],
-        "summary": (
-            f"This call was approved and started at {started}, but its outcome was never "
-            f"reported: the execution lease lapsed at {lease}. It may or may not have taken "
-            "effect. Approve only if running it again is safe (check the target system "
-            "first); reject to leave it as it is."
-        ),
-        "fields": [
-            {"label": "Original approval", "value": root},
-            {"label": "Started", "value": started},
-            *fields,
-        ],
-    }
-    kind = Kind.INTERRUPTED_SIDE_EFFECT
-    if route is not None:
-        ttls = (route.approval_ttl, route.grant_ttl)
-        escalation = route.escalation[0].after if route.escalation else None
-        self_approval = route.allow_self_approval
-    else:
-        ttls, escalation, self_approval = (timedelta(hours=72), timedelta(hours=24)), None, False
-    return Draft(
-        tenant=row.tenant,
-        run_id=row.run_id,
-        kind=kind,
-        capability=row.capability,
-        tool_name=row.tool_name,
-        tool_args=row.tool_args,
-        presentation=presentation,
-        hash=approval_hash(kind, row.capability, presentation, row.tool_name, row.tool_args),
-        reason=row.reason,
-        requested_by=row.requested_by,
-        approvers=list(row.approvers),
-        required_approvals=row.required_approvals,
-        allow_self_approval=self_approval,
-        approval_ttl=ttls[0],
-        grant_ttl=ttls[1],
-        first_escalation=escalation,
-        step=row.step,
-        preconditions=row.preconditions,
-        resume=row.resume,
-        callback_url=row.callback_url,
-        origin_id=root,
-    )
-
-
-def expired_error(row: Approval, consequence: str = "") -> ApprovalExpired:
-    """The refusal for an expired request, naming the clock that ran out: the grant's if it
-    was approved, else the request's own TTL."""
-    deadline = row.grant_expires_at or row.expires_at
-    return ApprovalExpired(
-        f"this request expired at {deadline:%Y-%m-%d %H:%M} UTC{consequence}",
-        state=State.EXPIRED.value,
-    )
 
 
 def _not_claimable(row: Approval) -> NotPending:

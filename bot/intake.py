@@ -1,68 +1,69 @@
 """Creating approval requests: the one code path behind `signoff approvals request` and
 `POST /v1/approvals`.
 
-Parsing refuses what could not be hashed faithfully (NaN literals, duplicate keys, numbers
-outside the exact double range) before validation; validation (pydantic) refuses unknown
-fields and wrong types; creation routes the request and inserts it idempotently on
-(tenant, run_id, hash) together with its `requested` audit event.
+Parsing (bot.validation.parse_json) refuses what could not be hashed faithfully (NaN
+literals, duplicate keys); validation (pydantic) refuses unknown fields and wrong types, and
+canonicalisation refuses numbers outside the exact double range; creation routes the request
+and inserts it idempotently on (tenant, run_id, hash) together with its `requested` audit
+event.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, Field, StrictStr
 
-from bot import audit, effects
+from bot import audit
 from bot.canonical import approval_hash, canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import format_duration, parse_duration
 from bot.errors import (
     ApproversOutsideRoute,
     InvalidRequest,
-    MalformedJson,
-    NotCanonical,
-    RequestTooLarge,
 )
 from bot.model import Kind, State
+from bot.outbox import jobs
 from bot.routing import Directory, Route, covers
-from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
+from bot.validation import (
+    IS_DURATION,
+    IS_HTTP_URL,
+    MAX_REQUEST_BYTES,
+    NO_NUL,
+    StrictModel,
+    parse_json,
+    validate,
+)
 from store.records import Approval, Delegation
 from store.repository import Store
 
-MAX_REQUEST_BYTES = 256 * 1024
 _MAX_TTL = timedelta(days=365)
 
 JsonValue = Any
 M = TypeVar("M", bound=BaseModel)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class ToolCall(_Model):
+class ToolCall(StrictModel):
     name: Annotated[StrictStr, Field(min_length=1, max_length=256), NO_NUL]
     arguments: dict[str, JsonValue]
 
 
-class PresentationField(_Model):
+class PresentationField(StrictModel):
     label: Annotated[StrictStr, Field(min_length=1, max_length=200)]
     value: StrictStr | int | float | bool | None
 
 
-class Presentation(_Model):
+class Presentation(StrictModel):
     title: Annotated[StrictStr, Field(min_length=1, max_length=300)]
     summary: Annotated[StrictStr, Field(max_length=4000)] | None = None
     fields: list[PresentationField] | None = None
 
 
-class RequestBody(_Model):
-    """The create body (DESIGN.md, "Agent-facing HTTP API")."""
+class RequestBody(StrictModel):
+    """The create body (docs/reference.md, "HTTP API")."""
 
     run_id: Annotated[StrictStr, Field(min_length=1, max_length=256), NO_NUL]
     capability: Annotated[
@@ -91,48 +92,6 @@ class ParsedRequest:
     # The presentation exactly as sent: it is hashed and stored as is, so an agent computing
     # the hash on its side over what it sent gets the same value.
     raw_presentation: dict[str, Any]
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise MalformedJson(f"duplicate key {key!r} in JSON object")
-        result[key] = value
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise NotCanonical(f"{name} is not valid JSON and cannot be hashed")
-
-
-def parse_json(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> Any:
-    """Strict JSON: I-JSON's rules (no duplicate keys, no NaN/Infinity), size-limited."""
-    size = len(data.encode() if isinstance(data, str) else data)
-    if size > limit:
-        raise RequestTooLarge(f"request is {size} bytes; the limit is {limit}")
-    try:
-        return json.loads(
-            data, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant
-        )
-    except (ValueError, RecursionError) as exc:
-        if isinstance(exc, InvalidRequest):
-            raise
-        raise MalformedJson(f"malformed JSON: {exc}") from None
-
-
-def validate(model: type[M], document: Any) -> M:
-    """Validate a parsed JSON document against a pydantic model; InvalidRequest lists every
-    failing field with its message."""
-    try:
-        return model.model_validate(document)
-    except ValidationError as exc:
-        fields = [
-            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"]}
-            for err in exc.errors()
-        ]
-        summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
-        raise InvalidRequest(f"invalid request: {summary}", fields=fields) from None
 
 
 def validate_request(document: Any) -> ParsedRequest:
@@ -341,9 +300,9 @@ async def create_request(
             assert existing is not None  # the conflict that skipped our insert is this row
             return Created(existing, created=False)
         await tx.insert_event(requested)
-        await effects.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
+        await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
         for delegation in away.values():
-            await effects.enqueue_personal_cards(
+            await jobs.enqueue_personal_cards(
                 tx, directory, approval, delegation.delegate, approval.created_at
             )
     return Created(approval, created=True)
@@ -365,5 +324,5 @@ async def delegations_of(
 
 def away_note(directory: Directory, delegation: Delegation) -> str:
     until = f" until {delegation.ends_at:%Y-%m-%d %H:%M} UTC" if delegation.ends_at else ""
-    name = directory.describe(delegation.delegate).split(" (")[0]
+    name = directory.name_of(delegation.delegate)
     return f"{name} decides as delegate{until}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot import audit, effects, escalation, execution, transitions
+from bot import audit, escalation, expiry, transitions
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -27,6 +27,7 @@ from bot.errors import (
     SignoffError,
 )
 from bot.model import DECIDABLE, State, recompute_hash
+from bot.outbox import jobs
 from bot.routing import Standing, keeping_authority
 from bot.transitions import Transition, Transitioner
 from store.records import Approval
@@ -92,8 +93,8 @@ class Operator(Transitioner):
             if row is None:
                 raise NotFound(f"no approval with id {approval_id!r}")
             _check_open(row)
-            if execution.expiry_due(row, now) is not None:
-                raise execution.expired_error(row)
+            if expiry.expiry_due(row, now) is not None:
+                raise expiry.expired_error(row)
             await self._standing(tx, row, action, actor, shown_hash, now)
 
     async def _standing(
@@ -183,21 +184,21 @@ class Operator(Transitioner):
             # attempt be judged at the earlier time it arrived.
             now = self.clock.now()
             _check_open(row)
-            clock_name = execution.expiry_due(row, now)
+            clock_name = expiry.expiry_due(row, now)
             if clock_name is not None:
                 # Judged on this clock, now: the attempt itself expires the request, and the
                 # expiry must commit even though the decider is refused.
-                expiry = await execution.expire(
+                ran_out = await expiry.expire(
                     tx, self.directory, row, now, clock_name, noticed_by=actor.label
                 )
-                expired = execution.expired_error(expiry.approval)
+                expired = expiry.expired_error(ran_out.approval)
             elif action == "delegate":
                 assert to is not None
                 decision = await self._hand_off(tx, row, actor, to, note, now)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
-            self.committed(expiry)
+            self.committed(ran_out)
             raise expired
         return self.committed(decision)
 
@@ -283,7 +284,7 @@ class Operator(Transitioner):
             _check_hand_off(row, standing, to)
         if to == row.assignee:
             raise InvalidRequest(f"the request is already assigned to {to}")
-        by = self.directory.describe(actor.principal).split(" (")[0]
+        by = self.directory.name_of(actor.principal)
         data: dict[str, object] = {"from": row.assignee, "to": to, "note": note}
         if actor.break_glass:
             data["break_glass"] = True
@@ -306,7 +307,7 @@ class Operator(Transitioner):
             actor=actor.label,
             data=data,
         )
-        await effects.enqueue_personal_cards(tx, self.directory, decision.approval, to, now)
+        await jobs.enqueue_personal_cards(tx, self.directory, decision.approval, to, now)
         return decision
 
 
@@ -332,7 +333,7 @@ def _check_hand_off(row: Approval, standing: Standing, to: str) -> None:
 def _check_open(row: Approval) -> None:
     """Only a pending request can be decided; say what it is instead."""
     if row.state == State.EXPIRED:
-        raise execution.expired_error(row)
+        raise expiry.expired_error(row)
     if row.state not in DECIDABLE:
         raise NotPending(state=row.state, decided_by=row.decided_by, decided_at=row.decided_at)
 

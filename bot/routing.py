@@ -13,6 +13,7 @@ from datetime import timedelta
 from fnmatch import fnmatchcase
 
 from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
+from bot.target import Target
 from store.records import Approval, Delegation
 
 GROUP_PREFIX = "group:"
@@ -26,6 +27,10 @@ class Principal:
     name: str
     slack: str | None = None
     telegram: int | None = None
+
+    def account(self, surface: str) -> str | int | None:
+        """Their identity on a chat surface ("slack", "telegram"); None if they have none."""
+        return {"slack": self.slack, "telegram": self.telegram}.get(surface)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,7 @@ class Route:
     tenant: str
     capability: str
     approvers: tuple[str, ...]
-    notify: tuple[str, ...] = ()
+    notify: tuple[Target, ...] = ()
     approval_ttl: timedelta = timedelta(hours=72)
     grant_ttl: timedelta = timedelta(hours=24)
     required_approvals: int = 1
@@ -101,7 +106,7 @@ class Directory:
         """Whether principal `key` has an account on chat `surface` ("slack", "telegram") to
         receive direct messages at."""
         principal = self.principals.get(key)
-        return principal is not None and getattr(principal, surface, None) is not None
+        return principal is not None and principal.account(surface) is not None
 
     def route_for(self, tenant: str, capability: str) -> Route:
         """The first route matching tenant and capability; NoRoute when none does."""
@@ -131,6 +136,11 @@ class Directory:
             return f"group {approver[len(GROUP_PREFIX) :]}"
         principal = self.principals.get(approver)
         return f"{principal.name} ({approver})" if principal else approver
+
+    def name_of(self, approver: str) -> str:
+        """The short form people read in a sentence: "Alice Ng", "group finance"."""
+        principal = self.principals.get(approver)
+        return principal.name if principal else self.describe(approver)
 
     def entitled(self, approval: Approval) -> frozenset[str]:
         """Who may decide in their own right: the assignee (or its group's members) and the

@@ -1,10 +1,9 @@
 """The sweeper: the clocks of every approval, enforced from the database, not from memory.
 
-Each pass expires pending requests past their TTL and approved grants past their grant TTL,
-turns executions whose lease lapsed into `outcome_unknown` (raising an
-interrupted_side_effect approval), and moves unanswered requests along their route's
-escalation chain (bot.escalation). Work comes in bounded
-batches of ids, and each row is one short transaction that locks it and judges it again, so
+Each pass runs every clock by name: expiry of pending requests past their TTL and of grants
+past their grant TTL and lapsed execution leases (bot.expiry), and escalation of unanswered
+requests along their route's chain (bot.escalation). Each clock finds its due rows in a
+bounded batch of ids, then judges each row again in one short transaction that locks it, so
 a decision racing the sweeper on the same row produces exactly one outcome and a large
 backlog never holds a lock for long.
 """
@@ -13,21 +12,51 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from datetime import datetime
 
-from bot import escalation, execution
+from bot import escalation, expiry
 from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.model import State
 from bot.routing import Directory
 from bot.transitions import Transition, Transitioner
 from store.engine import is_sqlite
-from store.repository import Store
+from store.records import Approval
+from store.repository import Store, Tx
 
 log = logging.getLogger("signoff.sweeper")
 
-# What `_each` does to a pending row due to escalate, beside the states whose clocks ran out.
-_ESCALATE = "escalate"
+# What a clock does to one due row, locked: a transition, or None if it is not due after all.
+Act = Callable[[Tx, Directory, Approval, datetime], Awaitable[Transition | None]]
+
+
+Scan = Callable[[Tx, datetime, int], Awaitable[list[str]]]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """One of an approval's clocks as the sweeper runs it: which rows are due by `now` (at
+    most `limit` ids), and what to do to each of them."""
+
+    name: str  # the SweepReport field it counts into
+    due: Scan
+    act: Act
+
+
+def _in_state(state: State) -> Scan:
+    return lambda tx, now, limit: tx.due(state, now, limit)
+
+
+DEADLINES = (
+    Deadline("expired", _in_state(State.PENDING), expiry.expire_if_due),
+    Deadline("grants_expired", _in_state(State.APPROVED), expiry.expire_if_due),
+    Deadline("lapsed", _in_state(State.EXECUTING), expiry.lapse_if_due),
+    Deadline(
+        "escalated", lambda tx, now, limit: tx.due_escalations(now, limit), escalation.escalate
+    ),
+)
 
 
 @dataclass
@@ -60,18 +89,13 @@ class Sweeper(Transitioner):
         self.concurrency = concurrency or (1 if is_sqlite(store.engine) else 8)
 
     async def sweep(self) -> SweepReport:
-        """One pass: at most `batch` rows of each kind. Returns what moved."""
+        """One pass: at most `batch` rows of each deadline. Returns what moved."""
         now = self.clock.now()
-        report = SweepReport()
         async with self.store.read() as tx:
-            pending = await tx.due(State.PENDING, now, self.batch)
-            grants = await tx.due(State.APPROVED, now, self.batch)
-            leases = await tx.due(State.EXECUTING, now, self.batch)
-            unanswered = await tx.due_escalations(now, self.batch)
-        report.expired = await self._each(pending, State.PENDING)
-        report.grants_expired = await self._each(grants, State.APPROVED)
-        report.lapsed = await self._each(leases, State.EXECUTING)
-        report.escalated = await self._each(unanswered, _ESCALATE)
+            due = [(each, await each.due(tx, now, self.batch)) for each in DEADLINES]
+        report = SweepReport()
+        for deadline, approval_ids in due:
+            setattr(report, deadline.name, await self._each(approval_ids, deadline.act))
         return report
 
     async def sweep_all(self) -> SweepReport:
@@ -79,25 +103,25 @@ class Sweeper(Transitioner):
         total = SweepReport()
         while True:
             report = await self.sweep()
-            for name in ("expired", "grants_expired", "lapsed", "escalated"):
-                setattr(total, name, getattr(total, name) + getattr(report, name))
+            for field in fields(SweepReport):
+                setattr(total, field.name, getattr(total, field.name) + getattr(report, field.name))
             if report.total == 0:
                 return total
 
-    async def _each(self, approval_ids: list[str], seen_state: str) -> int:
+    async def _each(self, approval_ids: list[str], act: Act) -> int:
         """Rows `concurrency` at a time, each its own short transaction."""
         turn = asyncio.Semaphore(self.concurrency)
 
         async def one(approval_id: str) -> int:
             async with turn:
-                return await self._guarded(approval_id, seen_state)
+                return await self._guarded(approval_id, act)
 
         return sum(await asyncio.gather(*(one(i) for i in approval_ids)))
 
-    async def _guarded(self, approval_id: str, seen_state: str) -> int:
+    async def _guarded(self, approval_id: str, act: Act) -> int:
         """One row; a row that fails (and would fail again) must not stop the rest."""
         try:
-            return await self._one(approval_id, seen_state)
+            return await self._one(approval_id, act)
         except Exception:
             log.exception(
                 "sweeper could not process approval %s; skipping it this pass",
@@ -106,27 +130,15 @@ class Sweeper(Transitioner):
             )
             return 0
 
-    async def _one(self, approval_id: str, seen_state: str) -> int:
+    async def _one(self, approval_id: str, act: Act) -> int:
         """Judge one row again under its lock; someone may have decided it since the scan.
         A row locked right now (a decision, another replica's sweeper) is left for the next
         pass rather than waited for."""
-        result: Transition | None = None
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id, skip_locked=True)
-            now = self.clock.now()
             if row is None:
                 return 0
-            if seen_state == _ESCALATE:
-                result = await escalation.escalate(tx, self.directory, row, now)
-            elif row.state != seen_state:
-                return 0
-            elif row.state == State.EXECUTING:
-                if row.lease_until is not None and now >= row.lease_until:
-                    result = await execution.lapse(tx, self.directory, row, now)
-            else:
-                clock_name = execution.expiry_due(row, now)
-                if clock_name is not None:
-                    result = await execution.expire(tx, self.directory, row, now, clock_name)
+            result = await act(tx, self.directory, row, self.clock.now())
         if result is None:
             return 0
         self.committed(result)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from bot import audit, effects
+from bot import audit
 from bot.clock import Clock, SystemClock
+from bot.outbox import jobs
 from bot.routing import Directory
 from store.records import Approval, Event
 from store.repository import Store, Tx
@@ -78,7 +79,7 @@ async def apply(
         # the database or this code. Refuse loudly rather than guess.
         raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
     stored = await tx.insert_event(event)
-    await effects.enqueue_transition(tx, directory, updated, stored, now)
+    await jobs.enqueue_transition(tx, directory, updated, stored, now)
     return Transition(updated, stored, row.state)
 
 

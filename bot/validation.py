@@ -1,13 +1,31 @@
-"""Field types shared by the config and the request body, so both refuse the same things."""
+"""Strict JSON and the validators shared by the HTTP API, intake and the config, so every
+door refuses the same things in the same words.
+
+JSON is parsed by I-JSON's rules (no duplicate keys, no NaN or Infinity), because what an
+agent sends is hashed and a human decides on that hash: a document two parsers could read
+differently must be refused, not guessed at.
+"""
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from bot.durations import parse_duration
+from bot.errors import InvalidRequest, MalformedJson, NotCanonical, RequestTooLarge
+
+MAX_REQUEST_BYTES = 256 * 1024
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """A JSON body: unknown fields and wrong types are refused, never coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _duration(value: str) -> str:
@@ -35,3 +53,45 @@ NO_NUL = AfterValidator(_text)
 
 DurationText = Annotated[str, IS_DURATION]
 HttpUrl = Annotated[str, IS_HTTP_URL]
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise MalformedJson(f"duplicate key {key!r} in JSON object")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotCanonical(f"{name} is not valid JSON and cannot be hashed")
+
+
+def parse_json(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> Any:
+    """Strict JSON: I-JSON's rules (no duplicate keys, no NaN/Infinity), size-limited."""
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > limit:
+        raise RequestTooLarge(f"request is {size} bytes; the limit is {limit}")
+    try:
+        return json.loads(
+            data, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant
+        )
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, InvalidRequest):
+            raise
+        raise MalformedJson(f"malformed JSON: {exc}") from None
+
+
+def validate(model: type[M], document: Any) -> M:
+    """Validate a parsed JSON document against a pydantic model; InvalidRequest lists every
+    failing field with its message."""
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        fields = [
+            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
+        raise InvalidRequest(f"invalid request: {summary}", fields=fields) from None

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from bot.model import Card
+from bot.card import Card
+from bot.target import Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ class Channel(Protocol):
 
     name: str
 
-    async def post_card(self, card: Card, target: str) -> MessageRef:
+    async def post_card(self, card: Card, target: Target) -> MessageRef:
         """Post a card to one target: a channel ("slack:C0FINANCE") or one principal's direct
         messages ("slack:@alice"; the outbox expands a route's "slack:dm" into these).
         Raising means "try again later": the outbox retries (RetryLater to say when)."""
@@ -41,7 +42,7 @@ class Channel(Protocol):
         decided). Must be idempotent: the same state rendered twice is harmless."""
         ...
 
-    async def send_notice(self, target: str, text: str) -> None:
+    async def send_notice(self, target: Target, text: str) -> None:
         """Send plain text (written by signoff, never markup) to one principal's direct
         messages ("slack:@alice")."""
         ...

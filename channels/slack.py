@@ -5,7 +5,7 @@ turned into a Bolt request and dispatched (Bolt verifies the signature and the t
 anything else gets 401 and nothing happens). Clicks are acknowledged at once, then the
 clicking Slack user is mapped to a configured principal and the Operator decides; every
 refusal is answered with an ephemeral message saying exactly why, and recorded in the
-approval's audit trail. Cards are posted and updated from the outbox (bot.cards), so Slack
+approval's audit trail. Cards are posted and updated from the outbox (bot.outbox.cards), so Slack
 being down delays a card, never loses it.
 
 "Delegate…" hands one request to another person (a modal with a user picker); the slash
@@ -18,8 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -29,23 +28,16 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.card import Card
 from bot.config import SlackConfig
-from bot.delegations import USAGE, Delegations, parse_delegate
-from bot.errors import (
-    ConfigError,
-    DeliveryFailed,
-    InvalidRequest,
-    NotAnApprover,
-    NotFound,
-    SignoffError,
-)
-from bot.model import Card
+from bot.delegations import USAGE, Delegations
+from bot.errors import DeliveryFailed, InvalidRequest, RetryLater
 from bot.operator import Action, Actor, Operator
-from bot.outbox import RetryLater
 from bot.routing import Directory
-from channels import slack_card
+from bot.target import Target
+from channels import conversation, slack_card
 from channels.base import MessageRef
-from channels.refusals import refusal_text
+from channels.conversation import Conversation, Surface
 
 log = logging.getLogger("signoff.slack")
 
@@ -59,23 +51,18 @@ COMMAND_USAGE = "\n".join(
 )
 # How Slack writes a user mention in a command's text when the command escapes it.
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+SURFACE = Surface("slack", "Slack", f"{COMMAND} ", quote_ids=True, backticks=True)
 
 
 def credentials(config: SlackConfig, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
     """The bot token and signing secret from the environment; ConfigError naming whichever
     variable is unset (checked before anything else at startup)."""
-    token = environ.get(config.bot_token_env) or ""
-    secret = environ.get(config.signing_secret_env) or ""
-    missing = [
-        var
-        for var, value in ((config.bot_token_env, token), (config.signing_secret_env, secret))
-        if not value
-    ]
-    if missing:
-        raise ConfigError(
-            f"[slack] is configured but ${', $'.join(missing)} not set; set the bot token "
-            "and signing secret, or remove [slack]"
-        )
+    token, secret = conversation.credentials(
+        "slack",
+        [config.bot_token_env, config.signing_secret_env],
+        "the bot token and signing secret",
+        environ,
+    )
     return token, secret
 
 
@@ -92,8 +79,7 @@ class SlackChannel:
     ) -> None:
         token, secret = credentials(config, environ)
         self.directory = directory
-        self.operator = operator
-        self.delegations = delegations
+        self.chat = Conversation(SURFACE, directory, operator, delegations)
         # slack-sdk drops the last path segment of a base URL without a trailing slash.
         base_url = config.api_base_url.rstrip("/") + "/"
         # Short calls: a card post (two calls for a DM) must end well inside its outbox lease.
@@ -132,9 +118,14 @@ class SlackChannel:
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, channel = body["user"]["id"], _channel_of(body)
-        async with self._failures_told(user, channel):
+        tell = self._teller(channel, user)
+        async with self.chat.failures_told(tell):
             value = body["actions"][0].get("value", "")
-            await self._decide("approve", user, value, channel, None)
+            checked = await self._actor_for(user, value, "approve", tell)
+            if checked is not None:
+                actor, (approval_id, shown_hash) = checked
+                # Said on the card itself, which the outbox updates like after any transition.
+                await self.chat.decide("approve", approval_id, shown_hash, actor, tell)
 
     async def _on_reject(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
@@ -150,32 +141,23 @@ class SlackChannel:
         """Open the modal that asks for the rest of a decision, unless the clicking user
         would be refused anyway: then refuse now rather than after they filled it in."""
         user, channel = body["user"]["id"], _channel_of(body)
-        async with self._failures_told(user, channel):
+        tell = self._teller(channel, user)
+        async with self.chat.failures_told(tell):
             value = body["actions"][0].get("value", "")
-            checked = await self._actor_for(user, value, channel, action)
+            checked = await self._actor_for(user, value, action, tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
-            try:
-                await self.operator.precheck(approval_id, shown_hash, actor, action)
-            except SignoffError as error:
-                await self._refused(approval_id, actor.label, action, error, user, channel)
-                return
-            view = modal(approval_id, shown_hash, channel or "")
-            await self.client.views_open(trigger_id=body["trigger_id"], view=view)
+            if await self.chat.precheck(approval_id, shown_hash, actor, action, tell):
+                view = modal(approval_id, shown_hash, channel or "")
+                await self.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_reject_submitted(
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         await ack()
-        meta = _metadata(view)
-        if meta is None:
-            return
-        user, channel = body["user"]["id"], meta.get("channel") or None
-        async with self._failures_told(user, channel):
-            reason = _input(view, slack_card.REASON_BLOCK, slack_card.REASON_INPUT, "value")
-            value = f"{meta.get('id')}:{meta.get('hash')}"
-            await self._decide("reject", user, value, channel, (reason or "").strip() or None)
+        reason = _input(view, slack_card.REASON_BLOCK, slack_card.REASON_INPUT, "value")
+        await self._submitted(body, view, "reject", (reason or "").strip() or None)
 
     async def _on_delegate_submitted(
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
@@ -195,90 +177,62 @@ class SlackChannel:
             )
             return
         await ack()
+        note = _input(view, slack_card.NOTE_BLOCK, slack_card.NOTE_INPUT, "value") or ""
+        await self._submitted(body, view, "delegate", note.strip() or None, to=to.key)
+
+    async def _submitted(
+        self,
+        body: dict[str, Any],
+        view: dict[str, Any],
+        action: Action,
+        note: str | None,
+        *,
+        to: str | None = None,
+    ) -> None:
+        """A modal's answer: decide what its card showed, as the person who submitted it."""
         meta = _metadata(view)
         if meta is None:
             return
-        user, channel = body["user"]["id"], meta.get("channel") or None
-        async with self._failures_told(user, channel):
+        user = body["user"]["id"]
+        tell = self._teller(meta.get("channel") or None, user)
+        async with self.chat.failures_told(tell):
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self._actor_for(user, value, channel, "delegate")
+            checked = await self._actor_for(user, value, action, tell)
             if checked is None:
                 return
-            actor, (approval_id, _) = checked
-            note = (
-                _input(view, slack_card.NOTE_BLOCK, slack_card.NOTE_INPUT, "value") or ""
-            ).strip()
-            try:
-                await self.operator.delegate(approval_id, actor, to.key, note or None)
-            except SignoffError as error:
-                await self._refused(approval_id, actor.label, "delegate", error, user, channel)
-                return
-            # The card itself is updated from the outbox, like after any transition.
-            await self._tell(channel, user, f"Handed to {to.name}.")
+            actor, (approval_id, shown_hash) = checked
+            done = await self.chat.decide(
+                action, approval_id, shown_hash, actor, tell, note=note, to=to
+            )
+            if done is not None and action == "delegate":
+                await tell(done)  # a rejection shows on the card itself
 
     # -- the slash command ---------------------------------------------------------------------
 
     async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
         """`/signoff ...`: answered in the command's response (shown only to the caller)."""
         user = str(command.get("user_id", ""))
-        try:
-            answer = await self._command(user, str(command.get("text") or ""))
-        except SignoffError as error:
-            answer = error.message
-        except Exception:
-            log.exception("Slack command from %s failed", user)
-            answer = "Something went wrong and nothing was changed; please try again."
-        await ack(text=slack_card.escape(answer))
-
-    async def _command(self, user_id: str, text: str) -> str:
         # A mention may carry a display name with spaces: keep only the user id.
-        words = _MENTION.sub(r"<@\1>", text).split()
+        words = _MENTION.sub(r"<@\1>", str(command.get("text") or "")).split()
         verb = words[0].casefold() if words else "help"
-        if verb not in ("delegate", "delegations", "revoke"):
-            return COMMAND_USAGE
-        principal = self.directory.principal_for_slack(user_id)
-        if principal is None:
-            return (
-                f"Your Slack account ({user_id}) is not linked to a signoff principal; an "
-                f'administrator can add `slack = "{user_id}"` to your [principals.NAME] entry.'
+        if verb in conversation.COMMANDS:
+            answer = await self.chat.command(
+                verb,
+                self.directory.principal_for_slack(user),
+                user,
+                [_unescape(word) for word in words[1:]],
+                resolve=self._principal_named,
             )
-        caller, args = principal.key, words[1:]
-        if verb == "delegate":
-            return await self._delegate_command(caller, args)
-        if verb == "delegations":
-            mine = await self.delegations.involving(caller)
-            if not mine:
-                return "No active or scheduled delegations for you."
-            return "\n".join(f"`{d.id}`: {self.delegations.describe(d)}" for d in mine)
-        if len(args) != 1:
-            return f"Which one? `{COMMAND} revoke ID` (the ids are in `{COMMAND} delegations`)."
-        try:
-            revoked = await self.delegations.revoke_own(args[0], caller, by=f"slack:{caller}")
-        except NotFound:
-            return f"You have no delegation {args[0]} to revoke; see `{COMMAND} delegations`."
-        return f"Revoked: {self.delegations.describe(revoked)}."
-
-    async def _delegate_command(self, caller: str, args: list[str]) -> str:
-        asked = parse_delegate([_unescape(word) for word in args], self.operator.clock.now())
-        delegation = await self.delegations.create(
-            caller,
-            self._principal_named(args[0]),
-            created_by=f"slack:{caller}",
-            starts_at=asked.starts_at,
-            ends_at=asked.ends_at,
-            scope=asked.scope,
-        )
-        return (
-            f"Delegated: {self.delegations.describe(delegation)}. To end it early: "
-            f"`{COMMAND} revoke {delegation.id}`"
-        )
+        else:
+            answer = COMMAND_USAGE
+        await ack(text=slack_card.escape(answer))
 
     def _principal_named(self, word: str) -> str:
         """The principal key a command names: a Slack mention (of a linked user), or the key
         itself (`bob` or `@bob`)."""
         mention = _MENTION.fullmatch(word)
         if mention is None:
-            return _unescape(word).removeprefix("@")
+            return word.removeprefix("@")
         principal = self.directory.principal_for_slack(mention.group(1))
         if principal is None:
             raise InvalidRequest(
@@ -287,96 +241,54 @@ class SlackChannel:
             )
         return principal.key
 
-    @asynccontextmanager
-    async def _failures_told(self, user: str, channel: str | None) -> AsyncIterator[None]:
-        """Whatever goes wrong after the ack, the clicking human hears that nothing was
-        decided, instead of silence or Slack's generic error."""
-        try:
-            yield
-        except Exception:
-            log.exception("Slack interaction from %s failed", user)
-            await self._tell(
-                channel, user, "Something went wrong and nothing was decided; please try again."
-            )
-
     async def _actor_for(
-        self, user_id: str, value: str, channel: str | None, action: str
+        self, user_id: str, value: str, action: Action, tell: conversation.Tell
     ) -> tuple[Actor, tuple[str, str]] | None:
         """The verified principal behind a click and what its button carried. A click from
         a Slack user who is no principal is refused (and audited) here."""
         parsed = slack_card.parse_button_value(value)
         if parsed is None:
-            await self._tell(channel, user_id, "This button was not made by signoff.")
+            await tell("This button was not made by signoff.")
             return None
         principal = self.directory.principal_for_slack(user_id)
-        if principal is None:
-            error = NotAnApprover(
-                f"Your Slack account ({user_id}) is not linked to a signoff principal, so it "
-                f'cannot decide; an administrator can add `slack = "{user_id}"` to your '
-                "[principals.NAME] entry."
-            )
-            await self._refused(parsed[0], f"slack:{user_id}", action, error, user_id, channel)
+        actor = await self.chat.identify(principal, user_id, parsed[0], action)
+        if actor is None:
+            await tell(self.chat.unlinked(user_id))
             return None
-        return Actor(principal.key, "slack"), parsed
+        return actor, parsed
 
-    async def _decide(
-        self, action: str, user_id: str, value: str, channel: str | None, note: str | None
-    ) -> None:
-        checked = await self._actor_for(user_id, value, channel, action)
-        if checked is None:
-            return
-        actor, (approval_id, shown_hash) = checked
-        try:
-            if action == "approve":
-                await self.operator.approve_shown(approval_id, shown_hash, actor, note)
-            else:
-                await self.operator.reject_shown(approval_id, shown_hash, actor, note)
-        except SignoffError as error:
-            await self._refused(approval_id, actor.label, action, error, user_id, channel)
+    def _teller(self, channel: str | None, user_id: str) -> conversation.Tell:
+        """Tell one user something only they see, in the channel they clicked in."""
 
-    async def _refused(
-        self,
-        approval_id: str,
-        actor_label: str,
-        action: str,
-        error: SignoffError,
-        user_id: str,
-        channel: str | None,
-    ) -> None:
-        try:
-            await self.operator.record_refusal(approval_id, actor_label, action, error)
-        finally:  # the human hears why even if the audit write failed (that is logged)
-            await self._tell(channel, user_id, refusal_text(error, self.directory))
+        async def tell(text: str, *, firmly: bool = False) -> None:
+            if channel is None:
+                log.info("message for %s not shown (no channel): %s", user_id, text)
+                return
+            try:
+                await self.client.chat_postEphemeral(
+                    channel=channel, user=user_id, text=slack_card.escape(text)
+                )
+            except SlackApiError as exc:
+                error = exc.response.get("error")
+                log.warning("could not tell %s in %s: %s", user_id, channel, error)
 
-    async def _tell(self, channel: str | None, user_id: str, text: str) -> None:
-        if channel is None:
-            log.info("message for %s not shown (no channel): %s", user_id, text)
-            return
-        try:
-            await self.client.chat_postEphemeral(
-                channel=channel, user=user_id, text=slack_card.escape(text)
-            )
-        except SlackApiError as exc:
-            log.warning("could not tell %s in %s: %s", user_id, channel, exc.response.get("error"))
+        return tell
 
     # -- outbound (called by the outbox) --------------------------------------------------------
 
-    async def _conversation(self, target: str) -> str:
+    async def _conversation(self, target: Target) -> str:
         """The channel id to post to: the target's own, or a principal's DM channel."""
-        where = target.partition(":")[2]
-        if where.startswith("@"):
-            principal = self.directory.principals.get(where[1:])
-            if principal is None or principal.slack is None:
-                raise DeliveryFailed(f"principal {where[1:]!r} has no Slack user id configured")
-            opened = await self._call(self.client.conversations_open, users=principal.slack)
-            where = opened["channel"]["id"]
-        return where
+        user = self.chat.account_of(target)
+        if user is None:
+            return target.where
+        opened = await self._call(self.client.conversations_open, users=user)
+        return str(opened["channel"]["id"])
 
-    async def send_notice(self, target: str, text: str) -> None:
+    async def send_notice(self, target: Target, text: str) -> None:
         where = await self._conversation(target)
         await self._call(self.client.chat_postMessage, channel=where, text=slack_card.escape(text))
 
-    async def post_card(self, card: Card, target: str) -> MessageRef:
+    async def post_card(self, card: Card, target: Target) -> MessageRef:
         where = await self._conversation(target)
         posted = await self._call(
             self.client.chat_postMessage,

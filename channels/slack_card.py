@@ -14,8 +14,9 @@ import json
 import re
 from typing import Any
 
-from bot.model import Card, State
-from channels import outcome
+from bot import card as cards
+from bot.card import Card
+from bot.model import State
 
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
@@ -154,13 +155,13 @@ _ICONS = {
 
 
 def outcome_lines(card: Card) -> list[str]:
-    """The outcome (channels.outcome) in mrkdwn, escaped: names come from the config, but
+    """The outcome (bot.card.outcome_lines) in mrkdwn, escaped: names come from the config, but
     nothing reaches mrkdwn unescaped."""
     return [
         f"{_ICONS[line.icon]} "
         + (f"*{escape(line.headline)}*" if line.headline else "")
         + escape(line.rest)
-        for line in outcome.lines(card)
+        for line in cards.outcome_lines(card)
     ]
 
 

@@ -18,8 +18,8 @@ from html import escape as _html_escape
 from typing import Literal
 
 from bot.canonical import short_hash
-from bot.model import Card, State
-from channels import outcome
+from bot.card import Card, outcome_lines
+from bot.model import State
 
 # Quotes need no escaping outside attributes, and Telegram knows only a few named entities.
 escape = partial(_html_escape, quote=False)
@@ -111,7 +111,7 @@ def html(card: Card) -> str:
         tail.append(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
     if card.state != State.PENDING:
         tail.append("")
-        for line in outcome.lines(card):
+        for line in outcome_lines(card):
             bold = f"<b>{escape(line.headline)}</b>" if line.headline else ""
             tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
         if card.decision_note:

@@ -12,12 +12,11 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from bot.app import CHANNELS, build_app
-from bot.cards import CardJobs
+from bot.app import CHANNELS, build_app, outbox_handlers
 from bot.clock import FakeClock
 from bot.config import Config
-from bot.delegations import Delegations
-from bot.outbox import OutboxRunner, OutboxSettings
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from store.repository import Store
 from tests.conftest import request_body
@@ -78,20 +77,9 @@ async def serve(
     http = aiohttp.ClientSession()
     cleanup.extend([runner.cleanup, http.close])
     directory = config.directory()
-    cards = CardJobs(store, directory, clock, app[CHANNELS])
-    delegations = Delegations(store, directory, clock)
-    outbox = OutboxRunner(
-        store,
-        {
-            "post_card": cards.post,
-            "update_card": cards.update,
-            "notice": cards.notice,
-            "delegation_started": delegations.on_started,
-            "delegation_ended": delegations.on_ended,
-        },
-        clock,
-        OutboxSettings(),
-        rand=lambda: 1.0,
-    )
+    # Every chat job; webhooks stay queued, where the tests look for them.
+    chat_jobs = [kind for kind in JobKind if kind != JobKind.WEBHOOK]
+    handlers = outbox_handlers(store, directory, clock, app[CHANNELS], kinds=chat_jobs)
+    outbox = OutboxRunner(store, handlers, clock, OutboxSettings(), rand=lambda: 1.0)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     return kind(url, http, store, clock, directory, outbox, api_key, **extra)

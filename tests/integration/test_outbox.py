@@ -22,15 +22,17 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.app import outbox_handlers
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.errors import BadWebhookSignature
 from bot.intake import create_request
 from bot.metrics import Metrics
 from bot.operator import Actor, Operator
-from bot.outbox import OutboxRunner, OutboxSettings
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import OutboxRunner, OutboxSettings
+from bot.outbox.webhooks import WebhookSender, verify
 from bot.routing import Directory
-from bot.webhooks import WebhookSender, verify
 from store.records import Approval
 from store.repository import Store
 from tests.conftest import TEST_CONFIG, make_request
@@ -404,3 +406,20 @@ async def test_delivered_jobs_are_pruned_after_keep_done_and_dead_ones_kept(
     clock.advance(days=30)  # long past keep_done for the dead job too
     assert await runner.prune() == 0
     assert (await _job(store, failing.id)).state == "dead"
+
+
+async def test_the_handler_table_performs_every_kind_of_job_a_transition_can_queue(
+    store: Store, clock: FakeClock
+) -> None:
+    """A job kind without a handler would sit queued forever: the one table the server,
+    the worker and the test servers use covers every JobKind, and one that leaves webhooks
+    out must say so rather than get a table that silently lacks them."""
+    directory = parse_config(copy.deepcopy(TEST_CONFIG)).directory()
+    async with aiohttp.ClientSession() as session:
+        table = outbox_handlers(store, directory, clock, {}, session)
+    assert set(table) == set(JobKind)
+    assert all(callable(handler) for handler in table.values())
+    chat_only = outbox_handlers(store, directory, clock, {}, kinds=[JobKind.POST_CARD])
+    assert set(chat_only) == {JobKind.POST_CARD}
+    with pytest.raises(ValueError, match="webhook jobs need an HTTP session"):
+        outbox_handlers(store, directory, clock, {})

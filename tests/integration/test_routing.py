@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bot.app import outbox_handlers
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
@@ -34,7 +35,8 @@ from bot.errors import (
 from bot.intake import create_request, validate_request
 from bot.metrics import Metrics
 from bot.operator import Actor, Operator
-from bot.outbox import OutboxRunner, OutboxSettings
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.records import Approval
@@ -148,15 +150,9 @@ class World:
 async def world(store: Store, clock: FakeClock) -> AsyncIterator[World]:
     directory = parse_config(copy.deepcopy(CONFIG)).directory()
     delegations = Delegations(store, directory, clock)
-    runner = OutboxRunner(
-        store,
-        {
-            "delegation_started": delegations.on_started,
-            "delegation_ended": delegations.on_ended,
-        },
-        clock,
-        OutboxSettings(),
-    )
+    edges = (JobKind.DELEGATION_STARTED, JobKind.DELEGATION_ENDED)
+    handlers = outbox_handlers(store, directory, clock, {}, kinds=edges)
+    runner = OutboxRunner(store, handlers, clock, OutboxSettings())
     operator = Operator(store, directory, clock)
     yield World(store, clock, directory, operator, delegations, runner, clock.now())
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from bot import effects
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
+from bot.outbox import jobs
 from store.records import Delegation
 from store.repository import Store
 from tests.conftest import TEST_CONFIG
@@ -620,7 +620,7 @@ async def test_a_badly_signed_command_is_401_and_does_nothing(rig: Rig) -> None:
 async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: Rig) -> None:
     """Delegation start and end notices: plain text, escaped, to each person's DM."""
     async with rig.store.write() as tx:
-        await effects.enqueue_notice(
+        await jobs.enqueue_notice(
             tx, rig.directory, "alice", "Delegation started: <!channel> & co", rig.clock.now(), "t"
         )
     await rig.drain()

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from bot.card import Card
 from bot.cli import _emit_json, render_card
 from bot.config import parse_config
-from bot.model import Card, Execution, State, execution_of, public_record
+from bot.model import Execution, State, execution_of, public_record
 from bot.routing import Directory
 from store.records import Approval
 from tests.conftest import RECORD_HASH as HASH
@@ -45,7 +46,7 @@ def _decided(**changes: Any) -> Approval:
 
 
 def test_card_shows_the_request(directory: Directory) -> None:
-    card = Card.from_approval(_approval(), NOW, directory.describe)
+    card = Card.from_approval(_approval(), NOW, directory)
     assert card.title == "Refund €120.00 to Zoë"
     assert card.summary == "Customer asked twice."
     assert card.tool_name == "stripe.refunds.create"
@@ -125,7 +126,7 @@ def test_decided_card_has_no_countdown(state: str) -> None:
 
 
 def test_decided_card_shows_the_decider(directory: Directory) -> None:
-    card = Card.from_approval(_decided(), NOW, directory.describe)
+    card = Card.from_approval(_decided(), NOW, directory)
     assert card.state == "approved"
     assert card.decided_by == "Alice Ng (alice)"
     assert card.decision_note == "checked the ledger"
@@ -251,7 +252,7 @@ def _shown_escaped(char: str, after: str, text: str) -> bool:
 
 
 def test_render_card_escapes_terminal_control_characters(directory: Directory) -> None:
-    text = render_card(Card.from_approval(_hostile(), NOW, directory.describe))
+    text = render_card(Card.from_approval(_hostile(), NOW, directory))
 
     raw = {"\x1b", "\r", "\x07", "\x08", "\x00", "\x7f", "\x9b"}
     assert not raw & set(text), f"raw control characters reached the terminal: {text!r}"
@@ -269,7 +270,7 @@ def test_render_card_escapes_terminal_control_characters(directory: Directory) -
 
 
 def test_render_card_escapes_the_decision_note(directory: Directory) -> None:
-    card = Card.from_approval(_decided(decision_note="ok\x1b[2J"), NOW, directory.describe)
+    card = Card.from_approval(_decided(decision_note="ok\x1b[2J"), NOW, directory)
     text = render_card(card)
     assert "\x1b" not in text
     assert _shown_escaped("\x1b", "[2J", text)
@@ -282,7 +283,7 @@ def test_agent_text_cannot_forge_card_lines(directory: Directory) -> None:
         tool_args={"note": f"x\n{fake}"},
         reason=f"fine\n{fake}\nstate         approved",
     )
-    text = render_card(Card.from_approval(approval, NOW, directory.describe))
+    text = render_card(Card.from_approval(approval, NOW, directory))
     card_lines = [line for line in text.splitlines() if line.startswith(("hash ", "state "))]
     assert card_lines == ["state         pending", f"hash          sha256:{HASH}"]
 
@@ -291,13 +292,13 @@ def test_agent_text_cannot_forge_card_lines(directory: Directory) -> None:
 def test_render_card_escapes_bidi_overrides(directory: Directory, char: str) -> None:
     # "Trojan Source": a right-to-left override makes "€1 0009" display as "€9000 1".
     approval = _approval(presentation={"title": f"Refund {char}0009 €"})
-    text = render_card(Card.from_approval(approval, NOW, directory.describe))
+    text = render_card(Card.from_approval(approval, NOW, directory))
     assert char not in text
     assert _shown_escaped(char, "0009", text)
 
 
 def test_render_card_shows_full_hash_and_labels_the_reason(directory: Directory) -> None:
-    text = render_card(Card.from_approval(_approval(), NOW, directory.describe))
+    text = render_card(Card.from_approval(_approval(), NOW, directory))
     lines = text.splitlines()
     assert f"sha256:{HASH}" in text
     assert any(
@@ -308,7 +309,7 @@ def test_render_card_shows_full_hash_and_labels_the_reason(directory: Directory)
 
 
 def test_render_card_shows_what_will_run(directory: Directory) -> None:
-    card = Card.from_approval(_approval(), NOW + timedelta(hours=1), directory.describe)
+    card = Card.from_approval(_approval(), NOW + timedelta(hours=1), directory)
     text = render_card(card)
     assert "Refund €120.00 to Zoë" in text
     assert "payments.refund" in text
@@ -323,7 +324,7 @@ def test_render_card_shows_what_will_run(directory: Directory) -> None:
 
 
 def test_render_card_of_a_decision_shows_who_and_when(directory: Directory) -> None:
-    text = render_card(Card.from_approval(_decided(), NOW, directory.describe))
+    text = render_card(Card.from_approval(_decided(), NOW, directory))
     assert "Alice Ng (alice) at 2026-03-02 14:07 UTC: checked the ledger" in text
     assert "expires" not in text
 

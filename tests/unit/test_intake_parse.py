@@ -1,4 +1,4 @@
-"""Parsing and validating the create body (DESIGN.md, "Agent-facing HTTP API"): the pure part
+"""Parsing and validating the create body (docs/reference.md, "HTTP API"): the pure part
 of bot.intake, shared by `POST /v1/approvals` and `signoff approvals request`."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import rfc8785
 
 from bot.canonical import approval_hash
 from bot.errors import InvalidRequest, MalformedJson, NotCanonical, RequestTooLarge
-from bot.intake import MAX_REQUEST_BYTES, parse_json, parse_request, validate_request
+from bot.intake import parse_request, validate_request
+from bot.validation import MAX_REQUEST_BYTES, parse_json
 from tests.conftest import request_body
 
 

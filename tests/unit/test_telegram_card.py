@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from bot.card import Card
 from bot.config import parse_config
-from bot.model import Card
 from bot.routing import Directory
 from channels import telegram_card
 from tests.conftest import RECORD_HASH as HASH
@@ -28,7 +28,7 @@ def directory() -> Directory:
 
 
 def _card(directory: Directory, **changes: Any) -> Card:
-    return Card.from_approval(approval_record(**changes), NOW, directory.describe)
+    return Card.from_approval(approval_record(**changes), NOW, directory)
 
 
 class _Tags(HTMLParser):
@@ -136,7 +136,7 @@ def test_decided_card_has_no_buttons_and_says_who(directory: Directory) -> None:
 
 
 def test_overdue_card_offers_no_buttons(directory: Directory) -> None:
-    card = Card.from_approval(approval_record(), NOW + timedelta(days=30), directory.describe)
+    card = Card.from_approval(approval_record(), NOW + timedelta(days=30), directory)
     assert card.overdue
     assert telegram_card.keyboard(card) is None
 
@@ -187,7 +187,7 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         assignee="carol",
         assigned_note="escalated to Carol Diaz after 24 h without a decision",
     )
-    card = Card.from_approval(approval, NOW, directory.describe, votes=("alice",))
+    card = Card.from_approval(approval, NOW, directory, votes=("alice",))
     assert card.progress == "1 of 2 approvals: Alice Ng"
     text = _parsed(telegram_card.html(card)).text
     assert "1 of 2 approvals: Alice Ng" in text
@@ -198,7 +198,7 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
     decided = Card.from_approval(
         approval_record(required_approvals=2, state="approved", decided_by="bob"),
         NOW,
-        directory.describe,
+        directory,
         votes=("alice", "bob"),
     )
     assert decided.progress is None  # the outcome says it all

@@ -1,4 +1,4 @@
-"""Webhook signatures as DESIGN.md specifies them, the backoff schedule, and the SDK's
+"""Webhook signatures as docs/reference.md specifies them, the backoff schedule, and the SDK's
 rebuilding of server errors into signoff's own classes."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from bot.errors import (
     Unauthorized,
     error_from_code,
 )
-from bot.outbox import OutboxSettings, backoff
-from bot.webhooks import body_bytes, signed_headers
+from bot.outbox.runner import OutboxSettings, backoff
+from bot.outbox.webhooks import body_bytes, signed_headers
 
 NOW = 1_780_000_000
 

@@ -1,22 +1,37 @@
-"""What a transition causes outside the database, queued in the transition's own transaction.
+"""The kinds of outbox job, and the functions that queue them inside a transaction.
 
-The outbox runner (bot/outbox.py) performs these jobs later, from any replica, with retries:
-a decision webhook to the agent side, and an update of every chat card that shows the
-approval. Because they are written with the transition, a crash can delay them, never lose
-them; dedupe keys make queueing the same effect twice a no-op.
+The runner (bot.outbox.runner) performs these jobs later, from any replica, with retries: a
+decision webhook to the agent side, a card to post or update, a notice to one person, and
+what a delegation's start and end cause. Because they are written in the transaction of the
+change that causes them, a crash can delay them, never lose them; dedupe keys make queueing
+the same effect twice a no-op.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from enum import StrEnum
 
 from bot.clock import utc_iso
 from bot.errors import NoRoute
 from bot.model import State, public_record
 from bot.routing import Directory
-from store.records import Approval, Event
+from bot.target import Target
+from store.records import Approval, Delegation, Event
 from store.repository import Tx
+
+
+class JobKind(StrEnum):
+    """What an outbox job does; the runner dispatches on it (bot.app.outbox_handlers)."""
+
+    WEBHOOK = "webhook"  # the decision webhook to the agent side
+    POST_CARD = "post_card"  # a new request's card, to one target
+    UPDATE_CARD = "update_card"  # a posted card, re-rendered for the request's current state
+    NOTICE = "notice"  # plain text to one person
+    DELEGATION_STARTED = "delegation_started"  # due at a delegation's start
+    DELEGATION_ENDED = "delegation_ended"  # due at its end, or at once on revocation
+
 
 # Transitions the agent side must hear about: terminal, or actionable (approved: claim it).
 WEBHOOK_STATES = frozenset(
@@ -32,32 +47,33 @@ WEBHOOK_STATES = frozenset(
 
 
 async def enqueue_cards(
-    tx: Tx, directory: Directory, approval: Approval, notify: Iterable[str], now: datetime
+    tx: Tx, directory: Directory, approval: Approval, notify: Iterable[Target], now: datetime
 ) -> None:
     """Queue a `post_card` job per message the new approval's cards need: one per channel
     target, and for a `...:dm` target one per approver with an account on that surface (so a
     retry re-posts only the message that failed, never the ones already sent)."""
     for target in notify:
-        surface, _, where = target.partition(":")
-        if where == "dm":
+        if target.every_approver:
             recipients = sorted(
-                p for p in directory.expand(approval.approvers) if directory.reaches(p, surface)
+                p
+                for p in directory.expand(approval.approvers)
+                if directory.reaches(p, target.surface)
             )
-            targets = [f"{surface}:@{principal}" for principal in recipients]
+            targets = [Target.personal(target.surface, principal) for principal in recipients]
         else:
             targets = [target]
         for one in targets:
             await _post_card(tx, approval, one, now)
 
 
-async def _post_card(tx: Tx, approval: Approval, target: str, now: datetime) -> None:
+async def _post_card(tx: Tx, approval: Approval, target: Target, now: datetime) -> None:
     # One card per approval and target, however many causes ask for it.
     await tx.enqueue(
-        "post_card",
-        {"target": target},
+        JobKind.POST_CARD,
+        {"target": str(target)},
         now=now,
         approval_id=approval.id,
-        dedupe_key=f"post_card:{approval.id}:{target}",
+        dedupe_key=f"{JobKind.POST_CARD}:{approval.id}:{target}",
     )
 
 
@@ -73,13 +89,13 @@ async def enqueue_personal_cards(
     the new assignee after a hand-off or an escalation, a delegate while someone is away.
     Someone who already has a card for this request in their direct messages gets no
     second one (the same dedupe key as the route's own `...:dm` cards)."""
-    surfaces = {target.partition(":")[0] for target in route_notify(directory, approval)}
+    surfaces = {target.surface for target in route_notify(directory, approval)}
     for surface in _PERSONAL_SURFACES:
         if surface not in surfaces:
             continue
         for principal in sorted(directory.members(who)):
             if directory.reaches(principal, surface):
-                await _post_card(tx, approval, f"{surface}:@{principal}", now)
+                await _post_card(tx, approval, Target.personal(surface, principal), now)
 
 
 async def enqueue_notice(
@@ -89,16 +105,16 @@ async def enqueue_notice(
     (a delegation starting or ending). `key` makes queueing the same notice twice a no-op."""
     for surface in _PERSONAL_SURFACES:
         if directory.reaches(principal, surface):
-            target = f"{surface}:@{principal}"
+            target = Target.personal(surface, principal)
             await tx.enqueue(
-                "notice",
-                {"target": target, "text": text},
+                JobKind.NOTICE,
+                {"target": str(target), "text": text},
                 now=now,
-                dedupe_key=f"notice:{key}:{target}",
+                dedupe_key=f"{JobKind.NOTICE}:{key}:{target}",
             )
 
 
-def route_notify(directory: Directory, approval: Approval) -> tuple[str, ...]:
+def route_notify(directory: Directory, approval: Approval) -> tuple[Target, ...]:
     """Where the request's route sends cards, by today's config (nothing if no route
     matches any more)."""
     try:
@@ -133,17 +149,53 @@ async def enqueue_transition(
             # outcome_unknown: the interrupted_side_effect approval that asks to run it again
             body["follow_up_id"] = event.data["follow_up_id"]
         await tx.enqueue(
-            "webhook",
+            JobKind.WEBHOOK,
             {"url": url, "tenant": approval.tenant, "delivery_id": delivery, "body": body},
             now=now,
             approval_id=approval.id,
-            dedupe_key=f"webhook:{delivery}",
+            dedupe_key=f"{JobKind.WEBHOOK}:{delivery}",
         )
     for message in await tx.card_messages_for(approval.id):
+        await enqueue_card_update(tx, approval, message.id, now)
+
+
+async def enqueue_card_update(
+    tx: Tx, approval: Approval, card_message_id: int, now: datetime
+) -> None:
+    """Re-render one posted card for `approval` as it is now (one job per card and version)."""
+    await tx.enqueue(
+        JobKind.UPDATE_CARD,
+        {"card_message_id": card_message_id, "state": approval.state, "version": approval.version},
+        now=now,
+        approval_id=approval.id,
+        dedupe_key=f"{JobKind.UPDATE_CARD}:{card_message_id}:{approval.version}",
+    )
+
+
+async def enqueue_delegation(tx: Tx, delegation: Delegation, now: datetime) -> None:
+    """A new delegation's edges: its start (cards and notices), and its end if it has one."""
+    await tx.enqueue(
+        JobKind.DELEGATION_STARTED,
+        {"delegation_id": delegation.id},
+        now=now,
+        run_after=delegation.starts_at,
+        dedupe_key=f"{JobKind.DELEGATION_STARTED}:{delegation.id}",
+    )
+    if delegation.ends_at is not None:
         await tx.enqueue(
-            "update_card",
-            {"card_message_id": message.id, "state": approval.state, "version": approval.version},
+            JobKind.DELEGATION_ENDED,
+            {"delegation_id": delegation.id, "reason": "ended"},
             now=now,
-            approval_id=approval.id,
-            dedupe_key=f"update_card:{message.id}:{approval.version}",
+            run_after=delegation.ends_at,
+            dedupe_key=f"{JobKind.DELEGATION_ENDED}:{delegation.id}",
         )
+
+
+async def enqueue_revocation(tx: Tx, delegation_id: str, now: datetime) -> None:
+    """A delegation revoked before its end: both people are told now."""
+    await tx.enqueue(
+        JobKind.DELEGATION_ENDED,
+        {"delegation_id": delegation_id, "reason": "revoked"},
+        now=now,
+        dedupe_key=f"{JobKind.DELEGATION_ENDED}:{delegation_id}:revoked",
+    )

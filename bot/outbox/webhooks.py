@@ -1,4 +1,4 @@
-"""Signed decision webhooks (DESIGN.md, "Decision webhooks").
+"""Signed decision webhooks (the contract: docs/reference.md, "Decision webhooks").
 
 Headers: `Signoff-Delivery` (stable across retries of one event), `Signoff-Timestamp` (unix
 seconds of this attempt) and `Signoff-Signature: v1=<hex HMAC-SHA256(secret,
@@ -20,9 +20,8 @@ import aiohttp
 
 from bot.canonical import canonical_json
 from bot.clock import Clock
-from bot.errors import BadWebhookSignature, DeliveryFailed
+from bot.errors import BadWebhookSignature, DeliveryFailed, RetryLater
 from bot.metrics import Metrics
-from bot.outbox import RetryLater
 from bot.routing import Directory
 from store.records import OutboxJob
 

@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.clock import Clock, SystemClock
+from bot.errors import RetryLater
 from bot.metrics import Metrics
 from store.records import OutboxJob
 from store.repository import Store
@@ -31,21 +32,6 @@ log = logging.getLogger("signoff.outbox")
 _PRUNE_EVERY = timedelta(minutes=10)
 
 Handler = Callable[[OutboxJob], Awaitable[None]]
-
-
-class RetryLater(Exception):
-    """Raised by a handler when the far side asked to wait (HTTP 429 or 503 Retry-After)."""
-
-    def __init__(self, message: str, delay: float | None = None) -> None:
-        super().__init__(message)
-        self.delay = delay
-
-    @classmethod
-    def after(cls, message: str, retry_after: str | None) -> RetryLater:
-        """From an HTTP Retry-After header in seconds; anything else leaves the wait to the
-        runner's backoff."""
-        value = (retry_after or "").strip()
-        return cls(message, delay=float(value) if value.isdigit() else None)
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,24 @@
 plain `notice` messages.
 
 They are channel-agnostic: each job names a target ("slack:C0FINANCE", "slack:@alice"), the
-channel registered under the target's prefix renders and sends it, and the message is
+channel registered under the target's surface renders and sends it, and the message is
 recorded in `card_messages` with the hash it showed, so a click or reply on it later can be
 tied to exactly what that human saw. Every transition queues an `update_card` per recorded
-message (bot.effects), so cards follow the row.
+message (bot.outbox.jobs), so cards follow the row.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING
 
+from bot.card import Card, card_for
 from bot.clock import Clock
-from bot.model import Card, State
+from bot.model import State
+from bot.outbox import jobs
 from bot.routing import Directory
+from bot.target import Target
 from store.records import Approval, OutboxJob
 from store.repository import Store
 
@@ -25,25 +27,6 @@ if TYPE_CHECKING:  # bot/ never imports a channel at run time; app.py hands them
     from channels.base import Channel
 
 log = logging.getLogger("signoff.cards")
-
-
-async def card_for(
-    store: Store,
-    directory: Directory,
-    approval: Approval,
-    now: datetime,
-    *,
-    max_value: int | None = 200,
-) -> Card:
-    """The Card for `approval` as every surface shows it, with the approvals a quorum has
-    gathered so far read from the votes."""
-    votes: tuple[str, ...] = ()
-    if approval.required_approvals > 1:
-        async with store.read() as tx:
-            votes = tuple(
-                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
-            )
-    return Card.from_approval(approval, now, directory.describe, max_value, votes=votes)
 
 
 class CardJobs:
@@ -59,27 +42,20 @@ class CardJobs:
         self.clock = clock
         self.channels = dict(channels)
 
-    async def card(self, approval: Approval) -> Card:
+    async def _card(self, approval: Approval) -> Card:
         return await card_for(self.store, self.directory, approval, self.clock.now())
 
     async def post(self, job: OutboxJob) -> None:
-        target = str(job.payload["target"])
-        channel = self.channels.get(target.partition(":")[0])
+        target = Target.parse(str(job.payload["target"]))
+        channel = self._channel(target.surface, f"card to {target}", job.approval_id)
         if channel is None:
-            log.warning(
-                "no %s channel is configured; card for approval %s not posted to %s",
-                target.partition(":")[0],
-                job.approval_id,
-                target,
-                extra={"approval_id": job.approval_id},
-            )
             return
         assert job.approval_id is not None
         async with self.store.read() as tx:
             approval = await tx.get_approval(job.approval_id)
         if approval is None or approval.state != State.PENDING:
             return  # decided before its card could go out: nothing left to ask
-        ref = await channel.post_card(await self.card(approval), target)
+        ref = await channel.post_card(await self._card(approval), target)
         now = self.clock.now()
         async with self.store.write() as tx:
             # Lock the row before recording the message: a transition committing meanwhile
@@ -103,24 +79,13 @@ class CardJobs:
             if current is not None and current.version != approval.version:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.
-                await tx.enqueue(
-                    "update_card",
-                    {"card_message_id": message.id, "state": current.state},
-                    now=now,
-                    approval_id=approval.id,
-                    dedupe_key=f"update_card:{message.id}:{current.version}",
-                )
+                await jobs.enqueue_card_update(tx, current, message.id, now)
 
     async def notice(self, job: OutboxJob) -> None:
         """A plain message to one person ("slack:@alice"): a delegation starting or ending."""
-        target = str(job.payload["target"])
-        channel = self.channels.get(target.partition(":")[0])
+        target = Target.parse(str(job.payload["target"]))
+        channel = self._channel(target.surface, f"notice to {target}", None)
         if channel is None:
-            log.info(
-                "no %s channel is configured; notice to %s not sent",
-                target.partition(":")[0],
-                target,
-            )
             return
         await channel.send_notice(target, str(job.payload["text"]))
 
@@ -130,13 +95,24 @@ class CardJobs:
             approval = await tx.get_approval(message.approval_id) if message else None
         if message is None or approval is None:
             return
-        channel = self.channels.get(message.channel)
+        channel = self._channel(message.channel, f"update of card {message.id}", approval.id)
         if channel is None:
-            log.warning(
-                "no %s channel is configured; card %d not updated", message.channel, message.id
-            )
             return
         # The stored row has what a MessageRef holds: channel, address, message_id.
-        await channel.update_card(message, await self.card(approval))
+        await channel.update_card(message, await self._card(approval))
         async with self.store.write() as tx:
             await tx.mark_card_rendered(message.id, state=approval.state, now=self.clock.now())
+
+    def _channel(self, surface: str, what: str, approval_id: str | None) -> Channel | None:
+        """The channel that delivers on `surface`; None (and a line for the operator, since
+        the route or a principal names a surface this deployment does not run) if there is
+        none."""
+        channel = self.channels.get(surface)
+        if channel is None:
+            log.warning(
+                "no %s channel is configured; %s not sent",
+                surface,
+                what,
+                extra={"approval_id": approval_id},
+            )
+        return channel

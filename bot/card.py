@@ -1,0 +1,196 @@
+"""The Card: what a human is shown of an approval, before any surface renders it.
+
+Every surface (Slack, Telegram, the CLI) renders the same Card, so they show the same fields,
+the same hash and, once the request is decided, the same outcome in the same words; only the
+markup differs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.canonical import short_hash
+from bot.durations import format_duration
+from bot.model import State
+from bot.routing import Directory
+from store.records import Approval
+from store.repository import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """What a human is shown, before any surface renders it. Every string in it that came
+    from the agent (title, fields, arguments, reason) is untrusted and escaped by the surface."""
+
+    approval_id: str
+    title: str
+    summary: str | None
+    capability: str
+    tool_name: str
+    fields: tuple[tuple[str, str], ...]
+    arguments: tuple[tuple[str, str], ...]
+    reason: str | None
+    requested_by: str | None
+    assignee: str
+    state: str
+    expires_at: datetime
+    expires_in: str | None  # while pending and not yet past expires_at
+    overdue: bool  # pending, but past expires_at: the next attempt or the sweeper expires it
+    decided_by: str | None
+    decided_at: datetime | None
+    decision_note: str | None
+    hash: str
+    # Whether it was ever approved (a grant was set), and when execution started and ended:
+    # later states (cancelled, expired, executed...) say so beside who approved it.
+    approved: bool = False
+    claimed_at: datetime | None = None
+    executed_at: datetime | None = None
+    # How the assignee got the request ("escalated to Carol Diaz after 24h without a
+    # decision"), and, with N-of-M, who has approved so far of how many needed.
+    assigned_note: str | None = None
+    approvals_so_far: tuple[str, ...] = ()
+    required_approvals: int = 1
+
+    @property
+    def progress(self) -> str | None:
+        """ "1 of 2 approvals: Alice Ng" while a quorum is being gathered."""
+        if self.required_approvals < 2 or self.state != "pending":
+            return None
+        names = ", ".join(self.approvals_so_far) or "none yet"
+        return f"{len(self.approvals_so_far)} of {self.required_approvals} approvals: {names}"
+
+    @property
+    def short_hash(self) -> str:
+        return short_hash(self.hash)
+
+    @classmethod
+    def from_approval(
+        cls,
+        approval: Approval,
+        now: datetime,
+        directory: Directory | None = None,
+        max_value: int | None = 200,
+        votes: tuple[str, ...] = (),
+    ) -> Card:
+        """`directory` names principals and groups ("Alice Ng (alice)"; without one, the
+        keys). `max_value` cuts long values for surfaces with little room (None: show
+        everything). `votes` are the principals who approved so far (N-of-M)."""
+        describe = directory.describe if directory is not None else str
+        name_of = directory.name_of if directory is not None else str
+        presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
+        fields = tuple(
+            (str(f.get("label", "")), _truncate(f.get("value"), max_value))
+            for f in presentation.get("fields") or []
+            if isinstance(f, dict)
+        )
+        arguments = tuple(
+            (str(key), _truncate(value, max_value))
+            for key, value in (approval.tool_args or {}).items()
+        )
+        pending = approval.state == State.PENDING
+        overdue = pending and now >= approval.expires_at
+        return cls(
+            approval_id=approval.id,
+            title=str(presentation.get("title") or approval.capability),
+            summary=presentation.get("summary"),
+            capability=approval.capability,
+            tool_name=approval.tool_name,
+            fields=fields,
+            arguments=arguments,
+            reason=approval.reason,
+            requested_by=describe(approval.requested_by) if approval.requested_by else None,
+            assignee=describe(approval.assignee),
+            state=approval.state,
+            expires_at=approval.expires_at,
+            expires_in=format_duration(approval.expires_at - now)
+            if pending and not overdue
+            else None,
+            overdue=overdue,
+            decided_by=describe(approval.decided_by) if approval.decided_by else None,
+            decided_at=approval.decided_at,
+            decision_note=approval.decision_note,
+            hash=approval.hash,
+            approved=approval.grant_expires_at is not None,
+            claimed_at=approval.claimed_at,
+            executed_at=approval.executed_at,
+            assigned_note=approval.assigned_note,
+            approvals_so_far=tuple(name_of(v) for v in votes),
+            required_approvals=approval.required_approvals,
+        )
+
+
+def _truncate(value: Any, limit: int | None) -> str:
+    """Long values are cut with their full size shown, so a human knows there is more."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} chars)"
+
+
+async def card_for(
+    store: Store,
+    directory: Directory,
+    approval: Approval,
+    now: datetime,
+    *,
+    max_value: int | None = 200,
+) -> Card:
+    """The Card for `approval` as every surface shows it, with the approvals a quorum has
+    gathered so far read from the votes."""
+    votes: tuple[str, ...] = ()
+    if approval.required_approvals > 1:
+        async with store.read() as tx:
+            votes = tuple(
+                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
+            )
+    return Card.from_approval(approval, now, directory, max_value, votes=votes)
+
+
+# -- the outcome a decided card shows ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    icon: str  # a key the surface maps to its own emoji: "approved", "rejected", ...
+    headline: str  # shown bold; may be empty
+    rest: str = ""
+
+
+def at(when: datetime | None) -> str:
+    return f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
+
+
+def outcome_lines(card: Card) -> list[Line]:
+    """What happened to the request, for a decided card: the human decision first, then what
+    the agent or the clock did after it, each naming who and when where the row records it."""
+    who = f" by {card.decided_by}" if card.decided_by else ""
+    state = State(card.state)
+    if state == State.REJECTED:
+        return [Line("rejected", "Rejected", f"{who}{at(card.decided_at)}")]
+    if state == State.CANCELLED and not card.approved:
+        return [Line("cancelled", "Cancelled", f"{who or ' by the agent'}{at(card.decided_at)}")]
+    if state == State.SUPERSEDED and not card.approved:
+        return [Line("superseded", "Superseded", " by the agent: its preconditions no longer hold")]
+    if state == State.EXPIRED and not card.approved:
+        return [Line("expired", "Expired", f" unanswered{at(card.expires_at)}")]
+    result = [Line("approved", "Approved", f"{who}{at(card.decided_at)}")]
+    later = {
+        State.EXECUTING: Line("executing", "", f"Execution started{at(card.claimed_at)}"),
+        State.EXECUTED: Line("approved", "Executed", at(card.executed_at)),
+        State.FAILED: Line("failed", "Execution failed", at(card.executed_at)),
+        State.OUTCOME_UNKNOWN: Line(
+            "unknown",
+            "Outcome unknown",
+            f": execution started{at(card.claimed_at)} and never reported back; a new request "
+            "asks whether to run it again",
+        ),
+        State.EXPIRED: Line("expired", "Expired", ": approved but never claimed in time"),
+        State.CANCELLED: Line("cancelled", "Withdrawn", " by the agent before it ran"),
+        State.SUPERSEDED: Line("superseded", "Superseded", " by the agent before it ran"),
+    }
+    if state in later:
+        result.append(later[state])
+    return result

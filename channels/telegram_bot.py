@@ -1,0 +1,164 @@
+"""The python-telegram-bot `Application` inside signoff's aiohttp server: its lifetime, the
+webhook that feeds it updates, and the Bot API calls the outbox makes through it.
+
+`POST /telegram/webhook` checks Telegram's secret token in constant time, records the update
+id (a redelivered update is acknowledged and not handled twice, whichever replica it lands
+on), and hands the update to the application before Telegram gets its 200, so an
+acknowledged update has been handled. What the handlers do with it is channels.telegram's.
+
+`polling=True` is the single-process development mode: PTB's Updater fetches updates with
+getUpdates instead of Telegram calling the webhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import warnings
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+from telegram import Update
+from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.ext import Application
+
+from bot.config import TelegramConfig
+from bot.errors import ConfigError, DeliveryFailed, RetryLater
+from bot.inbound import Inbound
+from channels.telegram_setup import ALLOWED_UPDATES, credentials
+
+log = logging.getLogger("signoff.telegram")
+
+# PTB 22 warns on every flood-control error that `retry_after` will become a timedelta; the
+# code below reads both forms, so the warning says nothing an operator can act on.
+warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", module="telegram")
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+class TelegramBot:
+    """`TelegramBot(config, inbound)`: the application (add handlers to `.application`), and
+    `handle` for the webhook route."""
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        inbound: Inbound,
+        environ: Mapping[str, str] = os.environ,
+        *,
+        polling: bool = False,
+    ) -> None:
+        token, self.secret = credentials(config, environ, webhook=not polling)
+        self.inbound = inbound
+        self.polling = polling
+        builder = (
+            Application.builder()
+            .token(token)
+            .base_url(config.api_base_url)
+            # Short calls: a card post must end well inside its outbox lease.
+            .connect_timeout(5)
+            .read_timeout(10)
+            .write_timeout(10)
+            .pool_timeout(5)
+        )
+        if not polling:
+            builder = builder.updater(None)
+        self.application = builder.build()
+        self.bot = self.application.bot
+        self._starting = asyncio.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Called when the server starts. Telegram being unreachable must not keep the agent
+        API down: the bot is initialised again on first use."""
+        try:
+            await self.started()
+        except TelegramError as exc:
+            if self.polling:
+                raise ConfigError(f"Telegram polling cannot start: {exc}") from exc
+            log.warning("Telegram is not reachable yet (%s); will retry on first use", exc)
+            return
+        if self.polling:
+            assert self.application.updater is not None
+            await self.application.updater.start_polling(allowed_updates=list(ALLOWED_UPDATES))
+            log.info("Telegram polling started (development mode, one process only)")
+
+    async def stop(self) -> None:
+        updater = self.application.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+        if self.application.running:
+            await self.application.stop()
+        await self.application.shutdown()
+
+    async def started(self) -> None:
+        """Initialise (getMe) and start the application once; concurrent callers wait."""
+        if self.application.running:
+            return
+        async with self._starting:
+            if not self.application.running:
+                await self.application.initialize()
+                await self.application.start()
+
+    # -- the webhook ----------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """`POST /telegram/webhook`: one update from Telegram."""
+        given = request.headers.get(SECRET_HEADER, "")
+        if self.secret is None or not hmac.compare_digest(given.encode(), self.secret.encode()):
+            log.warning(
+                "Telegram webhook call from %s refused: %s secret token",
+                request.remote,
+                "wrong" if given else "missing",
+            )
+            return _error(403, "forbidden", f"missing or wrong {SECRET_HEADER}")
+        try:
+            data = await request.json()
+        except ValueError:
+            return _error(400, "malformed_json", "the body is not JSON")
+        update_id = data.get("update_id") if isinstance(data, dict) else None
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
+            return _error(400, "invalid_update", "an update needs an integer update_id")
+        try:
+            update = Update.de_json(data, self.bot)
+        except Exception:
+            log.exception("Telegram update %s could not be read", update_id)
+            return _error(400, "invalid_update", "the update could not be read")
+        try:
+            await self.started()
+        except TelegramError as exc:  # Telegram delivers again later
+            log.warning("Telegram update %d not handled yet: %s", update_id, exc)
+            return _error(503, "telegram_unavailable", "the bot is not initialised yet")
+        # A database error here answers 503 (errors middleware): Telegram delivers again.
+        if not await self.inbound.first_delivery("telegram", str(update_id)):
+            log.info("Telegram update %d was delivered again; handled once already", update_id)
+            return web.Response()
+        await self.application.process_update(update)
+        return web.Response()
+
+    async def call(self, method: Any, **kwargs: Any) -> Any:
+        """A Bot API call for the outbox, its failures said as the runner understands them:
+        RetryLater for flood control, DeliveryFailed for everything else."""
+        try:
+            await self.started()
+            return await method(**kwargs)
+        except RetryAfter as exc:
+            raise RetryLater("Telegram flood control", _seconds(exc)) from exc
+        except BadRequest as exc:
+            raise DeliveryFailed(f"Telegram refused the call: {exc.message}") from exc
+        except TelegramError as exc:  # network, 5xx, blocked by the user: try again later
+            raise DeliveryFailed(f"Telegram call failed: {exc.message}") from exc
+
+
+def _seconds(exc: RetryAfter) -> float:
+    value = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
