@@ -29,10 +29,12 @@ from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
 from bot.errors import (
     ApprovalChanged,
+    ApprovalCorrupt,
     ApprovalExpired,
     ClaimMismatch,
     ConfigError,
     InvalidRequest,
+    LeaseExhausted,
     MalformedJson,
     NotFound,
     NotPending,
@@ -113,6 +115,8 @@ _STATUS: tuple[tuple[type[SignoffError], int], ...] = (
     (NotPending, 409),
     (ClaimMismatch, 409),
     (ApprovalChanged, 409),
+    (ApprovalCorrupt, 409),
+    (LeaseExhausted, 409),
     (StoreUnavailable, 503),
     (SchemaOutOfDate, 503),
 )
@@ -210,10 +214,22 @@ class ClaimBody(StrictModel):
     lease: Annotated[StrictStr, IS_DURATION] | None = None
 
 
+ClaimToken = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
+
+
 class CompleteBody(StrictModel):
-    claim_token: Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
+    claim_token: ClaimToken
     outcome: Literal["succeeded", "failed"]
     result: Any = None
+
+
+class ReleaseBody(StrictModel):
+    claim_token: ClaimToken
+
+
+class RenewBody(StrictModel):
+    claim_token: ClaimToken
+    lease: Annotated[StrictStr, IS_DURATION] | None = None
 
 
 class SupersedeBody(StrictModel):
@@ -277,6 +293,8 @@ async def create(request: web.Request) -> web.Response:
     ctx = request.app[API]
     parsed = validate_request(await _body(request))
     result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
+    for replaced in result.superseded:
+        ctx.actions.committed(replaced)
     if result.created:
         log.info(
             "approval %s requested by tenant %s (%s)",
@@ -323,17 +341,32 @@ async def list_(request: web.Request) -> web.Response:
     )
 
 
+# An Idempotency-Key as the header's draft standard and Stripe use it: printable ASCII.
+_IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}")
+
+
+def _lease(asked: str | None, default: timedelta) -> timedelta:
+    lease = parse_duration(asked) if asked else default
+    if lease > MAX_LEASE:
+        raise InvalidRequest(
+            f"lease {asked!r} is longer than the 24h a claim may hold a call",
+            fields=[{"field": "lease", "message": "longer than 24h"}],
+        )
+    return lease
+
+
 async def claim(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     ctx = request.app[API]
     body = validate(ClaimBody, await _body(request, optional=True))
-    lease = parse_duration(body.lease) if body.lease else ctx.claim_lease
-    if lease > MAX_LEASE:
+    lease = _lease(body.lease, ctx.claim_lease)
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise InvalidRequest(
-            f"lease {body.lease!r} is longer than the 24h a claim may hold a call",
-            fields=[{"field": "lease", "message": "longer than 24h"}],
+            "Idempotency-Key must be 1-255 printable ASCII characters",
+            fields=[{"field": "Idempotency-Key", "message": "1-255 printable ASCII characters"}],
         )
-    claimed = await ctx.actions.claim(tenant, _approval_id(request), lease)
+    claimed = await ctx.actions.claim(tenant, _approval_id(request), lease, key)
     _committed(request)
     approval = claimed.approval
     return web.json_response(
@@ -348,6 +381,26 @@ async def claim(request: web.Request) -> web.Response:
             "preconditions": approval.preconditions,
         }
     )
+
+
+async def renew(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    ctx = request.app[API]
+    body = validate(RenewBody, await _body(request))
+    lease = _lease(body.lease, ctx.claim_lease)
+    approval = await ctx.actions.renew(tenant, _approval_id(request), body.claim_token, lease)
+    _committed(request)
+    return web.json_response(public_record(approval))
+
+
+async def release(request: web.Request) -> web.Response:
+    tenant = _tenant(request)
+    body = validate(ReleaseBody, await _body(request))
+    approval = await request.app[API].actions.release(
+        tenant, _approval_id(request), body.claim_token
+    )
+    _committed(request)
+    return web.json_response(public_record(approval))
 
 
 async def complete(request: web.Request) -> web.Response:
@@ -386,6 +439,8 @@ def add_routes(app: web.Application, ctx: ApiContext) -> None:
     app.router.add_get("/v1/approvals", list_)
     app.router.add_get("/v1/approvals/{id}", get)
     app.router.add_post("/v1/approvals/{id}/claim", claim)
+    app.router.add_post("/v1/approvals/{id}/renew", renew)
+    app.router.add_post("/v1/approvals/{id}/release", release)
     app.router.add_post("/v1/approvals/{id}/complete", complete)
     app.router.add_post("/v1/approvals/{id}/supersede", supersede)
     app.router.add_post("/v1/approvals/{id}/cancel", cancel)

@@ -5,7 +5,8 @@ own `hash`, the SHA-256 of the canonical JSON of
 `{approval_id, seq, type, actor, at, data, prev_hash}`. The approval row records the chain's
 head (`audit_seq`, `audit_head`), moved by the same statement as the transition the event
 records. Editing, deleting or re-ordering any event, or cutting the newest ones off, breaks
-the chain; `verify` finds the first broken link.
+the chain; `verify` finds the first broken link of every approval, and every approval whose
+stored call no longer hashes to the hash it was requested (and decided) with.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.canonical import canonical_json, sha256_hex
+from bot.canonical import approval_hash, canonical_json, sha256_hex
 from bot.clock import utc_iso
-from bot.errors import NotFound
-from store.records import ChainHead, Event
-from store.repository import Store
+from bot.errors import NotFound, SignoffError
+from store.records import Approval, ChainHead, Event
+from store.repository import Store, Tx
 
 GENESIS = "0" * 64
 
@@ -92,6 +93,39 @@ def head_of(event: dict[str, Any]) -> dict[str, Any]:
     return {"audit_seq": event["seq"], "audit_head": event["hash"]}
 
 
+async def note(
+    tx: Tx, row: Approval, event_type: str, *, actor: str, at: datetime, data: dict[str, Any]
+) -> Event:
+    """Append an event that changes nothing but the trail (a refused attempt, a failed
+    integrity check) to `row`, locked in `tx`. The event repeats the row's state and
+    decider, so the trail still ends where the row is."""
+    data = data | {"state": row.state}
+    if row.decided_by is not None:
+        data["decided_by"] = row.decided_by
+    event = next_event(
+        row.id,
+        event_type,
+        after_seq=row.audit_seq,
+        after_hash=row.audit_head,
+        actor=actor,
+        at=at,
+        data=data,
+    )
+    stored = await tx.append_event(row, event)
+    if stored is None:
+        raise RuntimeError(f"audit head of {row.id} moved under its lock")
+    return stored
+
+
+def content_hash(kind: str, capability: str, presentation: Any, tool: str, args: Any) -> str:
+    """The request hash the stored fields give now, or "not hashable" when they cannot be
+    hashed at all (an edited row may not be canonical JSON any more)."""
+    try:
+        return approval_hash(kind, capability, presentation, tool, args)
+    except SignoffError:
+        return "not hashable"
+
+
 @dataclass(frozen=True, slots=True)
 class Broken:
     event_id: int | None
@@ -104,11 +138,16 @@ class Broken:
 class Report:
     events_checked: int
     approvals_checked: int
-    broken: Broken | None
+    problems: tuple[Broken, ...] = ()  # one per broken approval, in id order
 
     @property
     def ok(self) -> bool:
-        return self.broken is None
+        return not self.problems
+
+    @property
+    def broken(self) -> Broken | None:
+        """The first broken approval's problem."""
+        return self.problems[0] if self.problems else None
 
 
 def _check(event: Event, previous: Event | None) -> str | None:
@@ -132,6 +171,19 @@ def _check(event: Event, previous: Event | None) -> str | None:
         return f"content cannot be hashed: {exc}"
     if recomputed != event.hash:
         return "content does not match its hash (the event was altered)"
+    return None
+
+
+def chain_problem(row: Approval, events: list[Event]) -> str | None:
+    """What is wrong with one approval's chain as read (all its events, oldest first), or
+    None when every link holds and it ends where the row says it does."""
+    previous: Event | None = None
+    for event in events:
+        if problem := _check(event, previous):
+            return f"event #{event.seq}: {problem}"
+        previous = event
+    if previous is None or (previous.seq, previous.hash) != (row.audit_seq, row.audit_head):
+        return "the approval's recorded chain head does not match its last event"
     return None
 
 
@@ -169,44 +221,58 @@ def _check_row(trail: _Trail) -> str | None:
         )
     if head.hash != trail.requested_hash:
         return "the approval's hash differs from the hash recorded when it was requested"
+    now = content_hash(head.kind, head.capability, head.presentation, head.tool_name, head.args)
+    if now != head.hash:
+        return (
+            "the stored call (tool, arguments or presentation) no longer hashes to the "
+            f"approval's hash {head.hash[:12]}: it was altered after it was requested"
+        )
     return None
 
 
 async def verify(store: Store, approval_id: str | None = None, page: int = 1000) -> Report:
     """Recompute every chain (or one approval's), hold each approval row to the end of its
-    chain, and report the first broken link."""
+    chain and its stored call to its hash, and report every broken approval (the first
+    problem of each)."""
     checked = approvals = 0
+    problems: list[Broken] = []
     trail: _Trail | None = None
+    skipping: str | None = None  # an approval already found broken: the rest of its chain
     cursor: tuple[str, int] | None = None
 
-    def broken(event: Event, problem: str) -> Report:
-        return Report(checked, approvals, Broken(event.id, event.approval_id, event.seq, problem))
+    def finish(done: _Trail) -> None:
+        if problem := _check_row(done):
+            problems.append(Broken(done.last.id, done.last.approval_id, done.last.seq, problem))
 
     async with store.read() as tx:
         while batch := await tx.chain_page(approval_id=approval_id, after=cursor, limit=page):
             for event, head in batch:
                 if trail is not None and trail.last.approval_id != event.approval_id:
-                    if problem := _check_row(trail):
-                        return broken(trail.last, problem)
+                    finish(trail)
                     trail = None
+                if event.approval_id == skipping:
+                    continue
                 checked += 1
-                if problem := _check(event, trail.last if trail else None):
-                    return broken(event, problem)
                 if trail is None:
                     approvals += 1
+                if problem := _check(event, trail.last if trail else None):
+                    problems.append(Broken(event.id, event.approval_id, event.seq, problem))
+                    trail, skipping = None, event.approval_id
+                    continue
+                if trail is None:
                     trail = _Trail(head, event, event.data.get("hash"))
                 trail.follow(event)
             cursor = (batch[-1][0].approval_id, batch[-1][0].seq)
-        if trail is not None and (problem := _check_row(trail)):
-            return broken(trail.last, problem)
+        if trail is not None:
+            finish(trail)
 
         if approval_id is not None and checked == 0:
             if await tx.get_approval(approval_id) is None:
                 raise NotFound(f"no approval with id {approval_id!r}")
             orphans = [approval_id]
         else:
-            orphans = [] if approval_id is not None else await tx.approvals_without_events(1)
-        if orphans:
-            missing = Broken(None, orphans[0], 0, "approval has no audit events at all")
-            return Report(checked, approvals, missing)
-    return Report(checked, approvals, None)
+            orphans = [] if approval_id is not None else await tx.approvals_without_events(1000)
+        for orphan in orphans:
+            approvals += 1
+            problems.append(Broken(None, orphan, 0, "approval has no audit events at all"))
+    return Report(checked, approvals, tuple(sorted(problems, key=lambda b: b.approval_id)))

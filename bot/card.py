@@ -173,7 +173,8 @@ def outcome_lines(card: Card) -> list[Line]:
     if state == State.CANCELLED and not card.approved:
         return [Line("cancelled", "Cancelled", f"{who or ' by the agent'}{at(card.decided_at)}")]
     if state == State.SUPERSEDED and not card.approved:
-        return [Line("superseded", "Superseded", " by the agent: its preconditions no longer hold")]
+        # Why is the note: the agent's reason, a newer request of the step, a policy change.
+        return [Line("superseded", "Superseded", " before it was decided")]
     if state == State.EXPIRED and not card.approved:
         return [Line("expired", "Expired", f" unanswered{at(card.expires_at)}")]
     result = [Line("approved", "Approved", f"{who}{at(card.decided_at)}")]
@@ -189,7 +190,7 @@ def outcome_lines(card: Card) -> list[Line]:
         ),
         State.EXPIRED: Line("expired", "Expired", ": approved but never claimed in time"),
         State.CANCELLED: Line("cancelled", "Withdrawn", " by the agent before it ran"),
-        State.SUPERSEDED: Line("superseded", "Superseded", " by the agent before it ran"),
+        State.SUPERSEDED: Line("superseded", "Superseded", " before it ran"),
     }
     if state in later:
         result.append(later[state])

@@ -161,6 +161,8 @@ async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
     _emit_json(public_record(result.approval))
     note = "created" if result.created else "already existed (same tenant, run_id and hash)"
     print(f"approval {result.approval.id} {note}", file=sys.stderr)
+    for replaced in result.superseded:
+        print(f"approval {replaced.approval.id} superseded: same step, older call", file=sys.stderr)
     return 0
 
 
@@ -332,11 +334,15 @@ async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
             f"{report.approvals_checked} approvals"
         )
         return 0
-    broken = report.broken
-    assert broken is not None
-    where = f"event {broken.event_id} (#{broken.seq})" if broken.event_id else "its trail"
+    for broken in report.problems:
+        where = f"event {broken.event_id} (#{broken.seq})" if broken.event_id else "its trail"
+        print(
+            f"audit chain BROKEN at approval {broken.approval_id}, {where}: {broken.problem}",
+            file=sys.stderr,
+        )
     print(
-        f"audit chain BROKEN at approval {broken.approval_id}, {where}: {broken.problem}",
+        f"{len(report.problems)} of {report.approvals_checked} approvals broken "
+        f"({report.events_checked} events checked)",
         file=sys.stderr,
     )
     return EXIT_REFUSED

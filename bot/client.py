@@ -11,14 +11,16 @@ exactly the approved call, once.
 Errors are the server's own classes (bot.errors), rebuilt from the error code: NotPending,
 ApprovalExpired, NotFound, InvalidRequest (with `.fields`), Unauthorized, ClaimMismatch...
 A network failure (server unreachable, timeout) is aiohttp's own ClientError or TimeoutError:
-retry it; every call is safe to repeat (create is idempotent, a repeated claim is refused
-with NotPending, a repeated complete returns the recorded outcome).
+retry it; every call is safe to repeat (create is idempotent, a claim repeated with the same
+idempotency key returns the same claim, a repeated complete returns the recorded outcome).
+`claim` itself retries a lost answer with the same key before giving up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,6 +54,11 @@ class ApprovalRecord:
     expires_at: str | None
     origin_id: str | None
     raw: dict[str, Any]
+    # The interrupted_side_effect approval raised when this one's lease lapsed, the newer
+    # request of the same step that replaced it, and the current claim's lease.
+    follow_up_id: str | None = None
+    superseded_by: str | None = None
+    lease_until: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ApprovalRecord:
@@ -69,6 +76,9 @@ class ApprovalRecord:
             expires_at=data.get("expires_at"),
             origin_id=data.get("origin_id"),
             raw=dict(data),
+            follow_up_id=data.get("follow_up_id"),
+            superseded_by=data.get("superseded_by"),
+            lease_until=data.get("lease_until"),
         )
 
 
@@ -119,14 +129,19 @@ class SignoffClient:
         return self._session
 
     async def _call(
-        self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
         async with self._http().request(
             method,
             self.base_url + path,
             json=body,
             params={k: str(v) for k, v in (params or {}).items() if v is not None},
-            headers=self._headers,
+            headers={**self._headers, **(headers or {})},
         ) as response:
             try:
                 data = await response.json(content_type=None)
@@ -173,10 +188,31 @@ class SignoffClient:
             await asyncio.sleep(min(delay, left))
             delay = min(delay * 2, most)
 
-    async def claim(self, approval_id: str, lease: str | None = None) -> Claim:
-        """Take the approved call for execution (one caller wins; others get NotPending)."""
+    async def claim(
+        self,
+        approval_id: str,
+        lease: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+        attempts: int = 3,
+    ) -> Claim:
+        """Take the approved call for execution (one caller wins; others get NotPending).
+
+        The claim carries an idempotency key (a new one unless you pass your own, e.g. one
+        stored with the run so a restarted process can recover its claim): if the answer is
+        lost on the way, the call is retried up to `attempts` times with the same key, and
+        the server hands back the same claim instead of refusing it."""
+        key = idempotency_key or str(uuid.uuid4())
         body = {"lease": lease} if lease else {}
-        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/claim", body)
+        path = f"/v1/approvals/{approval_id}/claim"
+        for attempt in range(1, attempts + 1):
+            try:
+                _, data = await self._call("POST", path, body, headers={"Idempotency-Key": key})
+                break
+            except (aiohttp.ClientError, TimeoutError):
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(0.2 * 2**attempt)
         return Claim(
             approval=ApprovalRecord.from_json(data["approval"]),
             claim_token=data["claim_token"],
@@ -187,6 +223,22 @@ class SignoffClient:
             resume=data["resume"],
             preconditions=data["preconditions"],
         )
+
+    async def renew(
+        self, approval_id: str, claim_token: str, lease: str | None = None
+    ) -> ApprovalRecord:
+        """Hold a claimed call longer (`lease` from now, default the server's claim lease),
+        never past 24 h from the claim (LeaseExhausted); `lease_until` says until when."""
+        body = {"claim_token": claim_token} | ({"lease": lease} if lease else {})
+        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/renew", body)
+        return ApprovalRecord.from_json(data)
+
+    async def release(self, approval_id: str, claim_token: str) -> ApprovalRecord:
+        """Hand a claimed call back without having started it: approved again, for this or
+        another caller to claim while its grant lasts."""
+        body = {"claim_token": claim_token}
+        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/release", body)
+        return ApprovalRecord.from_json(data)
 
     async def complete(
         self,

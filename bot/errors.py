@@ -124,6 +124,13 @@ class ApprovalExpired(NotPending):
     code = "expired"
 
 
+class PolicyChanged(NotPending):
+    """The configuration no longer allows this grant (its route, or its approvers, changed
+    since it was approved); it was superseded and nothing runs."""
+
+    code = "policy_changed"
+
+
 class ApprovalChanged(SignoffError):
     """The request changed since it was shown: the shown hash differs from the stored one."""
 
@@ -131,9 +138,17 @@ class ApprovalChanged(SignoffError):
 
 
 class ApprovalCorrupt(SignoffError):
-    """The stored request no longer hashes to its stored hash; refusing to approve it."""
+    """The stored request no longer hashes to what was approved: it was altered outside
+    signoff, and it is neither approved nor handed out for execution."""
 
     code = "approval_corrupt"
+
+
+class LeaseExhausted(SignoffError):
+    """The claim's lease cannot be extended: it ran out, or reached the longest a claim may
+    hold a call."""
+
+    code = "lease_exhausted"
 
 
 class NotAnApprover(SignoffError):

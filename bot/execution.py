@@ -1,33 +1,48 @@
-"""The agent's side of an approval: claim the approved call, report its outcome, supersede
-or withdraw the request. (What happens when a lease lapses is bot.expiry's.)
+"""The agent's side of an approval: claim the approved call (and recover, renew or release
+that claim), report its outcome, supersede or withdraw the request. (What happens when a
+lease lapses is bot.expiry's; what a claim re-checks is bot.grant's.)
 
 These are the agent's own transitions (the tenant's API key is the authority), built like a
 human decision: lock the row, judge it on the injected clock, one conditional update with its
 audit event and outbox jobs. Every row's `execution` (not_started, started, finished) stays
-truthful: a claim starts execution, only `complete` finishes it, and a lease that lapses
-without a report becomes `outcome_unknown`, never a guess.
+truthful: a claim starts execution, a release says it never started, only `complete`
+finishes it, and a lease that lapses without a report becomes `outcome_unknown`, never a
+guess, until the agent reports what really happened.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import expiry, transitions
+from bot import audit, expiry, grant, transitions
 from bot.clock import utc_iso
-from bot.errors import ClaimMismatch, NotFound, NotPending
-from bot.model import DEFAULT_LEASE, State
+from bot.errors import (
+    ApprovalCorrupt,
+    ClaimMismatch,
+    LeaseExhausted,
+    NotFound,
+    NotPending,
+    PolicyChanged,
+    SignoffError,
+)
+from bot.model import DEFAULT_LEASE, MAX_LEASE, State
 from bot.transitions import Transition, Transitioner
 from store.records import Approval
 from store.repository import Tx
 
+log = logging.getLogger("signoff.execution")
+
 _WITHDRAWABLE = (State.PENDING, State.APPROVED)
 _FINISHED = (State.EXECUTED, State.FAILED)
 _NOTHING_TO_RUN = "; nothing to execute"
+OUTCOME_REPORTED = "outcome reported by the agent"
 
 
 def idempotency_key(root: Approval) -> str:
@@ -38,6 +53,16 @@ def idempotency_key(root: Approval) -> str:
     return hashlib.sha256(f"{root.id}:{root.hash}".encode()).hexdigest()
 
 
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _same(stored: str | None, given: str) -> bool:
+    return stored is not None and hmac.compare_digest(
+        stored.encode(), given.encode("utf-8", "surrogateescape")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Claimed:
     approval: Approval
@@ -45,20 +70,55 @@ class Claimed:
     idempotency_key: str
 
 
+@dataclass
+class _Outcome:
+    """What one locked step did: the transitions to commit and count, the value to return,
+    or the error to raise once what the refusal itself records has committed."""
+
+    moved: list[Transition] = field(default_factory=list)
+    value: Any = None
+    error: SignoffError | None = None
+
+
+Step = Callable[[Tx, Approval, datetime], Awaitable[_Outcome]]
+
+
 class AgentActions(Transitioner):
     """The agent's transitions: `AgentActions(store, directory, clock, metrics)`."""
 
     async def claim(
-        self, tenant: str, approval_id: str, lease: timedelta = DEFAULT_LEASE
+        self,
+        tenant: str,
+        approval_id: str,
+        lease: timedelta = DEFAULT_LEASE,
+        key: str | None = None,
     ) -> Claimed:
         """Take the approved call for execution: one caller wins and holds it for `lease`.
-        A grant that ran out unclaimed is expired here and refused (ApprovalExpired)."""
+        The call is re-judged first (bot.grant): a row altered since it was approved is
+        refused (ApprovalCorrupt, recorded in its trail), a grant today's config no longer
+        allows is superseded (PolicyChanged), a grant that ran out is expired
+        (ApprovalExpired). Claiming again with the same idempotency `key` while the claim is
+        live returns the same claim, so a caller whose answer was lost can recover it."""
         token = secrets.token_urlsafe(24)
+        key_digest = _digest(key) if key is not None else None
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> Transition:
+        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+            if (
+                row.state == State.EXECUTING
+                and key_digest is not None
+                and _same(row.claim_key, key_digest)
+                and row.lease_until is not None
+                and now < row.lease_until
+            ):
+                # The same claim again, as long as the call is still what was approved.
+                refused = await self._rejudge(tx, row, now, "claim", policy=False)
+                return refused or _Outcome(value=(row, row.claim_token))
             if row.state != State.APPROVED:
-                raise _not_claimable(row)
-            return await self._move(
+                raise _not_claimable(row, now)
+            refused = await self._rejudge(tx, row, now, "claim")
+            if refused is not None:
+                return refused
+            moved = await self._move(
                 tx,
                 row,
                 {
@@ -66,20 +126,81 @@ class AgentActions(Transitioner):
                     "claim_token": token,
                     "claimed_at": now,
                     "lease_until": now + lease,
+                    "claim_key": key_digest,
                 },
                 "claimed",
                 now,
                 tenant,
                 {"lease_until": utc_iso(now + lease)},
             )
+            return _Outcome([moved], value=(moved.approval, token))
 
-        result = await self._run(tenant, approval_id, step)
-        claimed = result.approval
+        claimed, claim_token = await self._run(tenant, approval_id, step)
         root = claimed
         if claimed.origin_id is not None:
             async with self.store.read() as tx:
                 root = await tx.get_approval(claimed.origin_id) or claimed
-        return Claimed(claimed, token, idempotency_key(root))
+        return Claimed(claimed, claim_token, idempotency_key(root))
+
+    async def renew(
+        self, tenant: str, approval_id: str, claim_token: str, lease: timedelta = DEFAULT_LEASE
+    ) -> Approval:
+        """Hold the claimed call `lease` longer from now, for a long-running call; never past
+        24 h from the claim (LeaseExhausted), and never a lease that already ran out."""
+
+        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+            _check_claim(row, claim_token, "renewed")
+            assert row.claimed_at is not None and row.lease_until is not None
+            _check_live(row, now)
+            ceiling = row.claimed_at + MAX_LEASE
+            if row.lease_until >= ceiling:
+                raise LeaseExhausted(
+                    f"the claim already holds the call until {row.lease_until:%Y-%m-%d %H:%M} "
+                    "UTC, the longest a claim may (24 h); complete it or let it lapse"
+                )
+            until = min(now + lease, ceiling)
+            if until <= row.lease_until:
+                return _Outcome(value=row)  # already held that long
+            moved = await self._move(
+                tx,
+                row,
+                {"state": State.EXECUTING.value, "lease_until": until},
+                "renewed",
+                now,
+                tenant,
+                {"lease_until": utc_iso(until)},
+            )
+            return _Outcome([moved], value=moved.approval)
+
+        result: Approval = await self._run(tenant, approval_id, step)
+        return result
+
+    async def release(self, tenant: str, approval_id: str, claim_token: str) -> Approval:
+        """The claimer did not start the call: hand the grant back (approved again, its
+        grant clock unchanged), for this or another caller to claim."""
+
+        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+            _check_claim(row, claim_token, "released")
+            _check_live(row, now)
+            moved = await self._move(
+                tx,
+                row,
+                {
+                    "state": State.APPROVED.value,
+                    "claim_token": None,
+                    "claimed_at": None,
+                    "lease_until": None,
+                    "claim_key": None,
+                },
+                "released",
+                now,
+                tenant,
+                {"claimed_at": utc_iso(row.claimed_at) if row.claimed_at else None},
+            )
+            return _Outcome([moved], value=moved.approval)
+
+        result: Approval = await self._run(tenant, approval_id, step)
+        return result
 
     async def complete(
         self,
@@ -89,36 +210,56 @@ class AgentActions(Transitioner):
         outcome: Literal["succeeded", "failed"],
         result: Any = None,
     ) -> Approval:
-        """Record how the claimed call ended. Repeating the same completion (a retry after a
-        lost response) returns the recorded outcome without a second transition."""
+        """Record how the claimed call ended, whenever the report arrives: before or after
+        its lease ran out, and after the sweeper recorded `outcome_unknown` (then the
+        report is marked late, and the follow-up asking a human whether to run the call
+        again is superseded if nobody has acted on it). Repeating the same completion (a
+        retry after a lost response) returns the recorded outcome without a second
+        transition."""
         recorded = {"status": outcome, "result": result}
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> Transition | Approval:
-            same_claim = row.claim_token is not None and hmac.compare_digest(
-                row.claim_token.encode(), claim_token.encode("utf-8", "surrogateescape")
-            )
+        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+            same_claim = _same(row.claim_token, claim_token)
             if row.state in _FINISHED and same_claim and row.outcome == recorded:
-                return row
-            if row.state != State.EXECUTING:
-                raise _not_completable(row)
+                return _Outcome(value=row)
+            if row.state not in (State.EXECUTING, State.OUTCOME_UNKNOWN):
+                raise NotPending(
+                    f"approval is {row.state}; only a claimed approval can complete",
+                    state=row.state,
+                )
             if not same_claim:
                 raise ClaimMismatch(
                     "claim_token does not match this approval's claim; only the caller that "
                     "claimed it can complete it"
                 )
+            refused = await self._rejudge(tx, row, now, "complete", policy=False)
+            if refused is not None:
+                return refused
+            data: dict[str, object] = {"outcome": outcome}
+            lapsed = row.lease_until is not None and now >= row.lease_until
+            if row.state == State.OUTCOME_UNKNOWN or lapsed:
+                data["late"] = True  # reported after the lease the claim asked for
             target = State.EXECUTED if outcome == "succeeded" else State.FAILED
-            return await self._move(
-                tx,
-                row,
-                {"state": target.value, "executed_at": now, "outcome": recorded},
-                target.value,
-                now,
-                tenant,
-                {"outcome": outcome},
-            )
+            values = {"state": target.value, "executed_at": now, "outcome": recorded}
+            moved = [await self._move(tx, row, values, target.value, now, tenant, data)]
+            if row.state == State.OUTCOME_UNKNOWN and row.follow_up_id is not None:
+                follow_up = await tx.lock_approval(row.follow_up_id)
+                if follow_up is not None and follow_up.state in _WITHDRAWABLE:
+                    moved.append(
+                        await self._move(
+                            tx,
+                            follow_up,
+                            {"state": State.SUPERSEDED.value, "decision_note": OUTCOME_REPORTED},
+                            State.SUPERSEDED.value,
+                            now,
+                            tenant,
+                            {"note": OUTCOME_REPORTED, "from": follow_up.state},
+                        )
+                    )
+            return _Outcome(moved, value=moved[0].approval)
 
-        done = await self._run(tenant, approval_id, step)
-        return done.approval if isinstance(done, Transition) else done
+        done: Approval = await self._run(tenant, approval_id, step)
+        return done
 
     async def supersede(self, tenant: str, approval_id: str, reason: str) -> Approval:
         """The preconditions no longer hold: close the request (pending or approved, never
@@ -132,7 +273,7 @@ class AgentActions(Transitioner):
     async def _withdraw(
         self, tenant: str, approval_id: str, target: State, reason: str | None
     ) -> Approval:
-        async def step(tx: Tx, row: Approval, now: datetime) -> Transition:
+        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
             if row.state not in _WITHDRAWABLE:
                 raise NotPending(
                     f"approval is {row.state}; only a pending or approved request that has not "
@@ -141,7 +282,7 @@ class AgentActions(Transitioner):
                     decided_by=row.decided_by,
                     decided_at=row.decided_at,
                 )
-            return await self._move(
+            moved = await self._move(
                 tx,
                 row,
                 {"state": target.value, "decision_note": reason},
@@ -150,14 +291,58 @@ class AgentActions(Transitioner):
                 tenant,
                 {"note": reason, "from": row.state},
             )
+            return _Outcome([moved], value=moved.approval)
 
-        result = await self._run(tenant, approval_id, step)
-        assert isinstance(result, Transition)
-        return result.approval
+        result: Approval = await self._run(tenant, approval_id, step)
+        return result
 
-    async def _run(self, tenant: str, approval_id: str, step: Any) -> Any:
-        """Lock the tenant's row, expire it first if its clock ran out, then take `step`."""
-        expired: Transition | None = None
+    async def _rejudge(
+        self, tx: Tx, row: Approval, now: datetime, action: str, *, policy: bool = True
+    ) -> _Outcome | None:
+        """Judge the grant again before it is acted on (bot.grant); the refusal if it no
+        longer holds, with what must be recorded of it."""
+        events = await tx.events_for(row.id)
+        problem = grant.integrity_problem(row, events)
+        if problem is not None:
+            # Nothing moves, but the trail says the attempt met an altered row.
+            await audit.note(
+                tx,
+                row,
+                "integrity_failed",
+                actor=f"agent:{row.tenant}",
+                at=now,
+                data={"action": action, "problem": problem},
+            )
+            log.error(
+                "approval %s: %s; %s refused",
+                row.id,
+                problem,
+                action,
+                extra={"approval_id": row.id, "tenant": row.tenant},
+            )
+            return _Outcome(error=ApprovalCorrupt(f"approval {row.id}: {problem}"))
+        if not policy:
+            return None
+        problem = await grant.policy_problem(tx, self.directory, row, events, now)
+        if problem is None:
+            return None
+        note = f"the policy changed since it was approved: {problem}"
+        superseded = await transitions.apply(
+            tx,
+            self.directory,
+            row,
+            {"state": State.SUPERSEDED.value, "decision_note": note},
+            State.SUPERSEDED.value,
+            now=now,
+            actor="signoff:policy",
+            data={"note": note, "from": row.state, "on_attempt_by": f"agent:{row.tenant}"},
+        )
+        error = PolicyChanged(f"{note}; nothing to execute", state=State.SUPERSEDED.value)
+        return _Outcome([superseded], error=error)
+
+    async def _run(self, tenant: str, approval_id: str, step: Step) -> Any:
+        """Lock the tenant's row, expire it first if its clock ran out, then take `step`;
+        commit what it moved (a refusal may record something too), then answer."""
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id)
             if row is None or row.tenant != tenant:
@@ -166,17 +351,18 @@ class AgentActions(Transitioner):
             now = self.clock.now()
             if row.state == State.EXPIRED:
                 raise expiry.expired_error(row, _NOTHING_TO_RUN)
-            lapsed = expiry.expiry_due(row, now)
-            if lapsed is not None:
-                expired = await expiry.expire(tx, self.directory, row, now, lapsed)
+            ran_out = expiry.expiry_due(row, now)
+            if ran_out is not None:
+                expired = await expiry.expire(tx, self.directory, row, now, ran_out)
+                error = expiry.expired_error(expired.approval, _NOTHING_TO_RUN)
+                outcome = _Outcome([expired], error=error)
             else:
-                result = await step(tx, row, now)
-        if expired is not None:
-            self.committed(expired)
-            raise expiry.expired_error(expired.approval, _NOTHING_TO_RUN)
-        if isinstance(result, Transition):
-            self.committed(result)
-        return result
+                outcome = await step(tx, row, now)
+        for moved in outcome.moved:
+            self.committed(moved)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value
 
     async def _move(
         self,
@@ -193,22 +379,42 @@ class AgentActions(Transitioner):
         )
 
 
-def _not_claimable(row: Approval) -> NotPending:
+def _not_claimable(row: Approval, now: datetime) -> NotPending:
+    why = ""
+    if row.state == State.EXECUTING:
+        lapsed = row.lease_until is not None and now >= row.lease_until
+        why = (
+            f" (its claim's lease ran out at {row.lease_until:%Y-%m-%d %H:%M:%S} UTC; the "
+            "claimer reports what happened with complete)"
+            if lapsed
+            else " (another caller holds it)"
+        )
     return NotPending(
-        f"approval is {row.state}; only an approved request can be claimed"
-        + (" (another caller holds it)" if row.state == State.EXECUTING else ""),
+        f"approval is {row.state}; only an approved request can be claimed{why}",
         state=row.state,
         decided_by=row.decided_by,
         decided_at=row.decided_at,
     )
 
 
-def _not_completable(row: Approval) -> NotPending:
-    if row.state == State.OUTCOME_UNKNOWN:
-        message = (
-            "the execution lease lapsed before this report, so the outcome is recorded as "
-            "unknown and a new approval asks whether to run the call again"
+def _check_claim(row: Approval, claim_token: str, what: str) -> None:
+    if row.state != State.EXECUTING:
+        raise NotPending(
+            f"approval is {row.state}; only a claimed (executing) approval can be {what}",
+            state=row.state,
         )
-    else:
-        message = f"approval is {row.state}; only a claimed (executing) approval can complete"
-    return NotPending(message, state=row.state)
+    if not _same(row.claim_token, claim_token):
+        raise ClaimMismatch(
+            f"claim_token does not match this approval's claim; only the caller that claimed "
+            f"it can have it {what}"
+        )
+
+
+def _check_live(row: Approval, now: datetime) -> None:
+    """Renew and release act on a live claim: once its lease ran out, the call may have
+    run, and only `complete` can say what happened."""
+    if row.lease_until is not None and now >= row.lease_until:
+        raise LeaseExhausted(
+            f"the lease ran out at {row.lease_until:%Y-%m-%d %H:%M:%S} UTC; report what "
+            "happened with complete"
+        )

@@ -14,9 +14,10 @@ not come round yet.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
-from bot import transitions
+from bot import grant, transitions
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
 from bot.errors import ApprovalExpired, NoRoute
@@ -27,6 +28,8 @@ from bot.routing import Directory, Route
 from bot.transitions import Transition
 from store.records import Approval
 from store.repository import Tx
+
+log = logging.getLogger("signoff.expiry")
 
 
 def expiry_due(row: Approval, now: datetime) -> str | None:
@@ -75,6 +78,26 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
     """An execution lease ran out without a report: the call started and its outcome is
     unknown. Record that, and raise an interrupted_side_effect approval for the same call,
     routed like the original, asking a human whether to run it again."""
+    problem = grant.integrity_problem(row, await tx.events_for(row.id))
+    if problem is not None:
+        # Asking whether to run it again would put the altered call before a human under a
+        # fresh hash: record the lapse, and leave the rest to whoever reads the error.
+        log.error(
+            "approval %s: lease lapsed, and %s; no follow-up raised",
+            row.id,
+            problem,
+            extra={"approval_id": row.id, "tenant": row.tenant},
+        )
+        return await transitions.apply(
+            tx,
+            directory,
+            row,
+            {"state": State.OUTCOME_UNKNOWN.value},
+            "lease_lapsed",
+            now=now,
+            actor="system",
+            data={"lease_until": utc_iso(row.lease_until or now), "integrity": problem},
+        )
     try:
         route: Route | None = directory.route_for(row.tenant, row.capability)
     except NoRoute:  # the config changed since: keep the original's approvers, default TTLs
@@ -84,7 +107,7 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
         tx,
         directory,
         row,
-        {"state": State.OUTCOME_UNKNOWN.value},
+        {"state": State.OUTCOME_UNKNOWN.value, "follow_up_id": values["id"]},
         "lease_lapsed",
         now=now,
         actor="system",

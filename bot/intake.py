@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
 
-from bot import audit
-from bot.canonical import approval_hash, canonical_json
+from bot import audit, transitions
+from bot.canonical import approval_hash, canonical_json, sha256_hex
 from bot.clock import Clock, utc_iso
 from bot.durations import format_duration, parse_duration
 from bot.errors import (
@@ -38,7 +38,7 @@ from bot.validation import (
     validate,
 )
 from store.records import Approval, Delegation
-from store.repository import Store
+from store.repository import Store, Tx
 
 _MAX_TTL = timedelta(days=365)
 
@@ -222,16 +222,25 @@ def new_approval(
         "assigned_note": draft.assigned_note,
         "grant_ttl_s": int(draft.grant_ttl.total_seconds()),
         "origin_id": draft.origin_id,
+        "step_key": step_key(draft.step),
         "version": 1,
         **audit.head_of(requested),
     }
     return values, requested
 
 
+def step_key(step: Any) -> str | None:
+    """What identifies a request's step among its run's requests: the SHA-256 of the
+    step's canonical JSON (None for a request without a step)."""
+    return None if step is None else sha256_hex(canonical_json(step))
+
+
 @dataclass(frozen=True, slots=True)
 class Created:
     approval: Approval
     created: bool
+    # The older requests of the same step that this one replaced (committed with it).
+    superseded: tuple[transitions.Transition, ...] = ()
 
 
 async def create_request(
@@ -294,18 +303,53 @@ async def create_request(
         actor=f"agent:{tenant}",
     )
     async with store.write() as tx:
+        if values["step_key"] is not None:
+            await tx.lock_step(tenant, body.run_id, values["step_key"])
         approval = await tx.insert_approval(values)
         if approval is None:
             existing = await tx.approval_by_key(tenant, body.run_id, hash_)
             assert existing is not None  # the conflict that skipped our insert is this row
             return Created(existing, created=False)
         await tx.insert_event(requested)
+        superseded = await _replace_older(tx, directory, approval, now)
         await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
         for delegation in away.values():
             await jobs.enqueue_personal_cards(
                 tx, directory, approval, delegation.delegate, approval.created_at
             )
-    return Created(approval, created=True)
+    return Created(approval, created=True, superseded=superseded)
+
+
+async def _replace_older(
+    tx: Tx, directory: Directory, new: Approval, now: datetime
+) -> tuple[transitions.Transition, ...]:
+    """The newest request of a step is its only grant: asking again for the same run and
+    step with a different call supersedes the older requests of that step that have not
+    started (pending, or approved and unclaimed). A request without a step replaces
+    nothing."""
+    if new.step_key is None:
+        return ()
+    note = f"replaced by a newer request for the same step ({new.id})"
+    moved = []
+    for older_id in await tx.live_step_requests(
+        new.tenant, new.run_id, new.step_key, besides=new.id
+    ):
+        older = await tx.lock_approval(older_id)
+        if older is None or older.state not in (State.PENDING, State.APPROVED):
+            continue
+        moved.append(
+            await transitions.apply(
+                tx,
+                directory,
+                older,
+                {"state": State.SUPERSEDED.value, "decision_note": note, "superseded_by": new.id},
+                State.SUPERSEDED.value,
+                now=now,
+                actor=f"agent:{new.tenant}",
+                data={"note": note, "from": older.state, "superseded_by": new.id},
+            )
+        )
+    return tuple(moved)
 
 
 async def delegations_of(

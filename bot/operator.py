@@ -131,25 +131,10 @@ class Operator(Transitioner):
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id)  # the chain head is ours until commit
             if row is not None:
-                data: dict[str, object] = {
-                    "action": action,
-                    "code": error.code,
-                    "reason": error.message,
-                    "state": row.state,
-                }
-                if row.decided_by is not None:
-                    data["decided_by"] = row.decided_by
-                event = audit.next_event(
-                    row.id,
-                    "refused",
-                    after_seq=row.audit_seq,
-                    after_hash=row.audit_head,
-                    actor=actor_label,
-                    at=self.clock.now(),
-                    data=data,
+                data = {"action": action, "code": error.code, "reason": error.message}
+                await audit.note(
+                    tx, row, "refused", actor=actor_label, at=self.clock.now(), data=data
                 )
-                if await tx.append_event(row, event) is None:
-                    raise RuntimeError(f"audit head of {row.id} moved under its lock")
 
     async def delegate(
         self, approval_id: str, actor: Actor, to: str, note: str | None = None

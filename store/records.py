@@ -56,6 +56,10 @@ class Approval(_FromRow):
     version: int
     audit_seq: int
     audit_head: str
+    claim_key: str | None = None
+    step_key: str | None = None
+    superseded_by: str | None = None
+    follow_up_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +77,19 @@ class Event(_FromRow):
 
 @dataclass(frozen=True, slots=True)
 class ChainHead:
-    """What an approval row says about its own audit trail, for verification."""
+    """What an approval row says about its own audit trail, and the stored call its hash
+    covers, for verification."""
 
     audit_seq: int
     audit_head: str
     state: str
     decided_by: str | None
     hash: str
+    kind: str
+    capability: str
+    presentation: Any
+    tool_name: str
+    args: Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,9 @@ def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) 
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
 # Any constant, the same in every replica: the advisory lock key of delegation writes.
 _DELEGATIONS_LOCK = 0x5160FF_DE1E
+# The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
+# hash of those.
+_STEP_LOCKS = 0x5_7E9
 
 _DUE_COLUMN = {
     "pending": approvals.c.expires_at,
@@ -197,6 +200,41 @@ class Tx:
             row = await self._one(_GET_APPROVAL, {"id": approval_id})
         else:
             row = await self._one(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
+        return Approval.from_row(row) if row else None
+
+    async def lock_step(self, tenant: str, run_id: str, step_key: str) -> None:
+        """Take the lock of one (tenant, run, step) until this transaction ends, so two new
+        requests of the same step cannot each miss the other and both stay live. SQLite
+        write transactions are exclusive already; PostgreSQL takes an advisory lock."""
+        if self._dialect == "postgresql":
+            key = f"{tenant}\n{run_id}\n{step_key}"  # a collision only serialises more
+            await self.conn.execute(
+                select(func.pg_advisory_xact_lock(_STEP_LOCKS, func.hashtext(key)))
+            )
+
+    async def live_step_requests(
+        self, tenant: str, run_id: str, step_key: str, *, besides: str
+    ) -> list[str]:
+        """Ids of the pending or approved requests of one (tenant, run, step) but `besides`,
+        oldest first."""
+        rows = await self._all(
+            select(approvals.c.id)
+            .where(
+                approvals.c.tenant == tenant,
+                approvals.c.run_id == run_id,
+                approvals.c.step_key == step_key,
+                approvals.c.state.in_(["pending", "approved"]),
+                approvals.c.id != besides,
+            )
+            .order_by(approvals.c.created_at, approvals.c.id),
+            {},
+        )
+        return [r["id"] for r in rows]
+
+    async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
+        """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
+        follow-up)."""
+        row = await self._one(select(approvals).where(approvals.c.follow_up_id == follow_up_id), {})
         return Approval.from_row(row) if row else None
 
     async def lock_approval(
@@ -367,6 +405,11 @@ class Tx:
             approvals.c.state,
             approvals.c.decided_by,
             approvals.c.hash.label("approval_hash"),
+            approvals.c.kind,
+            approvals.c.capability,
+            approvals.c.presentation,
+            approvals.c.tool_name,
+            approvals.c.tool_args,
         ]
         stmt = select(approval_events, *head).join(
             approvals, approvals.c.id == approval_events.c.approval_id
@@ -390,7 +433,16 @@ class Tx:
             (
                 Event.from_row(r),
                 ChainHead(
-                    r["audit_seq"], r["audit_head"], r["state"], r["decided_by"], r["approval_hash"]
+                    r["audit_seq"],
+                    r["audit_head"],
+                    r["state"],
+                    r["decided_by"],
+                    r["approval_hash"],
+                    r["kind"],
+                    r["capability"],
+                    r["presentation"],
+                    r["tool_name"],
+                    r["tool_args"],
                 ),
             )
             for r in rows

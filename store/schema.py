@@ -113,6 +113,16 @@ approvals = Table(
     Column("outcome", _json()),
     # For an interrupted_side_effect approval: the approval whose execution lease lapsed.
     Column("origin_id", String(36)),
+    # SHA-256 of the Idempotency-Key the current claim was made with: the same key gets the
+    # same claim back while it is live (a claim whose answer was lost can be recovered).
+    Column("claim_key", String(64)),
+    # SHA-256 of the canonical JSON of `step`: the newest request of a (tenant, run, step)
+    # supersedes the older ones that have not started.
+    Column("step_key", String(64)),
+    # The newer request of the same step that replaced this one.
+    Column("superseded_by", String(36)),
+    # For an outcome_unknown approval: the interrupted_side_effect approval raised for it.
+    Column("follow_up_id", String(36)),
     Column("version", Integer, nullable=False, server_default=text("1")),
     # The head of this approval's audit chain, moved in the same statement as every
     # transition: a chain whose newest events were deleted no longer reaches it.
@@ -146,6 +156,22 @@ approvals = Table(
         "lease_until",
         sqlite_where=text("state = 'executing'"),
         postgresql_where=text("state = 'executing'"),
+    ),
+    # A follow-up finds the approval it re-runs (its authority is inherited).
+    Index(
+        "ix_approvals_follow_up",
+        "follow_up_id",
+        sqlite_where=text("follow_up_id IS NOT NULL"),
+        postgresql_where=text("follow_up_id IS NOT NULL"),
+    ),
+    # A new request of a step finds the older ones it replaces.
+    Index(
+        "ix_approvals_step",
+        "tenant",
+        "run_id",
+        "step_key",
+        sqlite_where=text("state IN ('pending', 'approved')"),
+        postgresql_where=text("state IN ('pending', 'approved')"),
     ),
 )
 

@@ -47,7 +47,7 @@ from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.migrate import head_revision
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body
+from tests.conftest import TEST_CONFIG, request_body, tamper
 
 ACME_KEY = "acme-test-key-9f2c41"
 GLOBEX_KEY = "globex-test-key-07be3d"
@@ -1129,3 +1129,64 @@ async def test_two_tenants_with_the_same_key_value_refuse_to_start(
     config = parse_config({**TEST_CONFIG, "tenants": tenants})
     with pytest.raises(ConfigError, match="same API key"):
         build_app(config, store, background=False)
+
+
+# -- recoverable claims, renew, release, and what claim re-checks, over HTTP ----------------
+
+
+async def test_a_claim_retried_with_its_idempotency_key_gets_the_same_claim(api: Api) -> None:
+    record = await api.approved()
+    path = f"/v1/approvals/{record['id']}/claim"
+    first = await api.call("POST", path, {}, headers={"Idempotency-Key": "agent-7:try"})
+    again = await api.call("POST", path, {}, headers={"Idempotency-Key": "agent-7:try"})
+    assert first.status == again.status == 200, (first.body, again.body)
+    assert again.body["claim_token"] == first.body["claim_token"]
+    assert again.body["lease_until"] == first.body["lease_until"]
+    other = await api.call("POST", path, {}, headers={"Idempotency-Key": "agent-8"})
+    assert assert_error(other, 409, "not_pending")["state"] == "executing"
+    bad = await api.call("POST", path, {}, headers={"Idempotency-Key": "käse"})
+    assert error_fields(assert_error(bad, 422, "invalid_request")) == ["Idempotency-Key"]
+
+
+async def test_renew_and_release_over_http(api: Api) -> None:
+    record = await api.approved()
+    token = (await api.claim(record["id"], {"lease": "5m"})).body["claim_token"]
+    base = f"/v1/approvals/{record['id']}"
+    renewed = await api.call("POST", f"{base}/renew", {"claim_token": token, "lease": "1h"})
+    assert renewed.status == 200, renewed.body
+    assert renewed.body["lease_until"] == utc_iso(api.clock.now() + timedelta(hours=1))
+    too_long = await api.call("POST", f"{base}/renew", {"claim_token": token, "lease": "25h"})
+    assert error_fields(assert_error(too_long, 422, "invalid_request")) == ["lease"]
+    wrong = await api.call("POST", f"{base}/release", {"claim_token": token + "x"})
+    assert_error(wrong, 409, "claim_mismatch")
+    released = await api.call("POST", f"{base}/release", {"claim_token": token})
+    assert released.status == 200, released.body
+    assert (released.body["state"], released.body["lease_until"]) == ("approved", None)
+    assert_error(
+        await api.call("POST", f"{base}/release", {"claim_token": token}), 409, "not_pending"
+    )
+    token = (await api.claim(record["id"])).body["claim_token"]
+    api.clock.advance(hours=1)
+    late = await api.call("POST", f"{base}/renew", {"claim_token": token})
+    assert_error(late, 409, "lease_exhausted")
+
+
+async def test_claim_of_an_altered_row_is_409_approval_corrupt(api: Api) -> None:
+    record = await api.approved()
+    await tamper(
+        api.store,
+        "UPDATE approvals SET tool_args = :v WHERE id = :id",
+        v='{"charge": "ch_attacker", "amount": 999999}',
+        id=record["id"],
+    )
+    assert_error(await api.claim(record["id"]), 409, "approval_corrupt")
+    assert (await api.get(record["id"]))["state"] == "approved"
+
+
+async def test_the_record_names_what_replaced_it_and_its_escalation_level(api: Api) -> None:
+    old = await api.approved(step={"node": "refund"})
+    new = await api.create(step={"node": "refund"}, tool={"name": "t", "arguments": {"a": 2}})
+    replaced = await api.get(old["id"])
+    assert (replaced["state"], replaced["superseded_by"]) == ("superseded", new["id"])
+    assert (new["superseded_by"], new["follow_up_id"], new["escalation_level"]) == (None, None, 0)
+    assert_error(await api.claim(old["id"]), 409, "not_pending")

@@ -387,7 +387,10 @@ async def test_a_later_transition_keeps_who_approved_and_says_what_followed(rig:
     await rig.drain()
     text = " ".join(_texts(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "mrkdwn"))
     assert "*Approved* by Alice Ng (alice) at 2026-01-05 09:00 UTC" in text
-    assert "*Superseded* by the agent before it ran" in text
+    assert "*Superseded* before it ran" in text
+    assert "Note: balance changed" in " ".join(
+        _texts(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "plain_text")
+    )
 
 
 async def test_arguments_that_do_not_fit_are_counted_not_dropped(rig: Rig) -> None:
