@@ -77,46 +77,36 @@ async def expire(
 async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> Transition:
     """An execution lease ran out without a report: the call started and its outcome is
     unknown. Record that, and raise an interrupted_side_effect approval for the same call,
-    routed like the original, asking a human whether to run it again."""
+    routed like the original, asking a human whether to run it again: unless the stored
+    call fails its integrity check, when a re-run would put the altered call before a human
+    under a fresh hash; then the lapse says why and the error is logged instead."""
+    values: dict[str, object] = {"state": State.OUTCOME_UNKNOWN.value}
+    data: dict[str, object] = {"lease_until": utc_iso(row.lease_until or now)}
     problem = grant.integrity_problem(row, await tx.events_for(row.id))
+    follow_up: dict[str, object] | None = None
     if problem is not None:
-        # Asking whether to run it again would put the altered call before a human under a
-        # fresh hash: record the lapse, and leave the rest to whoever reads the error.
+        data["integrity"] = problem
         log.error(
             "approval %s: lease lapsed, and %s; no follow-up raised",
             row.id,
             problem,
             extra={"approval_id": row.id, "tenant": row.tenant},
         )
-        return await transitions.apply(
-            tx,
-            directory,
-            row,
-            {"state": State.OUTCOME_UNKNOWN.value},
-            "lease_lapsed",
-            now=now,
-            actor="system",
-            data={"lease_until": utc_iso(row.lease_until or now), "integrity": problem},
-        )
-    try:
-        route: Route | None = directory.route_for(row.tenant, row.capability)
-    except NoRoute:  # the config changed since: keep the original's approvers, default TTLs
-        route = None
-    values, requested = new_approval(_interruption(row, route), now=now, actor="system")
+    else:
+        try:
+            route: Route | None = directory.route_for(row.tenant, row.capability)
+        except NoRoute:  # the config changed since: keep the original's approvers
+            route = None
+        follow_up, requested = new_approval(_interruption(row, route), now=now, actor="system")
+        values["follow_up_id"] = data["follow_up_id"] = follow_up["id"]
     result = await transitions.apply(
-        tx,
-        directory,
-        row,
-        {"state": State.OUTCOME_UNKNOWN.value, "follow_up_id": values["id"]},
-        "lease_lapsed",
-        now=now,
-        actor="system",
-        data={"lease_until": utc_iso(row.lease_until or now), "follow_up_id": values["id"]},
+        tx, directory, row, values, "lease_lapsed", now=now, actor="system", data=data
     )
-    inserted = await tx.insert_approval(values)
-    assert inserted is not None  # its presentation names the original: unique per original
-    await tx.insert_event(requested)
-    await jobs.enqueue_cards(tx, directory, inserted, route.notify if route else (), now)
+    if follow_up is not None:
+        inserted = await tx.insert_approval(follow_up)
+        assert inserted is not None  # its presentation names the original: unique per original
+        await tx.insert_event(requested)
+        await jobs.enqueue_cards(tx, directory, inserted, route.notify if route else (), now)
     return result
 
 
