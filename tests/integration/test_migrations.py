@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect
+from alembic import command
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
 
 from bot.errors import SchemaOutOfDate
+from bot.intake import step_key
 from store.engine import create_engine
-from store.migrate import ensure_current, head_revision, upgrade
+from store.migrate import alembic_config, ensure_current, head_revision, upgrade
 from store.schema import ALL_TABLES
 
 
@@ -72,3 +77,64 @@ async def test_brand_new_sqlite_file_opened_by_many_at_once(tmp_path: Path) -> N
         finally:
             for engine in engines:
                 await engine.dispose()
+
+
+async def test_0005_gives_existing_rows_their_step_and_follow_up(empty_url: str) -> None:
+    """A database upgraded from 0004 with requests already in it: a live request with a step
+    can be replaced by a newer one, and an outcome_unknown record names its follow-up."""
+    engine = create_engine(empty_url)
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    columns = (
+        "id, tenant, run_id, step, kind, capability, tool_name, tool_args, presentation, "
+        "hash, assignee, approvers, state, created_at, expires_at"
+    )
+    row = (
+        ":id, 'acme', 'run-1', :step, 'tool_call', 'payments.refund', 't', '{}', "
+        "'{\"title\": \"x\"}', :hash, 'alice', '[\"alice\"]', :state, :at, :at"
+    )
+    try:
+
+        def to_0004(connection: Connection) -> None:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "0004")
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to_0004)
+            for approval_id, step, state in (
+                ("a1", '{"node": "refund", "n": 1}', "approved"),
+                ("a2", None, "pending"),
+                ("a3", '{"node": "x"}', "outcome_unknown"),
+            ):
+                await conn.execute(
+                    text(f"INSERT INTO approvals ({columns}) VALUES ({row})"),
+                    {
+                        "id": approval_id,
+                        "step": step,
+                        "hash": approval_id * 20,
+                        "state": state,
+                        "at": at,
+                    },
+                )
+            await conn.execute(
+                text(
+                    "INSERT INTO approval_events (approval_id, seq, type, actor, at, data, "
+                    "prev_hash, hash) VALUES ('a3', 1, 'lease_lapsed', 'system', :at, :d, :h, :h)"
+                ),
+                {"at": at, "d": json.dumps({"follow_up_id": "f3"}), "h": "0" * 64},
+            )
+        assert await upgrade(engine) == ("0004", head_revision())
+        async with engine.connect() as conn:
+            found = {
+                r[0]: (r[1], r[2])
+                for r in await conn.execute(
+                    text("SELECT id, step_key, follow_up_id FROM approvals ORDER BY id")
+                )
+            }
+        assert found == {
+            "a1": (step_key({"n": 1, "node": "refund"}), None),
+            "a2": (None, None),
+            "a3": (None, "f3"),  # not live: it can no longer be replaced
+        }
+    finally:
+        await engine.dispose()
