@@ -211,6 +211,9 @@ class Background:
             for task in pending:
                 with suppress(asyncio.CancelledError):
                     await task
+        sender = self.runner.handlers.get(JobKind.WEBHOOK) if self.runner else None
+        if isinstance(sender, WebhookSender):
+            await sender.close()
         if self._session is not None:
             await self._session.close()
 

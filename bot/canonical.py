@@ -21,24 +21,24 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _check(value: Any, path: str, depth: int) -> None:
+def _check(value: Any, path: str, depth: int, most: int = MAX_DEPTH) -> None:
     """Refuse non-JSON types and excessive nesting before the encoder sees the value."""
     if isinstance(value, dict):
         depth += 1
-        if depth > MAX_DEPTH:
-            raise NotCanonical(f"nested deeper than {MAX_DEPTH} levels")
+        if depth > most:
+            raise NotCanonical(f"nested deeper than {most} levels")
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotCanonical(f"{path}: object key {key!r} is not a string")
             if not _is_utf8(key):
                 raise NotCanonical(f"{path}: object key {key!r} contains a lone surrogate")
-            _check(item, f"{path}.{key}", depth)
+            _check(item, f"{path}.{key}", depth, most)
     elif isinstance(value, list):
         depth += 1
-        if depth > MAX_DEPTH:
-            raise NotCanonical(f"nested deeper than {MAX_DEPTH} levels")
+        if depth > most:
+            raise NotCanonical(f"nested deeper than {most} levels")
         for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]", depth)
+            _check(item, f"{path}[{index}]", depth, most)
     elif isinstance(value, float) and not math.isfinite(value):
         raise NotCanonical(
             f"{path}: {value} is not a JSON number (NaN, Infinity, or a literal too large "
@@ -61,9 +61,10 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical."""
-    _check(value, "$", 0)
+def canonical_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bytes:
+    """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical (also for nesting
+    deeper than `max_depth` levels)."""
+    _check(value, "$", 0, max_depth)
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:

@@ -120,6 +120,9 @@ class TenantConfig(_Strict):
     api_key_env: EnvVar | None = None
     webhook_url: HttpUrl | None = None
     webhook_secret_env: EnvVar | None = None
+    # Whether a request's callback_url may reach loopback, private or link-local addresses
+    # (a development setup, or agents on the same private network).
+    allow_private_callbacks: bool = False
 
 
 class SlackConfig(_Strict):
@@ -251,6 +254,7 @@ class Config(_Strict):
                     name=t.name,
                     api_key_env=t.api_key_env,
                     webhook_url=t.webhook_url,
+                    allow_private_callbacks=t.allow_private_callbacks,
                     webhook_secret_env=t.webhook_secret_env,
                 )
                 for t in self.tenants

@@ -193,6 +193,13 @@ class DeliveryFailed(SignoffError):
     code = "delivery_failed"
 
 
+class Undeliverable(DeliveryFailed):
+    """The delivery would fail the same way every time (a destination a callback may not
+    reach); the outbox buries the job at once instead of retrying it."""
+
+    code = "undeliverable"
+
+
 class RetryLater(DeliveryFailed):
     """The far side asked to wait (HTTP 429, or 503 with Retry-After); the outbox retries then."""
 

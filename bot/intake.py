@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, Field, StrictStr
 
 from bot import audit, transitions
-from bot.canonical import approval_hash, canonical_json, sha256_hex
+from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, sha256_hex
 from bot.clock import Clock, utc_iso
+from bot.destinations import url_problem
 from bot.durations import format_duration, parse_duration
 from bot.errors import (
     ApproversOutsideRoute,
@@ -41,6 +42,8 @@ from store.records import Approval, Delegation
 from store.repository import Store, Tx
 
 _MAX_TTL = timedelta(days=365)
+# How much deeper the decision webhook's body holds a request's fields than the request.
+WEBHOOK_ENVELOPE = 1
 
 JsonValue = Any
 M = TypeVar("M", bound=BaseModel)
@@ -97,8 +100,11 @@ class ParsedRequest:
 def validate_request(document: Any) -> ParsedRequest:
     """Validate a parsed JSON document as a create body; InvalidRequest lists failing fields."""
     body = validate(RequestBody, document)
-    # Everything the agent chose must survive canonicalisation (refuses 1e400, 2**60, ...).
-    canonical_json(document)
+    # Everything the agent chose must survive canonicalisation (refuses 1e400, 2**60, ...),
+    # with a level to spare: its decision webhook carries the record one level deeper
+    # ({"approval": {..., "tool": {"arguments": ...}}}), and what was accepted must be
+    # deliverable.
+    canonical_json(document, max_depth=MAX_DEPTH - WEBHOOK_ENVELOPE)
     return ParsedRequest(body=body, raw_presentation=document["presentation"])
 
 
@@ -249,7 +255,14 @@ async def create_request(
     """Route and store a request; asking again for the same (tenant, run_id, hash) returns the
     existing approval with created=False and writes nothing."""
     body = request.body
-    directory.tenant(tenant)
+    allowed = directory.tenant(tenant).allow_private_callbacks
+    if body.callback_url is not None:
+        problem = url_problem(body.callback_url, allow_private=allowed)
+        if problem is not None:
+            raise InvalidRequest(
+                f"callback_url cannot be called back: {problem}",
+                fields=[{"field": "callback_url", "message": problem}],
+            )
     route = directory.route_for(tenant, body.capability)
     approvers = _narrow(directory, route, body.approvers)
     required = body.required_approvals or route.required_approvals

@@ -39,6 +39,7 @@ class Tenant:
     api_key_env: str | None = None
     webhook_url: str | None = None
     webhook_secret_env: str | None = None
+    allow_private_callbacks: bool = False
 
 
 @dataclass(frozen=True, slots=True)

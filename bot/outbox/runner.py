@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.clock import Clock, SystemClock
-from bot.errors import RetryLater
+from bot.errors import RetryLater, Undeliverable
 from bot.metrics import Metrics
 from store.records import OutboxJob
 from store.repository import Store
@@ -130,11 +130,11 @@ class OutboxRunner:
         error = f"{type(exc).__name__}: {exc}"[:2000]
         now = self.clock.now()
         async with self.store.write() as tx:
-            if job.attempts >= self.settings.max_attempts:
+            if job.attempts >= self.settings.max_attempts or isinstance(exc, Undeliverable):
                 held = await tx.bury_job(job.id, self.worker, now=now, error=error)
                 result = "dead"
                 log.error(
-                    "outbox job %d (%s, approval %s) is dead after %d attempts: %s; "
+                    "outbox job %d (%s, approval %s) is dead after %d attempt(s): %s; "
                     "requeue with `signoff outbox retry %d`",
                     job.id,
                     job.kind,

@@ -20,7 +20,8 @@ import aiohttp
 
 from bot.canonical import canonical_json
 from bot.clock import Clock
-from bot.errors import BadWebhookSignature, DeliveryFailed, RetryLater
+from bot.destinations import GuardedResolver, url_problem
+from bot.errors import BadWebhookSignature, DeliveryFailed, RetryLater, Undeliverable
 from bot.metrics import Metrics
 from bot.routing import Directory
 from store.records import OutboxJob
@@ -29,6 +30,7 @@ DELIVERY = "Signoff-Delivery"
 TIMESTAMP = "Signoff-Timestamp"
 SIGNATURE = "Signoff-Signature"
 DEFAULT_TOLERANCE = 300
+_ANSWER_BYTES = 2048
 
 
 def body_bytes(body: Any) -> bytes:
@@ -97,7 +99,11 @@ def verify(
 
 class WebhookSender:
     """The outbox handler for `webhook` jobs: POST the stored body, signed with the tenant's
-    secret. Anything but a 2xx is a failed attempt (retried with backoff by the runner)."""
+    secret. Anything but a 2xx is a failed attempt (retried with backoff by the runner).
+
+    A request's own `callback_url` goes through a session whose resolver connects to public
+    addresses only (bot.destinations), unless its tenant allows private callbacks; the
+    tenant's configured `webhook_url` goes through `session` as configured."""
 
     def __init__(
         self,
@@ -115,6 +121,7 @@ class WebhookSender:
         self.timeout = timeout
         self.metrics = metrics
         self.environ = environ
+        self._guarded: aiohttp.ClientSession | None = None
 
     def _secret(self, tenant_name: str) -> str:
         tenant = self.directory.tenants.get(tenant_name)
@@ -138,19 +145,47 @@ class WebhookSender:
                 self.metrics.webhook_failures.labels(tenant).inc()
             raise
 
+    def _session_for(self, url: str, tenant_name: str) -> aiohttp.ClientSession:
+        """The tenant's own webhook_url is trusted config; anything else is a callback_url
+        the agent chose."""
+        tenant = self.directory.tenants.get(tenant_name)
+        if tenant is not None and url == tenant.webhook_url:
+            return self.session
+        allowed = tenant is not None and tenant.allow_private_callbacks
+        problem = url_problem(url, allow_private=allowed)
+        if problem is not None:
+            raise Undeliverable(f"callback_url {url} cannot be called back: {problem}")
+        if allowed:
+            return self.session
+        if self._guarded is None:
+            self._guarded = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(resolver=GuardedResolver())
+            )
+        return self._guarded
+
+    async def close(self) -> None:
+        """Close the session this sender opened for callbacks (`session` is the caller's)."""
+        if self._guarded is not None:
+            await self._guarded.close()
+            self._guarded = None
+
     async def _post(self, payload: Mapping[str, Any], tenant: str) -> None:
+        url = str(payload["url"])
+        session = self._session_for(url, tenant)
         body = body_bytes(payload["body"])
         headers = signed_headers(
             self._secret(tenant), str(payload["delivery_id"]), body, self.clock.now().timestamp()
         )
         timeout = aiohttp.ClientTimeout(total=self.timeout)
-        async with self.session.post(
-            payload["url"], data=body, headers=headers, timeout=timeout, allow_redirects=False
+        async with session.post(
+            url, data=body, headers=headers, timeout=timeout, allow_redirects=False
         ) as response:
             if 200 <= response.status < 300:
                 return
-            text = (await response.text(errors="replace"))[:200]
-            message = f"{payload['url']} answered HTTP {response.status}: {text}"
+            # A receiver's answer is read no further than what the error message shows: an
+            # error page of any size costs the server a few KB, never its size.
+            text = (await response.content.read(_ANSWER_BYTES)).decode("utf-8", "replace")[:200]
+            message = f"{url} answered HTTP {response.status}: {text}"
             if response.status in (429, 503):
                 raise RetryLater.after(message, response.headers.get("Retry-After"))
             raise DeliveryFailed(message)

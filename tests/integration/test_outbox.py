@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -23,9 +25,11 @@ import pytest
 from aiohttp import web
 
 from bot.app import outbox_handlers
+from bot.canonical import MAX_DEPTH
 from bot.clock import FakeClock
 from bot.config import parse_config
-from bot.errors import BadWebhookSignature
+from bot.destinations import is_public
+from bot.errors import BadWebhookSignature, InvalidRequest, NotCanonical
 from bot.intake import create_request
 from bot.metrics import Metrics
 from bot.operator import Actor, Operator
@@ -95,6 +99,8 @@ def hooked(receiver: Receiver) -> Directory:
         "name": "acme",
         "webhook_url": receiver.url,
         "webhook_secret_env": "ACME_SECRET",
+        # The tests' receivers, callbacks included, listen on loopback.
+        "allow_private_callbacks": True,
     }
     return parse_config(config).directory()
 
@@ -423,3 +429,152 @@ async def test_the_handler_table_performs_every_kind_of_job_a_transition_can_que
     assert set(chat_only) == {JobKind.POST_CARD}
     with pytest.raises(ValueError, match="webhook jobs need an HTTP session"):
         outbox_handlers(store, directory, clock, {})
+
+
+# -- callbacks may reach public addresses only -------------------------------------------
+
+
+def _guarded(directory: Directory) -> Directory:
+    """The same tenant without allow_private_callbacks: the production default."""
+    tenant = directory.tenants["acme"]
+    tenants = dict(directory.tenants, acme=replace(tenant, allow_private_callbacks=False))
+    return replace(directory, tenants=tenants)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8700/v1/approvals",
+        "http://localhost:8700/metrics",
+        "http://api.localhost/x",
+        "http://[::1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.1.2.3/hook",
+        "http://192.168.0.10/hook",
+        "http://100.64.0.1/hook",
+        "http://0.0.0.0/hook",
+        "https://user@agents.example/hook",
+        "https://user:pw@agents.example/hook",
+    ],
+)
+async def test_a_callback_the_text_shows_to_be_private_is_refused_at_creation(
+    store: Store, hooked: Directory, clock: FakeClock, url: str
+) -> None:
+    with pytest.raises(InvalidRequest, match="callback_url cannot be called back") as info:
+        await _approved(store, _guarded(hooked), clock, "r-ssrf", callback_url=url)
+    assert [f["field"] for f in info.value.fields] == ["callback_url"]
+
+
+async def test_a_tenant_may_allow_private_callbacks_but_never_userinfo(
+    store: Store, hooked: Directory, clock: FakeClock
+) -> None:
+    ok = await _approved(store, hooked, clock, "r-1", callback_url="http://127.0.0.1:9/hook")
+    assert ok.callback_url == "http://127.0.0.1:9/hook"
+    with pytest.raises(InvalidRequest, match="user name or password"):
+        await _approved(store, hooked, clock, "r-2", callback_url="http://u@127.0.0.1:9/hook")
+    public = await _approved(
+        store, _guarded(hooked), clock, "r-3", callback_url="https://agents.example/hook"
+    )
+    assert public.callback_url == "https://agents.example/hook"
+
+
+async def test_a_callback_that_resolves_to_a_private_address_is_dead_at_once(
+    store: Store, hooked: Directory, clock: FakeClock, session: aiohttp.ClientSession
+) -> None:
+    """Created while the tenant allowed it (or before DNS changed): at send time the name is
+    resolved again and only public addresses are connected to; none is, so the job is dead
+    after one attempt, naming why, and nothing is sent."""
+    name = socket.gethostname()
+    addresses = {info[4][0] for info in socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)}
+    if any(is_public(a) for a in addresses):
+        pytest.skip(f"{name} resolves to a public address here: {addresses}")
+    async with serving() as other:
+        port = other.url.split(":")[2].split("/")[0]
+        approval = await _approved(
+            store, hooked, clock, "r-dns", callback_url=f"http://{name}:{port}/hook"
+        )
+        runner = _runner(store, _guarded(hooked), clock, session)
+        try:
+            while await runner.run_once():
+                pass
+        finally:
+            await runner.handlers["webhook"].close()  # type: ignore[attr-defined]
+        assert other.received == []
+    async with store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=approval.id)
+    assert (job.state, job.attempts) == ("dead", 1)
+    assert "resolves only to addresses a callback may not reach" in (job.last_error or "")
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("8.8.8.8", True),
+        ("2001:4860:4860::8888", True),
+        ("127.0.0.2", False),
+        ("::1", False),
+        ("::ffff:10.0.0.1", False),
+        ("fe80::1%eth0", False),
+        ("fc00::1", False),
+        ("224.0.0.1", False),
+        ("192.0.2.1", False),
+    ],
+)
+def test_only_public_unicast_addresses_are_public(address: str, public: bool) -> None:
+    assert is_public(address) is public
+
+
+async def test_a_receivers_error_page_is_read_no_further_than_its_message(
+    store: Store, hooked: Directory, clock: FakeClock, session: aiohttp.ClientSession
+) -> None:
+    big = "E" * (5 * 1024 * 1024)
+
+    async def error_page(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=500, text=big)
+
+    app = web.Application()
+    app.router.add_post("/hook", error_page)
+    site_runner = web.AppRunner(app, access_log=None)
+    await site_runner.setup()
+    await web.TCPSite(site_runner, "127.0.0.1", 0).start()
+    try:
+        url = f"http://127.0.0.1:{site_runner.addresses[0][1]}/hook"
+        approval = await _approved(store, hooked, clock, "r-big", callback_url=url)
+        await _runner(store, hooked, clock, session).run_once()
+    finally:
+        await site_runner.cleanup()
+    async with store.read() as tx:
+        [job] = await tx.outbox_jobs(approval_id=approval.id)
+    assert job.state == "queued" and job.attempts == 1
+    assert job.last_error is not None and "HTTP 500" in job.last_error
+    assert len(job.last_error) < 400
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"n": value}
+    return value
+
+
+async def test_whatever_create_accepts_its_webhook_can_carry(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    session: aiohttp.ClientSession,
+    receiver: Receiver,
+) -> None:
+    """The webhook holds the record a level deeper than the request held it: the deepest
+    request create accepts is still delivered, and one level more is refused at create, not
+    left to fail at send time where the agent would never hear the decision."""
+    deepest = {"name": "t", "arguments": {"deep": _nested(MAX_DEPTH - 4)}}  # 63 levels in all
+    approval = await _approved(store, hooked, clock, "r-deep", tool=deepest)
+    await _runner(store, hooked, clock, session).run_once()
+    [(_, raw)] = receiver.received
+    assert json.loads(raw)["approval"]["tool"] == deepest
+    too_deep = {"name": "t", "arguments": {"deep": _nested(MAX_DEPTH - 3)}}
+    with pytest.raises(NotCanonical, match="nested deeper than 63 levels"):
+        await _approved(store, hooked, clock, "r-deeper", tool=too_deep)
+    assert approval.state == "approved"
