@@ -19,6 +19,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
@@ -62,6 +63,9 @@ log = logging.getLogger("signoff.api")
 
 MAX_RESULT_BYTES = 16 * 1024
 _MAX_PAGE = 500
+# About how much JSON one page of the list may hold, and how many rows are read at a time.
+_PAGE_BYTES = 1024 * 1024
+_READ_BATCH = 50
 _ID = re.compile(r"[0-9a-fA-F-]{1,36}")
 
 
@@ -317,6 +321,11 @@ async def get(request: web.Request) -> web.Response:
 
 
 async def list_(request: web.Request) -> web.Response:
+    """A page of records, newest first: at most `limit` of them and about `_PAGE_BYTES` of
+    JSON, whichever comes first (records can be large: a page of 500 could otherwise be
+    hundreds of MB). A page cut short by size says so (`truncated`); `next_cursor` goes on
+    from its last record either way. Rows are read a few at a time, so neither the answer
+    nor what is read for it grows with `limit`."""
     tenant = _tenant(request)
     query = validate(ListQuery, dict(request.query))
     before = _decode_cursor(query.cursor) if query.cursor else None
@@ -330,15 +339,32 @@ async def list_(request: web.Request) -> web.Response:
         )
         if value is not None
     }
-    async with request.app[API].store.read() as tx:
-        rows = await tx.page_approvals(
-            tenant, filters=filters, before=before, limit=query.limit + 1
-        )
-    page, more = rows[: query.limit], len(rows) > query.limit
-    next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
-    return web.json_response(
-        {"approvals": [public_record(a) for a in page], "next_cursor": next_cursor}
-    )
+    page: list[dict[str, Any]] = []
+    size, more, truncated = 0, False, False
+    last: tuple[datetime, str] | None = before
+    while len(page) < query.limit and not truncated:
+        batch_size = min(query.limit - len(page), _READ_BATCH)
+        async with request.app[API].store.read() as tx:
+            rows = await tx.page_approvals(
+                tenant, filters=filters, before=last, limit=batch_size + 1
+            )
+        more = len(rows) > batch_size
+        for row in rows[:batch_size]:
+            record = public_record(row)
+            cost = len(json.dumps(record))
+            if page and size + cost > _PAGE_BYTES:
+                truncated = more = True
+                break
+            page.append(record)
+            size += cost
+            last = (row.created_at, row.id)
+        if not more:
+            break
+    next_cursor = _encode_cursor(*last) if more and last is not None else None
+    answer: dict[str, Any] = {"approvals": page, "next_cursor": next_cursor}
+    if truncated:
+        answer["truncated"] = True
+    return web.json_response(answer)
 
 
 # An Idempotency-Key as the header's draft standard and Stripe use it: printable ASCII.
@@ -433,8 +459,17 @@ async def cancel(request: web.Request) -> web.Response:
     return web.json_response(public_record(approval))
 
 
+_OPENAPI = Path(__file__).with_name("openapi.json")
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """The API's OpenAPI 3.1 description (bot/openapi.json), for clients and test tools."""
+    return web.Response(body=_OPENAPI.read_bytes(), content_type="application/json")
+
+
 def add_routes(app: web.Application, ctx: ApiContext) -> None:
     app[API] = ctx
+    app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_post("/v1/approvals", create)
     app.router.add_get("/v1/approvals", list_)
     app.router.add_get("/v1/approvals/{id}", get)

@@ -115,7 +115,9 @@ def build_channels(
     if config.slack is not None:
         from channels.slack import SlackChannel  # only deployments with Slack load Bolt
 
-        channels["slack"] = SlackChannel(config.slack, directory, operator, delegations)
+        channels["slack"] = SlackChannel(
+            config.slack, directory, operator, delegations, Inbound(store, clock)
+        )
     if config.telegram is not None:
         from channels.telegram import TelegramChannel  # only deployments with Telegram load PTB
 

@@ -129,6 +129,8 @@ class SlackConfig(_Strict):
     bot_token_env: EnvVar = "SLACK_BOT_TOKEN"
     signing_secret_env: EnvVar = "SLACK_SIGNING_SECRET"
     api_base_url: HttpUrl = "https://slack.com/api/"
+    # The workspace whose clicks decide (its id, T...): a request from any other is refused.
+    team_id: Annotated[str, Field(pattern=r"^[TE][A-Z0-9]{2,}$")] | None = None
 
 
 class TelegramConfig(_Strict):

@@ -156,6 +156,11 @@ class Operator(Transitioner):
         to: str | None = None,
     ) -> Decision:
         self.directory.principal(actor.principal)  # UnknownPrincipal before touching the row
+        if note is not None and "\x00" in note:
+            # PostgreSQL text cannot hold it and SQLite can: refuse it on both, in words.
+            raise InvalidRequest(
+                "the note contains a NUL character (U+0000), which cannot be stored; remove it"
+            )
         if actor.break_glass and actor.via != "cli":
             raise NotAnApprover("break-glass decisions are only for the CLI operator")
         if action in ("approve", "reject") and not _FULL_HASH.fullmatch(shown_hash or ""):

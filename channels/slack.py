@@ -32,12 +32,14 @@ from bot.card import Card
 from bot.config import SlackConfig
 from bot.delegations import USAGE, Delegations
 from bot.errors import DeliveryFailed, InvalidRequest, RetryLater
+from bot.inbound import Inbound
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
 from channels import conversation, slack_card
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
+from channels.slack_gate import SlackGate
 
 log = logging.getLogger("signoff.slack")
 
@@ -75,9 +77,11 @@ class SlackChannel:
         directory: Directory,
         operator: Operator,
         delegations: Delegations,
+        inbound: Inbound,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         token, secret = credentials(config, environ)
+        self.gate = SlackGate(secret, inbound, config.team_id)
         self.directory = directory
         self.chat = Conversation(SURFACE, directory, operator, delegations)
         # slack-sdk drops the last path segment of a base URL without a trailing slash.
@@ -108,11 +112,12 @@ class SlackChannel:
     # -- inbound -------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
-        """`POST /slack/events`: everything Slack sends, through Bolt."""
-        try:
-            bolt_request = await to_bolt_request(request)
-        except UnicodeDecodeError:
-            return web.json_response({"error": "body is not UTF-8"}, status=400)
+        """`POST /slack/events`: everything Slack sends, checked (channels.slack_gate), then
+        through Bolt."""
+        refused = await self.gate.refusal(request)
+        if refused is not None:
+            return refused
+        bolt_request = await to_bolt_request(request)
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:

@@ -119,8 +119,8 @@ class TelegramBot:
             return _error(403, "forbidden", f"missing or wrong {SECRET_HEADER}")
         try:
             data = await request.json()
-        except ValueError:
-            return _error(400, "malformed_json", "the body is not JSON")
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+            return _error(400, "malformed_json", "the body is not JSON Telegram would send")
         update_id = data.get("update_id") if isinstance(data, dict) else None
         if not isinstance(update_id, int) or isinstance(update_id, bool):
             return _error(400, "invalid_update", "an update needs an integer update_id")

@@ -36,6 +36,7 @@ import http
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,7 +181,7 @@ class FakeSlack(RecordingFake):
         action_id: str,
         *,
         value: str | None = None,
-        trigger_id: str = "T-1",
+        trigger_id: str | None = None,
     ) -> bytes:
         """The block_actions body of `user_id` clicking button `action_id` of a posted message.
 
@@ -480,13 +481,22 @@ def _user(user_id: str, team_id: str) -> dict[str, Any]:
     return {"id": user_id, "username": username, "name": username, "team_id": team_id}
 
 
+_TRIGGERS = itertools.count(1)
+
+
+def _trigger_id() -> str:
+    """A fresh trigger id, as Slack gives every interaction its own (so no two requests a
+    user makes are byte-for-byte the same)."""
+    return f"{next(_TRIGGERS)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:32]}"
+
+
 def block_action_body(
     user_id: str,
     action_id: str,
     value: str,
     channel_id: str,
     message_ts: str,
-    trigger_id: str = "T-1",
+    trigger_id: str | None = None,
     team_id: str = "T1",
     *,
     message: Mapping[str, Any] | None = None,
@@ -539,7 +549,7 @@ def block_action_body(
             "channel_id": channel_id,
             "is_ephemeral": False,
         },
-        "trigger_id": trigger_id,
+        "trigger_id": trigger_id or _trigger_id(),
         "team": {"id": team_id, "domain": team_domain},
         "enterprise": None,
         "is_enterprise_install": False,
@@ -563,7 +573,7 @@ def view_submission_body(
     *,
     view_id: str = "V00000001",
     team_id: str = "T1",
-    trigger_id: str = "T-2",
+    trigger_id: str | None = None,
     view: Mapping[str, Any] | None = None,
     team_domain: str = "fake",
 ) -> bytes:
@@ -616,7 +626,7 @@ def view_submission_body(
         "user": _user(user_id, team_id),
         "api_app_id": APP_ID,
         "token": VERIFICATION_TOKEN,
-        "trigger_id": trigger_id,
+        "trigger_id": trigger_id or _trigger_id(),
         "view": submitted,
         "response_urls": [],
         "is_enterprise_install": False,
@@ -639,7 +649,7 @@ def slash_command_body(
     channel_id: str = "C1",
     team_id: str = "T1",
     team_domain: str = "fake",
-    trigger_id: str = "T-3",
+    trigger_id: str | None = None,
 ) -> bytes:
     """The form body Slack posts when `user_id` runs `command` with `text` in a channel.
 
@@ -661,6 +671,6 @@ def slash_command_body(
         "api_app_id": APP_ID,
         "is_enterprise_install": "false",
         "response_url": f"https://hooks.slack.com/commands/{team_id}/1/fake-response-url",
-        "trigger_id": trigger_id,
+        "trigger_id": trigger_id or _trigger_id(),
     }
     return urlencode(fields).encode()

@@ -241,7 +241,7 @@ async def test_bolt_routes_slash_commands_and_user_pickers() -> None:
         assert response.status == 200
         assert response.body == "only you see this"  # a bare text ack is the body as plain text
         assert seen["command"]["text"] == "delegate <@U0BOB|bob> until 2026-12-24 a&amp;b"
-        assert (seen["command"]["channel_id"], seen["command"]["trigger_id"]) == ("C1", "T-3")
+        assert seen["command"]["channel_id"] == "C1" and seen["command"]["trigger_id"]
 
         body = view_submission_body("U0ALICE", "pick", "", {"who": {"who": users_select("U0BOB")}})
         response = await app.async_dispatch(

@@ -1190,3 +1190,29 @@ async def test_the_record_names_what_replaced_it_and_its_escalation_level(api: A
     assert (replaced["state"], replaced["superseded_by"]) == ("superseded", new["id"])
     assert (new["superseded_by"], new["follow_up_id"], new["escalation_level"]) == (None, None, 0)
     assert_error(await api.claim(old["id"]), 409, "not_pending")
+
+
+async def test_a_page_of_large_records_is_bounded_in_bytes_and_says_so(api: Api) -> None:
+    made = {
+        (
+            await api.create(
+                run_id=f"big-{i}", tool={"name": "t", "arguments": {"blob": "x" * 200_000}}
+            )
+        )["id"]
+        for i in range(8)
+    }
+    seen: list[str] = []
+    query = "?limit=500"
+    while True:
+        reply = await api.call("GET", f"/v1/approvals{query}")
+        assert reply.status == 200, reply.body
+        page = reply.body
+        # About 1 MiB, never the 1.6 MB of all eight.
+        assert len(json.dumps(page)) < 1.5 * 1024 * 1024
+        seen += [a["id"] for a in page["approvals"]]
+        if page["next_cursor"] is None:
+            assert "truncated" not in page
+            break
+        assert page["truncated"] is True and 1 <= len(page["approvals"]) < 8
+        query = f"?limit=500&cursor={page['next_cursor']}"
+    assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -113,10 +114,14 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeSlack() as slack:
 
-        async def one(store: Store, *, trailing_slash: bool = True) -> Rig:
+        async def one(
+            store: Store, *, trailing_slash: bool = True, team_id: str | None = None
+        ) -> Rig:
             data = _config(slack)
             if not trailing_slash:  # as an operator might write it
                 data["slack"]["api_base_url"] = slack.base_url.rstrip("/")
+            if team_id is not None:
+                data["slack"]["team_id"] = team_id
             config = parse_config(data)
             return await serve(Rig, config, store, clock, API_KEY, cleanup, slack=slack)
 
@@ -632,3 +637,63 @@ async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: Rig)
     [posted] = rig.slack.calls_to("chat.postMessage", ok=True)
     assert posted.args["channel"] == opened.response["channel"]["id"]  # type: ignore[index]
     assert posted.args["text"] == "Delegation started: &lt;!channel&gt; &amp; co"
+
+
+# -- what is checked before Bolt sees a request --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"payload=%7Bnot-json", b"payload=%5B%5D", b"payload=" + b"%5B" * 5000, b"\xff\xfe"],
+    ids=["not json", "a list", "5000 brackets", "not utf-8"],
+)
+async def test_unsigned_garbage_is_401_without_a_traceback(
+    rig: Rig, body: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    for headers in ({}, {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=1"}):
+        assert await rig.send(body, headers) == 401
+    stale = sign(SECRET, body, timestamp=int(time.time()) - 600)
+    assert await rig.send(body, stale) == 401
+    assert not [r for r in caplog.records if r.exc_info or r.levelname == "ERROR"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "{not json",
+        "[]",
+        '{"type": "block_actions", "actions": [{"value": "x"}]}',
+        '{"type": "block_actions", "user": {"id": "U0ALICE"}, "actions": []}',
+        '{"type": "block_actions", "user": {"id": "U0ALICE"}, "channel": "C0", "actions": [{}]}',
+    ],
+    ids=["not json", "a list", "no user", "no actions", "channel as a string"],
+)
+async def test_signed_but_malformed_payloads_are_400(
+    rig: Rig, payload: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert await rig.send(f"payload={quote(payload)}".encode()) == 400
+    assert not [r for r in caplog.records if r.exc_info or r.levelname == "ERROR"]
+
+
+async def test_a_replayed_click_is_answered_and_does_nothing_again(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ERIN", CHANNEL, card["ts"], "signoff_approve")  # refused
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(SECRET, click)}
+    assert await rig.send(click, headers) == 200
+    await rig.settle(record["id"], 2)
+    told = len(rig.slack.calls_to("chat.postEphemeral"))
+    for _ in range(5):
+        assert await rig.send(click, headers) == 200
+    await asyncio.sleep(0.1)
+    assert [e.type for e in await rig.events(record["id"])] == ["requested", "refused"]
+    assert len(rig.slack.calls_to("chat.postEphemeral")) == told
+
+
+async def test_a_click_from_another_workspace_is_refused(start: Start, store: Store) -> None:
+    rig = await start(store, team_id="T0OTHER")
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")  # team T1
+    assert await rig.send(click) == 403
+    assert (await rig.state(record["id"])).state == "pending"

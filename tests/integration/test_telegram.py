@@ -686,3 +686,20 @@ async def test_a_reply_to_one_of_the_bots_other_messages_gets_help(rig: Rig) -> 
     said = rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"]
     assert said.startswith("Nothing was decided. Reply to the card")
     assert (await rig.state(record["id"])).state == "pending"
+
+
+async def test_deeply_nested_json_with_the_right_secret_is_400_not_500(rig: Rig) -> None:
+    body = b'{"update_id": 1, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    headers = {**fake.webhook_headers(SECRET), "Content-Type": "application/json"}
+    async with rig.http.post(f"{rig.url}/telegram/webhook", data=body, headers=headers) as r:
+        assert r.status == 400
+        assert (await r.json())["error"]["code"] == "malformed_json"
+
+
+async def test_a_nul_in_a_reply_note_is_refused_in_words_on_both_databases(rig: Rig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert await rig.reply(ALICE, card, "approve looks\x00fine") == 200
+    said = rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"]
+    assert "NUL character" in said
+    assert (await rig.state(record["id"])).state == "pending"

@@ -1,0 +1,96 @@
+"""What `POST /slack/events` checks before Bolt sees a request.
+
+Bolt parses a body before it checks the signature, and a listener meets whatever shape the
+payload has; so an unsigned `payload=%7Bnot-json`, or a signed payload without a user, used
+to answer 500 with a traceback. Here, in this order and before anything parses the body:
+
+1. the signature (Slack's `v0` HMAC over the timestamp and the raw body, 5-minute window):
+   anything else is 401, without a traceback;
+2. replay: a signed request seen before (the same signature, on any replica) is answered
+   200 and does nothing again; Slack never sends one request twice, an attacker with a
+   captured request does;
+3. the shape every listener relies on (a JSON object with a user id, actions and objects
+   where objects belong): 400 otherwise;
+4. the workspace, when `[slack] team_id` is configured: a click from another workspace is
+   403 (a bot installed elsewhere with the same signing secret must not decide here).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
+
+from bot.inbound import Inbound
+
+log = logging.getLogger("signoff.slack")
+
+TIMESTAMP = "X-Slack-Request-Timestamp"
+SIGNATURE = "X-Slack-Signature"
+_OBJECTS = ("channel", "container", "team", "view", "message")
+
+
+class SlackGate:
+    def __init__(self, signing_secret: str, inbound: Inbound, team_id: str | None) -> None:
+        self.verifier = SignatureVerifier(signing_secret)
+        self.inbound = inbound
+        self.team_id = team_id
+
+    async def refusal(self, request: web.Request) -> web.Response | None:
+        """The answer for a request that must not reach Bolt, or None to let it through."""
+        body = await request.read()
+        timestamp = request.headers.get(TIMESTAMP, "")
+        signature = request.headers.get(SIGNATURE, "")
+        if not (timestamp.isdigit() and self.verifier.is_valid(body, timestamp, signature)):
+            log.warning("Slack request from %s refused: bad or stale signature", request.remote)
+            return _error(401, "bad_signature", "missing, wrong or stale Slack signature")
+        if not await self.inbound.first_delivery("slack", signature):
+            log.warning("Slack request from %s replayed; answered without acting", request.remote)
+            return web.Response()
+        try:
+            form = parse_qs(body.decode(), keep_blank_values=True)
+        except UnicodeDecodeError:
+            return _error(400, "malformed", "the body is not UTF-8")
+        fields = {name: values[-1] for name, values in form.items()}
+        problem, team = _shape(fields)
+        if problem is not None:
+            log.warning("signed Slack request refused: %s", problem)
+            return _error(400, "malformed", problem)
+        if self.team_id is not None and team is not None and team != self.team_id:
+            log.warning("Slack request from workspace %s refused: not %s", team, self.team_id)
+            return _error(403, "wrong_workspace", "this app decides for another workspace")
+        return None
+
+
+def _shape(fields: dict[str, str]) -> tuple[str | None, str | None]:
+    """What is wrong with a signed request's form, and its workspace (team id) if it names one."""
+    if "payload" not in fields:  # a slash command, or an event Bolt handles on its own
+        if "command" in fields and not fields.get("user_id"):
+            return "a command without user_id", None
+        return None, fields.get("team_id")
+    try:
+        payload: Any = json.loads(fields["payload"])
+    except (ValueError, RecursionError):
+        return "payload is not JSON", None
+    if not isinstance(payload, dict):
+        return "payload is not a JSON object", None
+    user = payload.get("user")
+    if not isinstance(user, dict) or not isinstance(user.get("id"), str):
+        return "payload names no user", None
+    for name in _OBJECTS:
+        if payload.get(name) is not None and not isinstance(payload[name], dict):
+            return f"payload's {name} is not an object", None
+    if payload.get("type") == "block_actions":
+        actions = payload.get("actions")
+        if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
+            return "block_actions without actions", None
+    team = (payload.get("team") or {}).get("id") or user.get("team_id")
+    return None, team if isinstance(team, str) else None
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
