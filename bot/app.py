@@ -62,6 +62,8 @@ def outbox_settings(config: Config) -> OutboxSettings:
         concurrency=o.concurrency,
         poll_interval=o.poll_interval,
         keep_done=parse_duration(o.keep_done),
+        per_destination=o.per_destination,
+        per_tenant=o.per_tenant,
     )
 
 

@@ -95,6 +95,8 @@ class OutboxConfig(_Strict):
     poll_interval: Annotated[float, Field(gt=0, le=60)] = 1.0
     webhook_timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
     keep_done: DurationText = "7d"
+    per_destination: Annotated[int, Field(ge=1, le=1000)] = 4
+    per_tenant: Annotated[int, Field(ge=1, le=1000)] = 16
 
 
 class SweeperConfig(_Strict):

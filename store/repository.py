@@ -565,6 +565,13 @@ class Tx:
         """Put a failed job back in the queue for another attempt at `run_after`."""
         return await self._settle(job_id, worker, run_after=run_after, last_error=error)
 
+    async def defer_job(self, job_id: int, worker: str, *, run_after: datetime) -> bool:
+        """Put a claimed job back untried until `run_after`, its attempt not counted (it was
+        over its fair share of the runner's slots)."""
+        return await self._settle(
+            job_id, worker, run_after=run_after, attempts=outbox.c.attempts - 1
+        )
+
     async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
         """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
         return await self._settle(job_id, worker, state="dead", done_at=now, last_error=error)

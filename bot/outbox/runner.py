@@ -19,12 +19,13 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.clock import Clock, SystemClock
 from bot.errors import RetryLater, Undeliverable
 from bot.metrics import Metrics
+from bot.outbox.shares import Shares
 from store.records import OutboxJob
 from store.repository import Store
 
@@ -46,6 +47,13 @@ class OutboxSettings:
     poll_interval: float = 1.0
     # Done jobs are kept this long (to answer "was it sent?"), then deleted in batches.
     keep_done: timedelta = timedelta(days=7)
+    # Fair shares of the slots (bot.outbox.shares): in flight at once per destination host
+    # and per tenant, the share of the slots one kind of job may take, and how many failures
+    # in a row make a destination rest.
+    per_destination: int = 4
+    per_tenant: int = 16
+    kind_share: float = 0.75
+    failing_after: int = 3
 
 
 def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
@@ -82,6 +90,7 @@ class OutboxRunner:
         self.worker = worker or worker_name()
         self._rand = rand
         self._wake = asyncio.Event()
+        self.shares = Shares(self.settings, lambda n: backoff(n, self.settings, self._rand))
 
     def wake(self) -> None:
         """New jobs were committed in this process: look now, not at the next poll."""
@@ -100,19 +109,54 @@ class OutboxRunner:
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs, run them concurrently, settle each; returns how many
-        were attempted. (Tests and tools; `run` keeps claiming while slow jobs run.)"""
+        were attempted. (Tests and tools: the whole batch runs, whatever the shares; `run`
+        keeps claiming while slow jobs run, within the shares.)"""
         jobs = await self._claim(self.settings.batch)
         if jobs:
             await asyncio.gather(*(self._attempt(job) for job in jobs))
         return len(jobs)
 
-    async def _attempt(self, job: OutboxJob) -> None:
+    async def _admitted(self, jobs: list[OutboxJob]) -> list[OutboxJob]:
+        """The claimed jobs that may run now within their shares (bot.outbox.shares); the
+        others go back to the queue untried, their attempt not counted."""
+        now = self.clock.now()
+        admitted: list[OutboxJob] = []
+        waiting: list[tuple[OutboxJob, datetime]] = []
+        for job in jobs:
+            until = self.shares.admit(job, now)
+            if until is None:
+                admitted.append(job)
+            else:
+                waiting.append((job, until))
+        if waiting:
+            try:
+                async with self.store.write() as tx:
+                    for job, until in waiting:
+                        await tx.defer_job(job.id, self.worker, run_after=until)
+            except Exception:
+                log.exception("could not put back %d outbox job(s) over their share", len(waiting))
+            for job, _ in waiting:
+                self._count(job, "deferred")
+        return admitted
+
+    async def _shared(self, job: OutboxJob) -> None:
+        """`_attempt` for a job `_admitted` let in: its slots are given back at the end."""
+        ok = False
+        try:
+            ok = await self._attempt(job)
+        finally:
+            self.shares.done(job, ok, self.clock.now())
+
+    async def _attempt(self, job: OutboxJob) -> bool:
+        """Run one job and settle it; whether its handler succeeded."""
+        delivered = False
         try:
             try:
                 await self.handlers[job.kind](job)
+                delivered = True
             except Exception as exc:  # any failure is retried; the error is kept on the job
                 await self._failed(job, exc)
-                return
+                return False
             async with self.store.write() as tx:
                 held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
             self._count(job, "done" if held else "lost_lease")
@@ -125,6 +169,7 @@ class OutboxRunner:
                 job.kind,
                 extra={"approval_id": job.approval_id, "job_id": job.id},
             )
+        return delivered
 
     async def _failed(self, job: OutboxJob, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -199,12 +244,11 @@ class OutboxRunner:
                         claimed = await self._claim(room)
                     except Exception:
                         log.exception("outbox claim failed; retrying")
-                for job in claimed:
-                    if job.id in running:
-                        # Our own lease ran out mid-attempt and we took the job again: the
-                        # attempt in flight settles it.
-                        continue
-                    task = asyncio.create_task(self._attempt(job), name=f"outbox-{job.id}")
+                # Our own lease ran out mid-attempt and we took a job again: the attempt in
+                # flight settles it.
+                fresh = [job for job in claimed if job.id not in running]
+                for job in await self._admitted(fresh):
+                    task = asyncio.create_task(self._shared(job), name=f"outbox-{job.id}")
                     running[job.id] = task
                     task.add_done_callback(lambda _t, job_id=job.id: running.pop(job_id, None))
                 if claimed and len(claimed) == room:

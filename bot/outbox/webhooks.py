@@ -176,7 +176,8 @@ class WebhookSender:
         headers = signed_headers(
             self._secret(tenant), str(payload["delivery_id"]), body, self.clock.now().timestamp()
         )
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        # A receiver that does not even accept the connection is given up on early.
+        timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=min(self.timeout, 3.0))
         async with session.post(
             url, data=body, headers=headers, timeout=timeout, allow_redirects=False
         ) as response:

@@ -578,3 +578,37 @@ async def test_whatever_create_accepts_its_webhook_can_carry(
     with pytest.raises(NotCanonical, match="nested deeper than 63 levels"):
         await _approved(store, hooked, clock, "r-deeper", tool=too_deep)
     assert approval.state == "approved"
+
+
+async def test_a_tenant_whose_receiver_hangs_does_not_delay_another_tenants_webhook(
+    store: Store, receiver: Receiver, clock: FakeClock, session: aiohttp.ClientSession
+) -> None:
+    """Forty webhooks to a receiver that accepts and never answers take at most their
+    destination's share of the runner's slots; the other tenant's webhook goes out at once
+    instead of after the hung ones' timeout."""
+    receiver.gate = asyncio.Event()  # acme's receiver hangs
+    async with serving() as other:
+        config = copy.deepcopy(TEST_CONFIG)
+        config["tenants"] = [
+            {"name": "acme", "webhook_url": receiver.url, "webhook_secret_env": "ACME_SECRET"},
+            {"name": "globex", "webhook_url": other.url, "webhook_secret_env": "ACME_SECRET"},
+        ]
+        directory = parse_config(config).directory()
+        for i in range(40):
+            await _approved(store, directory, clock, f"r-{i}")
+        created = await create_request(
+            store, directory, clock, "globex", make_request(capability="billing.refund")
+        )
+        await Operator(store, directory, clock).approve_shown(
+            created.approval.id, created.approval.hash, Actor("dave", "cli")
+        )
+        runner = _runner(store, directory, clock, session)
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner.run(stop, drain=0.1))
+        try:
+            await asyncio.wait_for(other.arrived.wait(), 5)  # the hung ones wait 10 s
+            assert len(receiver.received) <= SETTINGS.per_destination
+        finally:
+            stop.set()
+            receiver.gate.set()
+            await task
