@@ -171,7 +171,7 @@ class RouteConfig(_Strict):
     @model_validator(mode="after")
     def _notify_targets(self) -> RouteConfig:
         for target in self.notify:
-            if not _NOTIFY.match(target):
+            if not _NOTIFY.fullmatch(target):
                 raise ValueError(
                     f"notify target {target!r}: expected slack:CHANNEL, slack:dm, "
                     "telegram:CHAT_ID, telegram:dm or web"
@@ -351,6 +351,10 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(f"config file {file} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{file}: not valid TOML: nested too deeply") from None
     return parse_config(data, str(file))

@@ -56,4 +56,7 @@ def parse_moment(text: str, now: datetime) -> datetime:
             f"invalid time {text!r}: a date (2026-12-24), a date and time "
             "(2026-12-24T18:00, UTC unless an offset is given) or a duration from now (5d)"
         ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # an offset that moves it out of datetime's range
+        raise ValueError(f"invalid time {text!r}: out of range") from None

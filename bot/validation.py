@@ -70,7 +70,12 @@ def _refuse_constant(name: str) -> Any:
 
 def parse_json(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> Any:
     """Strict JSON: I-JSON's rules (no duplicate keys, no NaN/Infinity), size-limited."""
-    size = len(data.encode() if isinstance(data, str) else data)
+    if isinstance(data, str):
+        try:
+            data = data.encode()
+        except UnicodeEncodeError:
+            raise MalformedJson("the text is not valid Unicode (a lone surrogate)") from None
+    size = len(data)
     if size > limit:
         raise RequestTooLarge(f"request is {size} bytes; the limit is {limit}")
     try:

@@ -210,8 +210,11 @@ def parse_reply(text: str) -> Reply | None:
     if word in _REJECT_WORDS:
         return Reply("reject", rest)
     if word == "delegate" and rest:
-        to, _, note = rest.partition(" ")
-        return Reply("delegate", note.strip() or None, to.lstrip("@"))
+        to, *note = rest.split(None, 1)  # any whitespace after the name, as after the verb
+        name = to.lstrip("@")
+        if not name:
+            return None
+        return Reply("delegate", note[0].strip() if note else None, name)
     return None
 
 
