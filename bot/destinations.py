@@ -41,7 +41,11 @@ def is_public(address: str) -> bool:
 
 def url_problem(url: str, *, allow_private: bool = False) -> str | None:
     """Why the text of a callback URL already shows it may not be called, or None."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises for a port out of range
+    except ValueError as exc:
+        return f"it is not a valid URL ({exc})"
     if parts.username is not None or parts.password is not None:
         return "it carries a user name or password (user@host); put credentials elsewhere"
     if allow_private:

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # Far beyond any sensible TTL, and well inside what datetime arithmetic can represent.
 MAX_SECONDS = 100 * 365 * 86400
-_PART = re.compile(r"(\d+)([smhdw])")
-_WHOLE = re.compile(r"(?:\d+[smhdw])+")
+# ASCII digits only: "５m" or "٣h" would otherwise pass as durations (int() reads them).
+_PART = re.compile(r"([0-9]+)([smhdw])")
+_WHOLE = re.compile(r"(?:[0-9]+[smhdw])+")
 
 
 def parse_duration(text: str) -> timedelta:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
@@ -35,6 +36,13 @@ def _duration(value: str) -> str:
 
 def _http_url(value: str) -> str:
     if not re.match(r"^https?://[^\s/?#@]+", value):
+        raise ValueError(f"expected an http(s) URL with a host, got {value!r}")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 -- raises for a port out of range
+    except ValueError as exc:  # unbalanced [ ] of an IPv6 host, a port past 65535, ...
+        raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
+    if not parts.hostname:
         raise ValueError(f"expected an http(s) URL with a host, got {value!r}")
     return value
 

@@ -295,6 +295,21 @@ BAD_INPUTS = [
         "callback_url",
         body=request_body(callback_url="ftp://hooks.example/x"),
     ),
+    # urlsplit raises on these: found by schemathesis as a 500.
+    Bad(
+        "callback_url with an unbalanced bracket",
+        422,
+        "invalid_request",
+        "callback_url",
+        body=request_body(callback_url="http://[::1"),
+    ),
+    Bad(
+        "callback_url with a port past 65535",
+        422,
+        "invalid_request",
+        "callback_url",
+        body=request_body(callback_url="https://agents.example:99999/hook"),
+    ),
     Bad(
         "approval_ttl 3 fortnights",
         422,

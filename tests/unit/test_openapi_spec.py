@@ -1,0 +1,501 @@
+"""bot/openapi.json, the OpenAPI 3.1 description of the agent API that the server serves at
+GET /v1/openapi.json, is valid and says what the handlers do:
+
+- it is a valid OpenAPI 3.1 document (checked against the OpenAPI 3.1 schema schemathesis
+  ships, with every schema in it checked against JSON Schema 2020-12), every `$ref`
+  resolves, and schemathesis loads every operation;
+- its paths and methods are exactly the routes `signoff serve` registers: the agent API
+  (bot.api.add_routes) and health, readiness and metrics (bot.app.build_app);
+- the record schema has exactly the keys of bot.model.public_record, all required, each
+  nullable exactly where its column is, and it accepts records in every shape;
+- each request body schema has exactly its pydantic model's fields, the same required ones
+  and the same limits (lengths, patterns, ranges, enums, defaults), and refuses NUL, wants a
+  duration or an http(s) URL exactly where the model does; the list's query parameters are
+  api.ListQuery's, and the Idempotency-Key header is what the claim handler accepts;
+- every status each operation can answer is documented, and the error codes documented for
+  each status are exactly the ones the API answers with it.
+
+(The acceptance test tests/acceptance/test_openapi.py holds a running server to it.)
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+import typing
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+import schemathesis
+from aiohttp import web
+from pydantic import BaseModel
+from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+from bot import api
+from bot.app import build_app
+from bot.config import parse_config
+from bot.durations import parse_duration
+from bot.errors import SignoffError
+from bot.intake import Presentation, PresentationField, RequestBody, ToolCall
+from bot.model import Execution, Kind, State, public_record
+from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
+from store.repository import Store
+from store.schema import approvals
+from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record
+
+SPEC_PATH = Path(api.__file__).with_name("openapi.json")
+SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text("utf-8"))
+COMPONENTS = SPEC["components"]
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+# The patterns the spec uses for what a model checks with a validator instead of a pattern.
+NUL_PATTERN = "^[^\\u0000]*$"
+DURATION_PATTERN = "^([0-9]+[smhdw])+$"
+URL_PATTERN = "^https?://[^\\s/?#@]+"
+VALIDATOR_PATTERNS = {NO_NUL: NUL_PATTERN, IS_DURATION: DURATION_PATTERN, IS_HTTP_URL: URL_PATTERN}
+
+# Which model each request body is, and whether the handler reads it as optional.
+BODIES: dict[tuple[str, str], tuple[type[BaseModel], bool]] = {
+    ("/v1/approvals", "post"): (RequestBody, False),
+    ("/v1/approvals/{id}/claim", "post"): (api.ClaimBody, True),
+    ("/v1/approvals/{id}/renew", "post"): (api.RenewBody, False),
+    ("/v1/approvals/{id}/release", "post"): (api.ReleaseBody, False),
+    ("/v1/approvals/{id}/complete", "post"): (api.CompleteBody, False),
+    ("/v1/approvals/{id}/supersede", "post"): (api.SupersedeBody, False),
+    ("/v1/approvals/{id}/cancel", "post"): (api.CancelBody, True),
+}
+
+
+def resolve(ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node: Any = SPEC
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def deref(node: Any) -> Any:
+    while isinstance(node, dict) and "$ref" in node:
+        node = resolve(node["$ref"])
+    return node
+
+
+def walk(node: Any, path: str = "#") -> Iterator[tuple[str, Any]]:
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from walk(value, f"{path}/{index}")
+
+
+def operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in SPEC["paths"].items():
+        for method, operation in item.items():
+            if method in HTTP_METHODS:
+                yield path, method, operation
+
+
+def validator(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator:
+    """A validator for a schema that may refer to the document's components."""
+    return jsonschema_rs.Draft202012Validator(
+        {**schema, "components": COMPONENTS}, validate_formats=True
+    )
+
+
+def component(name: str) -> jsonschema_rs.Draft202012Validator:
+    return validator({"$ref": f"#/components/schemas/{name}"})
+
+
+# -- a valid OpenAPI 3.1 document ---------------------------------------------------------------
+
+
+def test_the_document_is_valid_openapi_3_1() -> None:
+    assert SPEC["openapi"] == "3.1.0"
+    OPENAPI_31_VALIDATOR.validate(SPEC)
+    # The OpenAPI schema leaves Schema Objects to JSON Schema: check each one against it.
+    schemas = list(COMPONENTS["schemas"].values())
+    schemas += [
+        node["schema"] for _, node in walk(SPEC) if isinstance(node, dict) and "schema" in node
+    ]
+    for schema in schemas:
+        jsonschema_rs.meta.validate(schema)
+    for where, node in walk(SPEC):
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            assert resolve(node["$ref"]) is not None, where
+    loaded = schemathesis.openapi.from_dict(copy.deepcopy(SPEC))
+    labels = [result.ok().label for result in loaded.get_all_operations()]
+    assert len(labels) == len(list(operations()))
+
+
+def test_the_document_is_tidy_json_with_two_space_indents() -> None:
+    text = SPEC_PATH.read_text("utf-8")
+    assert text.endswith("}\n")
+    assert "\t" not in text
+    for number, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip(" "))
+        assert indent % 2 == 0, f"line {number}: {line!r}"
+        assert line == line.rstrip(), f"line {number} ends in spaces"
+    ids = [operation["operationId"] for _, _, operation in operations()]
+    assert len(ids) == len(set(ids)), ids
+
+
+# -- the routes ---------------------------------------------------------------------------------
+
+
+Routes = dict[tuple[str, str], Any]  # (method, path) -> handler
+
+
+def _routes(app: web.Application) -> Routes:
+    # aiohttp adds a HEAD route beside every GET by itself; it is not part of the contract.
+    return {
+        (route.method.lower(), route.resource.canonical): route.handler
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+
+
+@pytest.fixture
+async def served() -> tuple[Routes, Routes]:
+    """The routes `signoff serve` registers without a chat channel, and those of the agent
+    API alone (bot.api.add_routes)."""
+    store = Store.from_url("sqlite+aiosqlite:///:memory:")
+    try:
+        app = build_app(parse_config(TEST_CONFIG), store, background=False)
+        bare = web.Application()
+        api.add_routes(bare, app[api.API])
+        return _routes(app), _routes(bare)
+    finally:
+        await store.close()
+
+
+def test_the_paths_are_exactly_the_routes_the_server_registers(
+    served: tuple[Routes, Routes],
+) -> None:
+    everything, agent_api = served
+    described = {(method, path) for path, method, _ in operations()}
+    # Every route of the agent API, and nothing it does not serve.
+    assert set(agent_api) <= described
+    assert {route for route in described if route[1].startswith("/v1/")} == set(agent_api)
+    # With health, readiness and metrics: all that `signoff serve` serves without a chat
+    # channel (Slack's and Telegram's webhooks are theirs, not an agent's).
+    assert set(everything) == described
+
+
+def test_path_parameters_are_declared_for_every_template() -> None:
+    for path, item in SPEC["paths"].items():
+        names = set(re.findall(r"\{([^}]+)\}", path))
+        declared = {
+            deref(p)["name"] for p in item.get("parameters", []) if deref(p)["in"] == "path"
+        }
+        assert declared == names, path
+
+
+# -- the record ---------------------------------------------------------------------------------
+
+
+def _records() -> dict[str, Any]:
+    later = RECORD_NOW + timedelta(hours=1)
+    other = "5d2c3b4a-1f0e-4d9c-8b7a-6f5e4d3c2b1a"
+    return {
+        "pending": approval_record(),
+        "without optional fields": approval_record(
+            step=None,
+            reason=None,
+            requested_by=None,
+            preconditions=None,
+            resume=None,
+            presentation={"title": "t"},
+            tool_args={},
+        ),
+        "executed": approval_record(
+            state="executed",
+            decided_by="alice",
+            decided_at=RECORD_NOW,
+            decision_note="fine",
+            grant_expires_at=later,
+            claim_token="tok",
+            claimed_at=later,
+            lease_until=later,
+            executed_at=later,
+            outcome={"status": "succeeded", "result": {"refund": "re_1"}},
+            escalation_level=2,
+            version=6,
+            superseded_by=other,
+        ),
+        "a follow-up": approval_record(
+            kind="interrupted_side_effect",
+            state="outcome_unknown",
+            origin_id=other,
+            follow_up_id=other,
+            outcome={"status": "failed", "result": None},
+            presentation={
+                "title": "Outcome unknown: Refund",
+                "summary": "This call was approved and started ...",
+                "fields": [{"label": "Original approval", "value": other}],
+            },
+        ),
+    }
+
+
+def test_the_record_schema_has_exactly_the_keys_of_public_record() -> None:
+    record = public_record(approval_record())
+    schema = COMPONENTS["schemas"]["Approval"]
+    assert set(schema["properties"]) == set(record)
+    assert set(schema["required"]) == set(record)
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("shape", list(_records()))
+def test_the_record_schema_accepts_records_in_every_shape(shape: str) -> None:
+    record = public_record(_records()[shape])
+    errors = [str(e) for e in component("Approval").iter_errors(record)]
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_every_state_is_a_valid_record(state: State) -> None:
+    record = public_record(approval_record(state=state.value))
+    assert component("Approval").is_valid(record), state
+
+
+def test_the_record_is_nullable_exactly_where_its_column_is() -> None:
+    record = public_record(approval_record())
+    check = component("Approval")
+    for key in record:
+        # `tool` is made of two NOT NULL columns; `execution` is derived from the state.
+        nullable = approvals.c[key].nullable if key in approvals.c else False
+        assert check.is_valid({**record, key: None}) == nullable, key
+
+
+def test_the_record_enums_are_the_models() -> None:
+    props = COMPONENTS["schemas"]["Approval"]["properties"]
+    assert COMPONENTS["schemas"]["State"]["enum"] == [s.value for s in State]
+    assert props["kind"]["enum"] == [k.value for k in Kind]
+    assert props["execution"]["enum"] == [e.value for e in Execution]
+
+
+# -- request bodies and parameters --------------------------------------------------------------
+
+
+def _facts(node: Any, root: dict[str, Any], *, query: bool = False) -> dict[str, Any]:
+    """What a schema asks of one value, through $ref, anyOf and allOf: its types, limits,
+    patterns, enum and default (not what it asks of nested properties)."""
+    found: dict[str, Any] = {"types": set(), "patterns": set()}
+
+    def visit(n: Any) -> None:
+        while isinstance(n, dict) and "$ref" in n:
+            ref = n["$ref"]
+            visit({k: v for k, v in n.items() if k != "$ref"})
+            n = root
+            for part in ref[2:].split("/"):
+                n = n[part]
+        if not isinstance(n, dict):
+            return
+        for sub in [*n.get("anyOf", []), *n.get("allOf", [])]:
+            visit(sub)
+        kind = n.get("type")
+        if kind is not None:
+            found["types"] |= set(kind) if isinstance(kind, list) else {kind}
+        if "const" in n:
+            found["enum"] = {n["const"]}
+        if "enum" in n:
+            found["enum"] = set(n["enum"])
+        if "pattern" in n:
+            found["patterns"].add(n["pattern"])
+        for key in ("minLength", "maxLength", "minimum", "maximum", "minItems", "default"):
+            if key in n:
+                found[key] = n[key]
+        if "items" in n:
+            found["items"] = _facts(n["items"], root)["types"]
+
+    visit(node)
+    if "number" in found["types"]:
+        found["types"].discard("integer")  # a JSON Schema number includes the integers
+    if query:
+        found["types"].discard("null")  # a query parameter is left out, never null
+    return found
+
+
+def _validators(annotation: Any) -> set[Any]:
+    """The pydantic validators (AfterValidator objects) anywhere in an annotation."""
+    found: set[Any] = set()
+    if typing.get_origin(annotation) is typing.Annotated:
+        found |= {m for m in annotation.__metadata__ if m in VALIDATOR_PATTERNS}
+    for arg in typing.get_args(annotation):
+        found |= _validators(arg)
+    return found
+
+
+def _compare_field(model: type[BaseModel], name: str, spec_node: Any, *, query: bool) -> None:
+    pydantic_schema = model.model_json_schema()
+    ours = _facts(pydantic_schema["properties"][name], pydantic_schema, query=query)
+    theirs = _facts(spec_node, SPEC, query=query)
+    info = model.model_fields[name]
+    validators = _validators(info.annotation) | {
+        m for m in info.metadata if m in VALIDATOR_PATTERNS
+    }
+    expected_patterns = ours.pop("patterns") | {VALIDATOR_PATTERNS[v] for v in validators}
+    assert theirs.pop("patterns") == expected_patterns, f"{model.__name__}.{name}: patterns"
+    if "default" not in theirs:
+        ours.pop("default", None)
+    assert theirs == ours, f"{model.__name__}.{name}"
+
+
+def _compare_model(model: type[BaseModel], schema: dict[str, Any]) -> None:
+    schema = deref(schema)
+    fields = model.model_fields
+    assert set(schema["properties"]) == set(fields), model.__name__
+    required = {name for name, info in fields.items() if info.is_required()}
+    assert set(schema.get("required", [])) == required, model.__name__
+    assert schema["additionalProperties"] is (model.model_config.get("extra") != "forbid")
+    for name in fields:
+        _compare_field(model, name, schema["properties"][name], query=False)
+
+
+@pytest.mark.parametrize(
+    ("model", "schema"),
+    [
+        (RequestBody, COMPONENTS["schemas"]["CreateBody"]),
+        (ToolCall, COMPONENTS["schemas"]["ToolCall"]),
+        (Presentation, COMPONENTS["schemas"]["Presentation"]),
+        (PresentationField, COMPONENTS["schemas"]["Presentation"]["properties"]["fields"]["items"]),
+        *[(model, COMPONENTS["schemas"][model.__name__]) for model, _ in list(BODIES.values())[1:]],
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_each_body_schema_is_its_pydantic_model(model: type[BaseModel], schema: Any) -> None:
+    _compare_model(model, schema)
+
+
+def test_each_operation_takes_its_model_as_body_required_as_the_handler_reads_it(
+    served: tuple[Routes, Routes],
+) -> None:
+    _, handlers = served
+    for path, method, operation in operations():
+        body = operation.get("requestBody")
+        if (path, method) not in BODIES:
+            assert body is None, (method, path)
+            continue
+        model, optional = BODIES[(path, method)]
+        schema = body["content"]["application/json"]["schema"]
+        assert list(body["content"]) == ["application/json"]
+        name = "CreateBody" if model is RequestBody else model.__name__
+        assert schema == {"$ref": f"#/components/schemas/{name}"}, path
+        assert body["required"] is not optional, path
+        source = inspect.getsource(handlers[(method, path)])
+        assert ("validate_request" if model is RequestBody else model.__name__) in source, path
+        assert ("optional=True" in source) is optional, path
+
+
+def test_the_list_parameters_are_list_query() -> None:
+    parameters = {
+        p["name"]: p
+        for p in SPEC["paths"]["/v1/approvals"]["get"]["parameters"]
+        if p["in"] == "query"
+    }
+    assert set(parameters) == set(api.ListQuery.model_fields)
+    for name, parameter in parameters.items():
+        assert parameter["required"] is api.ListQuery.model_fields[name].is_required()
+        _compare_field(api.ListQuery, name, parameter["schema"], query=True)
+
+
+def test_the_idempotency_key_header_is_what_the_claim_handler_accepts() -> None:
+    (header,) = SPEC["paths"]["/v1/approvals/{id}/claim"]["post"]["parameters"]
+    assert (header["name"], header["in"], header["required"]) == (
+        "Idempotency-Key",
+        "header",
+        False,
+    )
+    schema = header["schema"]
+    for key in ("", "k", "~!", "x" * 255, "x" * 256, "a b", "é", "tab\t", "ok-" + "7" * 200):
+        described = (
+            schema["minLength"] <= len(key) <= schema["maxLength"]
+            and re.search(schema["pattern"], key) is not None
+        )
+        assert described is (api._IDEMPOTENCY_KEY.fullmatch(key) is not None), repr(key)
+
+
+def test_duration_examples_are_durations() -> None:
+    duration = COMPONENTS["schemas"]["Duration"]
+    for example in duration["examples"]:
+        assert re.fullmatch(duration["pattern"], example)
+        assert parse_duration(example)
+
+
+# -- statuses and error codes -------------------------------------------------------------------
+
+
+def _codes(response: dict[str, Any]) -> set[str]:
+    """The error codes a documented error response allows."""
+    schema = deref(response)["content"]["application/json"]["schema"]
+    codes: set[str] = set()
+    for _, node in walk(schema):
+        node = deref(node)
+        if isinstance(node, dict):
+            for part in node.get("allOf", []):
+                code = part.get("properties", {}).get("error", {}).get("properties", {})
+                code = code.get("code", {})
+                codes |= set(code.get("enum", [])) | ({code["const"]} if "const" in code else set())
+    return codes
+
+
+def test_every_status_each_operation_can_answer_is_documented() -> None:
+    for path, method, operation in operations():
+        if not path.startswith("/v1/approvals"):
+            continue
+        statuses = set(operation["responses"])
+        expected = {"401", "503"}  # every call checks the key, then asks the database
+        if "requestBody" in operation:
+            expected |= {"400", "413", "422"}  # malformed, too large, invalid
+        if method == "get" and path == "/v1/approvals":
+            expected.add("422")  # unknown or bad query parameters, a foreign cursor
+        if "{id}" in path:
+            expected.add("404")
+        if "{id}" in path and method == "post":
+            expected |= {"409", "410"}  # the row's state refuses it; its clock ran out
+        assert expected <= statuses, (method, path, sorted(expected - statuses))
+        assert not {s for s in statuses if s.startswith("5")} - {"503"}, (method, path)
+
+
+def _status(error: type[SignoffError]) -> int:
+    return api.status_for(error.__new__(error))
+
+
+def _subclasses(cls: type[SignoffError]) -> Iterator[type[SignoffError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _subclasses(sub)
+
+
+# Raised somewhere in signoff, under a class the API maps, but never by an API request.
+NOT_FROM_THE_API = {
+    "unknown_tenant": "the tenant comes from its key, which names a configured tenant",
+    "approval_changed": "a shown hash is checked on human decisions only",
+}
+
+
+def test_the_documented_error_codes_are_the_ones_the_api_answers() -> None:
+    documented: set[tuple[int, str]] = set()
+    for _, _, operation in operations():
+        for status, response in operation["responses"].items():
+            if int(status) >= 400:
+                documented |= {(int(status), code) for code in _codes(response)}
+    mapped = tuple(cls for cls, _ in api._STATUS)
+    answered = {
+        (_status(cls), cls.code)
+        for cls in set(_subclasses(SignoffError))
+        if issubclass(cls, mapped) and cls.code not in NOT_FROM_THE_API
+    }
+    # aiohttp's own refusals, in the same shape (405 is no operation's answer: it is the
+    # answer to a method no operation has, described in the document's introduction).
+    answered |= {(s, c) for s, c in api._HTTP_CODES.items() if s != 405}
+    assert documented == answered
+    assert "405" in SPEC["info"]["description"]
