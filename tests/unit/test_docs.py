@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # Spelled in two halves so that this file does not contain what it looks for.
 FORBIDDEN = ("../" + "shared", "DESIGN" + ".md")
@@ -188,3 +188,37 @@ def test_the_architecture_module_table_matches_the_tree() -> None:
     missing, unknown = sorted(in_tree - listed), sorted(listed - in_tree)
     assert not missing, f"modules missing from docs/architecture.md: {missing}"
     assert not unknown, f"docs/architecture.md names modules that do not exist: {unknown}"
+
+
+def defence_tests() -> list[tuple[str, str | None]]:
+    """The tests SECURITY.md's table names: (file, test function or None for a whole file).
+    A bare name in a cell belongs to the last file named before it in that cell."""
+    found: list[tuple[str, str | None]] = []
+    for line in (ROOT / "SECURITY.md").read_text("utf-8").splitlines():
+        if not line.startswith("| ") or line.startswith("| defence") or line.startswith("| ---"):
+            continue
+        cell = line.rstrip(" |").split(" | ", 1)[1]
+        current: str | None = None
+        for token in re.findall(r"`([^`]+)`", cell):
+            path, _, name = token.partition("::")
+            if path.endswith(".py"):
+                current = path
+                found.append((path, name or None))
+            elif current is not None:
+                found.append((current, token))
+    return found
+
+
+def test_every_test_security_md_names_exists() -> None:
+    named = defence_tests()
+    assert len(named) > 20  # the table was read
+    missing = []
+    for path, name in named:
+        source = ROOT / path
+        if not source.is_file():
+            missing.append(path)
+        elif name is not None and not re.search(
+            rf"^(async )?def {re.escape(name)}\(", source.read_text("utf-8"), re.M
+        ):
+            missing.append(f"{path}::{name}")
+    assert not missing, f"SECURITY.md names tests that do not exist: {missing}"

@@ -1,0 +1,831 @@
+"""kill -9 under load: two `signoff serve` processes on one PostgreSQL database, either of them
+killed at random moments while agents create, humans decide (the CLI and signed Slack clicks)
+and agents claim and complete; each killed server is started again.
+
+The load, for APPROVALS approvals, LIFECYCLES_AT_ONCE at a time, each planned from the seed:
+
+- create over the agent API (`POST /v1/approvals`) through either live server;
+- decide it: `signoff approvals approve|reject ... --json` as a subprocess (the CLI writes to
+  the database itself), or a correctly signed Slack click on the card the servers' outbox
+  posted to the fake Slack Web API (Approve, or Reject and then the modal's submission), or
+  both at once with opposite decisions by two people (a race the database must settle);
+- claim an approved call (`Idempotency-Key` header) and complete it (succeeded or failed).
+
+Meanwhile KILLS times, at seeded points of the load's progress and at a moment it has a write
+in flight, one server (chosen by the seed) gets SIGKILL and is started again after a short
+pause; the webhook receiver answers a little late, so kills also catch deliveries in flight.
+A request in flight to the killed server fails with a connection error: the test treats it
+as unacknowledged (it may or may not have committed) and retries through whichever server is
+up. A create retried is the same approval (run_id and hash); a claim retried with the same
+key recovers the same claim; a completion repeated returns the recorded outcome; a Slack
+click is clicked again, as a person would (a new click, not a replay). The outbox lease is
+short so that jobs a killed server held come back quickly.
+
+Then, with the database as the judge:
+
+- every acknowledged write is there: every create answered 201/200 is a row with its run_id
+  and hash, and no run_id has two rows; every decision the CLI reported, and every decision a
+  Slack click was answered 200 for, is the approval's one decision event, by that person; a
+  claim answered 200 shows in the row and its trail (one `claimed` event), and a completion
+  answered 200 is the row's state and outcome;
+- nothing is decided twice: at most one `approved`/`rejected` event per approval, never both,
+  and no approval has two acknowledged decisions;
+- every transition that warrants a webhook was delivered at least once (the receiver records
+  every arrival), each delivery id always with the same body, signed, saying what the trail
+  says; the outbox drains (nothing queued, nothing dead) within a bounded wait;
+- `signoff audit verify` exits 0 and counts every event;
+- no answer was a 500 and no server logged a traceback.
+
+The seed is printed; set SIGNOFF_FAULT_SEED to replay a run's plan and kill points (the
+timing of a run is not reproducible, the decisions it makes are).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from aiohttp import web
+
+from bot.client import verify_webhook
+from bot.outbox.jobs import WEBHOOK_STATES  # a transition into one of these sends a webhook
+from tests.acceptance.service import (
+    API_KEYS,
+    WEBHOOK_SECRET,
+    Delivery,
+    Fleet,
+    ServerProcess,
+    WebhookReceiver,
+    service_config,
+    service_env,
+    write_config,
+)
+from tests.conftest import _asyncpg_dsn, request_body
+from tests.fakes.slack import FakeSlack, sign
+
+APPROVALS = 64
+KILLS = 5
+LIFECYCLES_AT_ONCE = 10
+CLI_AT_ONCE = 3  # each `signoff` subprocess costs about a second of CPU (2 cores in CI)
+ATTEMPTS = 12  # tries of one request through whichever server is up
+CARD_WAIT = 20.0  # for the outbox to post a card (a killed server's job returns after `lease`)
+DRAIN_TIMEOUT = 60.0  # for the outbox to deliver everything after the load
+LOAD_TIMEOUT = 150.0  # the whole load; far above its usual 50-90 s
+RECEIVER_DELAY = 0.25  # the webhook receiver answers this late: kills catch deliveries in flight
+OUTBOX = {"poll_interval": 0.1, "backoff_base": "1s", "lease": "3s", "webhook_timeout": 2.0}
+
+SLACK_SECRET = "slack-signing-secret-faults"
+SLACK_TOKEN = "xoxb-test"  # FakeSlack's default
+SLACK_ENV = {"SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_SIGNING_SECRET": SLACK_SECRET}
+CHANNEL = "C0FINANCE"
+APPROVE, REJECT = "signoff_approve", "signoff_reject"
+SLACK_USER = {"alice": "U0ALICE", "bob": "U0BOB"}  # TEST_CONFIG's principals
+
+STATE_OF = {"approve": "approved", "reject": "rejected"}
+DECISION_EVENTS = frozenset({"approved", "rejected"})
+NOTE_EVENTS = frozenset({"refused", "integrity_failed"})  # trail notes, not transitions
+AFTER_APPROVAL = frozenset({"approved", "executing", "executed", "failed", "outcome_unknown"})
+
+
+class SlowReceiver(WebhookReceiver):
+    """The test's webhook receiver, answering each delivery (recorded on arrival) a little
+    late, as a real endpoint does: a server killed meanwhile never hears the answer, and its
+    job is delivered again after the outbox lease."""
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        response = await super()._handle(request)
+        await asyncio.sleep(RECEIVER_DELAY)
+        return response
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the load does with one approval, drawn from the seed."""
+
+    index: int
+    run_id: str
+    how: str  # "cli", "slack" or "race" (the CLI and a Slack click at once, opposite ways)
+    click_after: float  # in a race: seconds from the CLI's start to the click (a run takes 1-3 s)
+    decision: str  # "approve" or "reject" (in a race: the CLI's; Slack does the other)
+    who: str  # alice or bob: who decides (in a race: through the CLI; the other clicks)
+    claim: bool
+    complete: bool
+    outcome: str  # "succeeded" or "failed"
+    claim_key: str
+
+
+def plans(rng: random.Random, seed: int) -> list[Plan]:
+    made = []
+    for i in range(APPROVALS):
+        how = rng.choices(("cli", "slack", "race"), weights=(35, 45, 20))[0]
+        made.append(
+            Plan(
+                index=i,
+                run_id=f"fault-{seed}-{i:03d}",
+                how=how,
+                click_after=rng.uniform(0.5, 3.0),
+                decision=rng.choices(("approve", "reject"), weights=(70, 30))[0],
+                who=rng.choice(("alice", "bob")),
+                claim=rng.random() < 0.9,
+                complete=rng.random() < 0.85,
+                outcome=rng.choices(("succeeded", "failed"), weights=(80, 20))[0],
+                claim_key=f"claim-{seed}-{i:03d}-{rng.getrandbits(48):012x}",
+            )
+        )
+    return made
+
+
+# -- what the test was told --------------------------------------------------------------------
+
+
+@dataclass
+class Acked:
+    """The acknowledged writes, and everything else worth reporting."""
+
+    created: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_id -> record
+    decisions: dict[str, list[tuple[str, str, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # approval id -> [(via, principal, state)]
+    claims: dict[str, str] = field(default_factory=dict)  # approval id -> claim token
+    completes: dict[str, tuple[str, Any]] = field(default_factory=dict)  # id -> (outcome, result)
+    lost: Counter[str] = field(default_factory=Counter)  # unanswered requests, by kind
+    counts: Counter[str] = field(default_factory=Counter)  # what happened, for the summary
+    problems: list[str] = field(default_factory=list)  # failures found during the load
+    finished: int = 0  # lifecycles done (drives the kills)
+    kills: list[str] = field(default_factory=list)
+    slow: list[tuple[float, str]] = field(default_factory=list)  # (seconds, what) over 3 s
+
+
+class Lost(Exception):
+    """No answer: the server went away (or the connection broke) before answering."""
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    server: ServerProcess
+
+
+# -- two servers, killed and restarted ------------------------------------------------------------
+
+
+class Pair:
+    """Two `signoff serve` slots; a slot's server may be dead (killed, not yet restarted)."""
+
+    def __init__(self, fleet: Fleet, rng: random.Random) -> None:
+        self.fleet = fleet
+        self.rng = rng
+        self.slots: list[ServerProcess] = []
+
+    async def start(self) -> None:
+        self.slots = [await asyncio.to_thread(self.fleet.start) for _ in range(2)]
+
+    def live(self) -> list[ServerProcess]:
+        return [s for s in self.slots if s.proc is not None and s.proc.poll() is None]
+
+    async def pick(self) -> ServerProcess:
+        deadline = time.monotonic() + 60
+        while not (live := self.live()):
+            assert time.monotonic() < deadline, "no server up for 60 s"
+            await asyncio.sleep(0.1)
+        return self.rng.choice(live)
+
+    async def kill_and_restart(self, slot: int, pause: float) -> None:
+        server = self.slots[slot]
+        assert server.proc is not None and server.proc.poll() is None
+        assert _is_signoff_serve(server.pid)
+        os.kill(server.pid, signal.SIGKILL)
+        await asyncio.to_thread(server.proc.wait, 10)
+        assert server.proc.returncode == -signal.SIGKILL, server.proc.returncode
+        await asyncio.sleep(pause)
+        self.slots[slot] = await asyncio.to_thread(self.fleet.start)
+
+
+def _is_signoff_serve(pid: int) -> bool:
+    """Whether `pid` is the server itself (`python -m bot.cli serve`), not a wrapper."""
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return b"bot.cli" in cmdline and b"serve" in cmdline
+
+
+# -- the load ------------------------------------------------------------------------------------
+
+
+class Load:
+    def __init__(
+        self,
+        pair: Pair,
+        slack: FakeSlack,
+        config_path: Path,
+        cwd: Path,
+        rng: random.Random,
+        http: aiohttp.ClientSession,
+    ) -> None:
+        self.pair = pair
+        self.slack = slack
+        self.cwd = cwd
+        self.env = service_env(config_path)
+        self.rng = rng
+        self.http = http
+        self.acked = Acked()
+        self.progress = asyncio.Event()  # set whenever a lifecycle finishes
+        self.writes_in_flight: Counter[int] = Counter()  # by server pid
+        self.cli_slots = asyncio.Semaphore(CLI_AT_ONCE)
+        self._cards: dict[str, tuple[str, str]] = {}  # approval id -> (channel, ts)
+        self._cards_scanned = 0
+        self._clicks = 0
+
+    # -- HTTP through whichever server is up
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        server = await self.pair.pick()
+        began = time.monotonic()
+        writing = method == "POST"
+        self.writes_in_flight[server.pid] += writing
+        try:
+            async with self.http.request(
+                method, server.url + path, json=json_body, data=data, headers=headers
+            ) as response:
+                text = await response.read()
+                try:
+                    body = json.loads(text) if text else None
+                except ValueError:
+                    body = text.decode("utf-8", "replace")
+                answer = Answer(response.status, body, server)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Lost(f"{method} {path} via {server.url}: {exc!r}") from exc
+        finally:
+            self.writes_in_flight[server.pid] -= writing
+            took = time.monotonic() - began
+            if took > 3:
+                self.acked.slow.append((took, f"{method} {path} via {server.url}"))
+        if answer.status == 500:
+            self.acked.problems.append(f"{method} {path} answered 500: {answer.body}")
+        return answer
+
+    async def api(
+        self, kind: str, method: str, path: str, body: Any = None, **headers: str
+    ) -> Answer | None:
+        """The request, tried through a live server until one answers other than 5xx (each
+        try that got no answer, or a 503, counted as lost); None if none did."""
+        all_headers = {"Authorization": f"Bearer {API_KEYS['acme']}", **headers}
+        for _ in range(ATTEMPTS):
+            try:
+                answer = await self._send(method, path, json_body=body, headers=all_headers)
+            except Lost:
+                self.acked.lost[kind] += 1
+                await asyncio.sleep(0.2)
+                continue
+            if answer.status >= 500:
+                self.acked.lost[kind] += 1
+                await asyncio.sleep(0.2)
+                continue
+            return answer
+        self.acked.problems.append(f"{kind} {path}: no answer in {ATTEMPTS} tries")
+        return None
+
+    async def record(self, approval_id: str) -> dict[str, Any]:
+        got = await self.api("get", "GET", f"/v1/approvals/{approval_id}")
+        assert got is not None and got.status == 200, got
+        record: dict[str, Any] = got.body
+        return record
+
+    # -- one approval, start to end
+
+    async def lifecycle(self, plan: Plan) -> None:
+        try:
+            record = await self.create(plan)
+            if record is None:
+                return
+            await self.decide(plan, record)
+            state = (await self.record(record["id"]))["state"]
+            if state == "approved" and plan.claim:
+                token = await self.claim(plan, record["id"])
+                if token is not None and plan.complete:
+                    await self.complete(plan, record["id"], token)
+        finally:
+            self.acked.finished += 1
+            self.progress.set()
+
+    async def create(self, plan: Plan) -> dict[str, Any] | None:
+        body = request_body(
+            run_id=plan.run_id,
+            tool={
+                "name": "stripe.refunds.create",
+                "arguments": {"charge": f"ch_{plan.index}", "amount": 1000 + plan.index},
+            },
+            requested_by="sam",  # neither alice nor bob: both may decide
+        )
+        got = await self.api("create", "POST", "/v1/approvals", body)
+        if got is None:
+            return None
+        if got.status not in (200, 201):
+            self.acked.problems.append(f"create {plan.run_id} answered {got.status}: {got.body}")
+            return None
+        record: dict[str, Any] = got.body
+        self.acked.counts[f"created {got.status}"] += 1
+        assert record["run_id"] == plan.run_id, record
+        self.acked.created[plan.run_id] = record
+        return record
+
+    async def decide(self, plan: Plan, record: dict[str, Any]) -> None:
+        other = "bob" if plan.who == "alice" else "alice"
+        opposite = "reject" if plan.decision == "approve" else "approve"
+        if plan.how == "cli":
+            await self.cli_decide(record, plan.decision, plan.who, contested=False)
+        elif plan.how == "slack":
+            if not await self.slack_decide(record, plan.decision, plan.who, contested=False):
+                self.acked.counts["slack fell back to cli"] += 1
+                await self.cli_decide(record, plan.decision, plan.who, contested=False)
+        else:
+            spawned = asyncio.Event()
+
+            async def click_later() -> None:
+                await spawned.wait()
+                await asyncio.sleep(plan.click_after)
+                await self.slack_decide(record, opposite, other, contested=True)
+
+            await asyncio.gather(
+                self.cli_decide(record, plan.decision, plan.who, contested=True, spawned=spawned),
+                click_later(),
+            )
+
+    # -- the CLI
+
+    async def cli_decide(
+        self,
+        record: dict[str, Any],
+        decision: str,
+        who: str,
+        *,
+        contested: bool,
+        spawned: asyncio.Event | None = None,
+    ) -> None:
+        aid = record["id"]
+        args = ["approvals", decision, aid, "--hash", record["hash"], "--as", who, "--json"]
+        async with self.cli_slots:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bot.cli",
+                *args,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            if spawned is not None:
+                spawned.set()
+            began = time.monotonic()
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            took = time.monotonic() - began
+            if took > 3:
+                self.acked.slow.append((took, f"signoff {' '.join(args)}"))
+        stdout, stderr = out.decode(), err.decode()
+        if proc.returncode == 0:
+            done = json.loads(stdout)
+            if (done["id"], done["state"], done["decided_by"]) != (aid, STATE_OF[decision], who):
+                self.acked.problems.append(f"cli {decision} {aid} printed {done}")
+            self.acked.decisions[aid].append(("cli", who, STATE_OF[decision]))
+            self.acked.counts[f"cli {STATE_OF[decision]}"] += 1
+        elif contested and proc.returncode == 1 and "signoff: approval is " in stderr:
+            self.acked.counts["cli lost the race"] += 1
+        else:
+            self.acked.problems.append(
+                f"signoff {' '.join(args)} exited {proc.returncode}: {stdout}{stderr}"
+            )
+
+    # -- Slack
+
+    def _card(self, approval_id: str) -> tuple[str, str] | None:
+        """(channel, ts) of the first card the outbox posted for the approval, if any."""
+        calls = self.slack.calls
+        for call in calls[self._cards_scanned :]:
+            if call.method != "chat.postMessage" or not call.ok or call.response is None:
+                continue
+            for block in call.args.get("blocks") or []:
+                for element in block.get("elements", []) if block.get("type") == "actions" else []:
+                    if element.get("action_id") == APPROVE:
+                        shown = element["value"].split(":", 1)[0]
+                        place = (call.response["channel"], call.response["ts"])
+                        self._cards.setdefault(shown, place)
+        self._cards_scanned = len(calls)
+        return self._cards.get(approval_id)
+
+    async def _card_for(self, approval_id: str) -> tuple[str, str] | None:
+        deadline = time.monotonic() + CARD_WAIT
+        while (card := self._card(approval_id)) is None:
+            if time.monotonic() > deadline:
+                self.acked.problems.append(f"no card posted for {approval_id} in {CARD_WAIT} s")
+                return None
+            await asyncio.sleep(0.1)
+        return card
+
+    async def _post_slack(self, body: bytes) -> Answer:
+        headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(SLACK_SECRET, body)}
+        answer = await self._send("POST", "/slack/events", data=body, headers=headers)
+        if answer.status != 200:
+            self.acked.problems.append(f"Slack request answered {answer.status}: {answer.body}")
+        return answer
+
+    def _trigger(self, approval_id: str) -> str:
+        self._clicks += 1
+        return f"{self._clicks}.{approval_id[:8]}.{self.rng.getrandbits(64):016x}"
+
+    async def slack_decide(
+        self, record: dict[str, Any], decision: str, who: str, *, contested: bool
+    ) -> bool:
+        """Click (and for a rejection submit the modal) until a server answers 200 or the
+        approval is decided. A 200 means the click was handled before the answer (the
+        Slack app acknowledges after deciding): the approval must then be decided, by this
+        person unless someone else was first. False if the click never got anywhere (no
+        card, no button any more): the caller decides another way."""
+        aid = record["id"]
+        card = await self._card_for(aid)
+        if card is None:
+            return False
+        channel, ts = card
+        user = SLACK_USER[who]
+        for _ in range(ATTEMPTS):
+            trigger = self._trigger(aid)
+            action = APPROVE if decision == "approve" else REJECT
+            try:
+                click = self.slack.click_body(user, channel, ts, action, trigger_id=trigger)
+            except LookupError:  # the card was updated without buttons: decided already
+                self.acked.counts["slack found the card decided"] += 1
+                break
+            try:
+                answer = await self._post_slack(click)
+                if answer.status != 200:
+                    return True
+                if decision == "reject":
+                    opened = [
+                        c.response
+                        for c in self.slack.calls_to("views.open", ok=True)
+                        if c.args.get("trigger_id") == trigger and c.response is not None
+                    ]
+                    if not opened:  # refused before the modal: decided by someone else
+                        self._judge_click(await self.record(aid), aid, decision, who, contested)
+                        return True
+                    view_id = opened[0]["view"]["id"]
+                    submit = self.slack.submit_body(
+                        view_id, user, {"reason": {"reason": "fault test: not this one"}}
+                    )
+                    answer = await self._post_slack(submit)
+                    if answer.status != 200:
+                        return True
+            except Lost:
+                self.acked.lost["slack click"] += 1
+                now = await self.record(aid)
+                if now["state"] != "pending":
+                    self.acked.counts["slack click lost, decided anyway"] += 1
+                    return True
+                await asyncio.sleep(0.2)
+                continue
+            self._judge_click(await self.record(aid), aid, decision, who, contested)
+            return True
+        now = await self.record(aid)
+        return now["state"] != "pending"
+
+    def _judge_click(
+        self, now: dict[str, Any], aid: str, decision: str, who: str, contested: bool
+    ) -> None:
+        """After a 200 for a click: the approval is decided, by `who` unless contested."""
+        if (now["state"], now["decided_by"]) == (STATE_OF[decision], who):
+            self.acked.decisions[aid].append(("slack", who, STATE_OF[decision]))
+            self.acked.counts[f"slack {STATE_OF[decision]}"] += 1
+        elif contested and now["state"] != "pending":
+            self.acked.counts["slack lost the race"] += 1
+        else:
+            self.acked.problems.append(
+                f"Slack {decision} of {aid} by {who} answered 200, but the approval is "
+                f"{now['state']} (decided by {now['decided_by']})"
+            )
+
+    # -- claim and complete
+
+    async def claim(self, plan: Plan, aid: str) -> str | None:
+        got = await self.api(
+            "claim", "POST", f"/v1/approvals/{aid}/claim", {}, **{"Idempotency-Key": plan.claim_key}
+        )
+        if got is None:
+            return None
+        if got.status != 200:
+            self.acked.problems.append(f"claim {aid} answered {got.status}: {got.body}")
+            return None
+        token: str = got.body["claim_token"]
+        assert got.body["approval"]["state"] == "executing", got.body
+        self.acked.claims[aid] = token
+        self.acked.counts["claimed"] += 1
+        return token
+
+    async def complete(self, plan: Plan, aid: str, token: str) -> None:
+        result = {"refund": plan.run_id}
+        body = {"claim_token": token, "outcome": plan.outcome, "result": result}
+        got = await self.api("complete", "POST", f"/v1/approvals/{aid}/complete", body)
+        if got is None:
+            return
+        if got.status != 200:
+            self.acked.problems.append(f"complete {aid} answered {got.status}: {got.body}")
+            return
+        expected = "executed" if plan.outcome == "succeeded" else "failed"
+        assert got.body["state"] == expected, got.body
+        self.acked.completes[aid] = (plan.outcome, result)
+        self.acked.counts["completed"] += 1
+
+
+async def chaos(load: Load, pair: Pair, rng: random.Random, done: asyncio.Event) -> None:
+    """KILLS kills, each when the load has finished a seeded number of approvals (so there is
+    always load in flight: the last threshold leaves LIFECYCLES_AT_ONCE approvals running),
+    at the first moment within 3 s that the chosen server has a write in flight."""
+    thresholds = sorted(rng.sample(range(3, APPROVALS - LIFECYCLES_AT_ONCE), KILLS))
+    for threshold in thresholds:
+        slot, delay, pause = rng.randrange(2), rng.uniform(0, 0.5), rng.uniform(0, 1.5)
+        while load.acked.finished < threshold and not done.is_set():
+            load.progress.clear()
+            await load.progress.wait()
+        if done.is_set():
+            return
+        await asyncio.sleep(delay)
+        for _ in range(300):
+            if load.writes_in_flight[pair.slots[slot].pid] > 0:
+                break
+            await asyncio.sleep(0.01)
+        at, writes = load.acked.finished, load.writes_in_flight[pair.slots[slot].pid]
+        await pair.kill_and_restart(slot, pause)
+        load.acked.kills.append(
+            f"server {slot + 1} at {at}/{APPROVALS} with {writes} writes in flight "
+            f"(down {pause:.1f} s+)"
+        )
+
+
+async def run_load(
+    pair: Pair, slack: FakeSlack, config_path: Path, cwd: Path, seed: int, rng: random.Random
+) -> Acked:
+    await pair.start()
+    the_plans = plans(rng, seed)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        load = Load(pair, slack, config_path, cwd, random.Random(rng.getrandbits(64)), http)
+        slots = asyncio.Semaphore(LIFECYCLES_AT_ONCE)
+        done = asyncio.Event()
+
+        async def one(plan: Plan) -> None:
+            async with slots:
+                await load.lifecycle(plan)
+
+        killer = asyncio.create_task(chaos(load, pair, random.Random(rng.getrandbits(64)), done))
+        try:
+            async with asyncio.timeout(LOAD_TIMEOUT):
+                await asyncio.gather(*(one(plan) for plan in the_plans))
+        finally:
+            done.set()
+            load.progress.set()
+            await killer
+    return load.acked
+
+
+# -- what the database says --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Db:
+    approvals: dict[str, dict[str, Any]]  # id -> row
+    events: dict[str, list[dict[str, Any]]]  # approval id -> trail, in order
+    outbox: list[dict[str, Any]]
+
+
+async def read_db(url: str) -> Db:
+    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    try:
+        rows = await conn.fetch("SELECT * FROM approvals")
+        events = await conn.fetch(
+            "SELECT approval_id, seq, type, actor, data FROM approval_events "
+            "ORDER BY approval_id, seq"
+        )
+        jobs = await conn.fetch("SELECT id, kind, approval_id, payload, state FROM outbox")
+    finally:
+        await conn.close()
+
+    def decoded(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    trails: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        trails[event["approval_id"]].append({**dict(event), "data": decoded(event["data"])})
+    return Db(
+        approvals={row["id"]: dict(row) for row in rows},
+        events=dict(trails),
+        outbox=[{**dict(job), "payload": decoded(job["payload"])} for job in jobs],
+    )
+
+
+def outbox_settled(url: str) -> Db | None:
+    """The database once every outbox job is done; None while any is queued. A dead job
+    fails at once: it will never be delivered."""
+    db = asyncio.run(read_db(url))
+    dead = [job for job in db.outbox if job["state"] == "dead"]
+    assert not dead, f"dead outbox jobs: {dead}"
+    return None if any(job["state"] != "done" for job in db.outbox) else db
+
+
+Wanted = dict[str, tuple[str, str, str, str | None]]
+
+
+def expected_webhooks(db: Db) -> Wanted:
+    """delivery id -> (approval id, event, state, decided_by) for every transition in the
+    trails that warrants a webhook."""
+    wanted = {}
+    for aid, trail in db.events.items():
+        for event in trail:
+            data = event["data"]
+            if event["type"] not in NOTE_EVENTS and data.get("state") in WEBHOOK_STATES:
+                wanted[f"{aid}.{event['seq']}"] = (
+                    aid,
+                    event["type"],
+                    data["state"],
+                    data.get("decided_by"),
+                )
+    return wanted
+
+
+# -- the test ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_kill_9_under_load_loses_nothing_acknowledged(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = int(os.environ.get("SIGNOFF_FAULT_SEED") or random.SystemRandom().randrange(2**32))
+    with capsys.disabled():
+        print(f"\n[faults] seed {seed} (SIGNOFF_FAULT_SEED={seed} replays this plan)")
+    print(f"[faults] seed {seed}")  # also in the captured output of a failure
+    started = time.monotonic()
+    rng = random.Random(seed)
+
+    with (
+        FakeSlack.in_thread(SLACK_TOKEN) as slack,
+        SlowReceiver() as receiver,
+    ):
+        config = service_config(
+            db_url, receiver.url, outbox=OUTBOX, slack={"api_base_url": slack.base_url}
+        )
+        config["routes"][0]["notify"] = [f"slack:{CHANNEL}"]  # payments.* -> group:finance
+        config_path = write_config(tmp_path / "signoff.toml", config)
+        with Fleet(config_path, tmp_path, SLACK_ENV) as fleet:
+            pair = Pair(fleet, random.Random(rng.getrandbits(64)))
+            acked = asyncio.run(run_load(pair, slack, config_path, tmp_path, seed, rng))
+            loaded = time.monotonic()
+
+            assert not acked.problems, f"seed {seed}:\n" + "\n".join(acked.problems)
+            assert len(acked.kills) == KILLS, acked.kills
+
+            # The outbox drains: what killed servers held comes back after its lease.
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while (db := outbox_settled(db_url)) is None:
+                assert time.monotonic() < deadline, f"seed {seed}: outbox not drained"
+                time.sleep(0.25)
+            wanted = expected_webhooks(db)
+            deliveries = receiver.wait_for(
+                lambda seen: {d.delivery_id for d in seen} >= wanted.keys(), timeout=15
+            )
+            drained = time.monotonic()
+
+            check_writes(acked, db)
+            redelivered = check_webhooks(deliveries, wanted, db)
+
+            verified = asyncio.run(audit_verify(tmp_path, config_path))
+            events = sum(len(trail) for trail in db.events.values())
+            assert verified[0] == 0, f"seed {seed}: audit verify\n{verified[1]}{verified[2]}"
+            assert f"{events} events across {len(db.approvals)} approvals" in verified[1], verified
+
+            tracebacks = [
+                f"server {n}: {line}"
+                for n, server in enumerate(fleet.servers, 1)
+                for line in server.log.splitlines()
+                if "Traceback" in line or " ERROR " in line
+            ]
+            assert not tracebacks, "\n".join(tracebacks)
+
+    elapsed = time.monotonic() - started
+    states = Counter(row["state"] for row in db.approvals.values())
+    with capsys.disabled():
+        print(
+            f"[faults] seed {seed}: {len(acked.created)} approvals ({dict(states)}); "
+            f"{dict(acked.counts)}; kills: {'; '.join(acked.kills)}; "
+            f"lost answers {dict(acked.lost)}; {len(wanted)} webhooks, {len(deliveries)} "
+            f"arrivals ({redelivered} redelivered); load {loaded - started:.1f} s, "
+            f"drained {drained - loaded:.1f} s, total {elapsed:.1f} s"
+        )
+        for took, what in sorted(acked.slow, reverse=True)[:3]:
+            print(f"[faults] slow: {took:.1f} s {what}")
+
+
+async def audit_verify(cwd: Path, config_path: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "audit",
+        "verify",
+        cwd=cwd,
+        env=service_env(config_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def check_writes(acked: Acked, db: Db) -> None:
+    """Every acknowledged write is in the database; nothing was decided twice."""
+    # Creates: each acknowledged one is a row as answered; a run_id never has two rows.
+    by_run: dict[str, list[str]] = defaultdict(list)
+    for row in db.approvals.values():
+        by_run[row["run_id"]].append(row["id"])
+    doubled = {run: ids for run, ids in by_run.items() if len(ids) > 1}
+    assert not doubled, f"run_ids created twice: {doubled}"
+    for run_id, record in acked.created.items():
+        row = db.approvals.get(record["id"])
+        assert row is not None, f"acknowledged create lost: {record['id']} ({run_id})"
+        assert (row["run_id"], row["hash"]) == (run_id, record["hash"]), (row, record)
+
+    for aid, row in db.approvals.items():
+        trail = db.events.get(aid, [])
+        decisions = [e for e in trail if e["type"] in DECISION_EVENTS]
+        # Nothing decided twice: one decision event at most, so never approved and rejected.
+        assert len(decisions) <= 1, (aid, decisions)
+        claimed = [e for e in trail if e["type"] == "claimed"]
+        assert len(claimed) <= 1, (aid, claimed)  # a recovered claim writes nothing
+
+        told = acked.decisions.get(aid, [])
+        assert len(told) <= 1, f"two acknowledged decisions of {aid}: {told}"
+        if told:
+            via, who, state = told[0]
+            assert decisions, f"acknowledged decision lost: {aid} {state} by {via}:{who}"
+            event = decisions[0]
+            assert (event["type"], event["actor"]) == (state, f"{via}:{who}"), (told, event)
+            assert row["decided_by"] == who, (told, row["decided_by"])
+            family = AFTER_APPROVAL if state == "approved" else {"rejected"}
+            assert row["state"] in family, (aid, told, row["state"])
+
+        if aid in acked.claims:
+            assert claimed, f"acknowledged claim lost: {aid}"
+            assert row["claimed_at"] is not None, row
+            assert row["state"] in {"executing", "executed", "failed"}, (aid, row["state"])
+            assert row["claim_token"] == acked.claims[aid], aid  # the claim answered is the one
+        if aid in acked.completes:
+            outcome, result = acked.completes[aid]
+            expected = "executed" if outcome == "succeeded" else "failed"
+            assert row["state"] == expected, (aid, row["state"], outcome)
+            stored = row["outcome"]
+            stored = json.loads(stored) if isinstance(stored, str) else stored
+            assert stored == {"status": outcome, "result": result}, (aid, stored)
+
+
+def check_webhooks(deliveries: list[Delivery], wanted: Wanted, db: Db) -> int:
+    """Every wanted delivery arrived, signed, with one body per delivery id, saying what the
+    trail says; nothing else arrived. Returns how many arrivals were repeats."""
+    bodies: dict[str, set[bytes]] = defaultdict(set)
+    for delivery in deliveries:
+        delivery_id = verify_webhook(delivery.headers, delivery.body, WEBHOOK_SECRET)
+        assert delivery_id in wanted, f"a webhook for no transition in the trail: {delivery_id}"
+        body = delivery.json()
+        aid, event, state, decided_by = wanted[delivery_id]
+        assert body["delivery_id"] == delivery_id, body
+        approval = body["approval"]
+        assert (body["event"], approval["id"], approval["state"]) == (event, aid, state), body
+        if decided_by is not None:
+            assert approval["decided_by"] == decided_by, (decided_by, body)
+        bodies[delivery_id].add(delivery.body)
+    changed = {d: len(b) for d, b in bodies.items() if len(b) > 1}
+    assert not changed, f"delivery ids that arrived with different bodies: {changed}"
+    missing = sorted(wanted.keys() - bodies.keys())
+    assert not missing, f"webhooks never delivered: {missing}"
+    queued = {job["payload"]["delivery_id"] for job in db.outbox if job["kind"] == "webhook"}
+    assert queued == wanted.keys(), (sorted(queued - wanted.keys()), sorted(wanted.keys() - queued))
+    return len(deliveries) - len(bodies)
