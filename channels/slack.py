@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
@@ -38,6 +39,7 @@ from bot.routing import Directory
 from bot.target import Target
 from channels import conversation, slack_card
 from channels.base import MessageRef
+from channels.bounded import CappedResponse
 from channels.conversation import Conversation, Surface
 from channels.slack_gate import SlackGate
 
@@ -108,6 +110,19 @@ class SlackChannel:
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
         self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
         self.app.command(COMMAND)(self._on_command)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """One long-lived HTTP session for every Web API call, reading answers no further
+        than channels.bounded's cap (slack-sdk would otherwise open a session per call and
+        read each answer whole)."""
+        self.client.session = aiohttp.ClientSession(response_class=CappedResponse)
+
+    async def stop(self) -> None:
+        session, self.client.session = self.client.session, None
+        if session is not None:
+            await session.close()
 
     # -- inbound -------------------------------------------------------------------------------
 

@@ -25,10 +25,12 @@ from aiohttp import web
 from telegram import Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application
+from telegram.request import HTTPXRequest
 
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, DeliveryFailed, RetryLater
 from bot.inbound import Inbound
+from channels.bounded import cap_httpx_answer
 from channels.telegram_setup import ALLOWED_UPDATES, credentials
 
 log = logging.getLogger("signoff.telegram")
@@ -55,16 +57,16 @@ class TelegramBot:
         token, self.secret = credentials(config, environ, webhook=not polling)
         self.inbound = inbound
         self.polling = polling
-        builder = (
-            Application.builder()
-            .token(token)
-            .base_url(config.api_base_url)
-            # Short calls: a card post must end well inside its outbox lease.
-            .connect_timeout(5)
-            .read_timeout(10)
-            .write_timeout(10)
-            .pool_timeout(5)
+        # Short calls (a card post must end well inside its outbox lease), and answers read
+        # no further than channels.bounded's cap.
+        request = HTTPXRequest(
+            connect_timeout=5,
+            read_timeout=10,
+            write_timeout=10,
+            pool_timeout=5,
+            httpx_kwargs={"event_hooks": {"response": [cap_httpx_answer]}},
         )
+        builder = Application.builder().token(token).base_url(config.api_base_url).request(request)
         if not polling:
             builder = builder.updater(None)
         self.application = builder.build()
