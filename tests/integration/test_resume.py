@@ -19,7 +19,7 @@ from bot.canonical import approval_hash
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.errors import ApprovalCorrupt, ClaimMismatch, LeaseExhausted, NotPending, PolicyChanged
-from bot.execution import OUTCOME_REPORTED, AgentActions
+from bot.execution import OUTCOME_REPORTED, AgentActions, Claimed
 from bot.intake import create_request
 from bot.model import State, public_record
 from bot.operator import Actor, Operator
@@ -351,13 +351,21 @@ async def test_a_started_call_and_requests_without_a_step_are_left_alone(
 # -- late reports --------------------------------------------------------------------------
 
 
-async def test_a_report_after_the_lease_but_before_the_sweep_is_recorded_as_late(
+async def _claimed_past_its_lease(
     store: Store, directory: Directory, clock: FakeClock
-) -> None:
+) -> tuple[Approval, AgentActions, Claimed]:
+    """An approved call claimed for 5 minutes, 6 minutes ago (the sweeper has not run)."""
     approval = await _approved(store, directory, clock)
     actions = AgentActions(store, directory, clock)
     claimed = await actions.claim("acme", approval.id, timedelta(minutes=5))
     clock.advance(minutes=6)
+    return approval, actions, claimed
+
+
+async def test_a_report_after_the_lease_but_before_the_sweep_is_recorded_as_late(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    approval, actions, claimed = await _claimed_past_its_lease(store, directory, clock)
     done = await actions.complete("acme", approval.id, claimed.claim_token, "succeeded", {"r": 1})
     assert (done.state, done.follow_up_id) == ("executed", None)
     assert (await _events(store, approval.id))[-1].data["late"] is True
@@ -367,10 +375,7 @@ async def test_a_report_after_the_lease_but_before_the_sweep_is_recorded_as_late
 async def test_a_report_after_the_sweep_tells_the_truth_and_withdraws_the_question(
     store: Store, directory: Directory, clock: FakeClock
 ) -> None:
-    approval = await _approved(store, directory, clock)
-    actions = AgentActions(store, directory, clock)
-    claimed = await actions.claim("acme", approval.id, timedelta(minutes=5))
-    clock.advance(minutes=6)
+    approval, actions, claimed = await _claimed_past_its_lease(store, directory, clock)
     assert (await Sweeper(store, directory, clock).sweep()).lapsed == 1
     lapsed = await _row(store, approval.id)
     assert lapsed.state == "outcome_unknown" and lapsed.follow_up_id is not None
@@ -395,10 +400,7 @@ async def test_a_report_after_the_sweep_tells_the_truth_and_withdraws_the_questi
 async def test_a_late_report_leaves_a_follow_up_a_human_already_ran_alone(
     store: Store, directory: Directory, clock: FakeClock
 ) -> None:
-    approval = await _approved(store, directory, clock)
-    actions = AgentActions(store, directory, clock)
-    claimed = await actions.claim("acme", approval.id, timedelta(minutes=5))
-    clock.advance(minutes=6)
+    approval, actions, claimed = await _claimed_past_its_lease(store, directory, clock)
     await Sweeper(store, directory, clock).sweep()
     follow_up_id = (await _row(store, approval.id)).follow_up_id
     assert follow_up_id is not None
