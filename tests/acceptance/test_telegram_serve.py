@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -83,6 +85,20 @@ def post_update(server: ServerProcess, update: dict[str, Any]) -> int:
     except urllib.error.HTTPError as error:
         error.read()
         return int(error.code)
+
+
+def card_recorded(db: Path, message_id: int, timeout: float = 10.0) -> None:
+    """Wait until the server has recorded Telegram message `message_id` as a card."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM card_messages WHERE message_id = ?", (str(message_id),)
+            ).fetchone()
+        if found:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"card {message_id} not recorded within {timeout} s")
 
 
 def approve_button(card: dict[str, Any]) -> str:
@@ -164,6 +180,10 @@ def test_polling_mode_decides_on_sqlite(tmp_path: Path, sqlite_template: Path) -
         server = servers.start(args=("--telegram-polling",))
         record = create(server.api(), "run-telegram")
         card = card_for(tg)
+        # The card is on Telegram as soon as sendMessage answers; a press is tied to it once
+        # the server has recorded which approval it shows, a moment later. A person is never
+        # that fast; the test waits for the record.
+        card_recorded(tmp_path / "signoff.db", card["message_id"])
         tg.push_update(
             fake.callback_query(
                 tg.next_update_id(), from_user=ALICE, message=card, data=approve_button(card)
