@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from bot import audit, escalation, expiry, transitions
+from bot.audit import content_hash
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -26,7 +27,7 @@ from bot.errors import (
     SelfApproval,
     SignoffError,
 )
-from bot.model import DECIDABLE, State, recompute_hash
+from bot.model import DECIDABLE, State
 from bot.outbox import jobs
 from bot.routing import Standing, keeping_authority
 from bot.transitions import Transition, Transitioner
@@ -329,10 +330,12 @@ def _check_open(row: Approval) -> None:
 
 
 def _hash_intact(row: Approval) -> bool:
-    try:
-        return recompute_hash(row) == row.hash
-    except SignoffError:  # an edited row may not even be canonical any more
-        return False
+    """Whether the stored call still hashes to the row's hash (audit.content_hash: the same
+    comparison claim, complete and `audit verify` make)."""
+    return (
+        content_hash(row.kind, row.capability, row.presentation, row.tool_name, row.tool_args)
+        == row.hash
+    )
 
 
 __all__ = ["Actor", "Decision", "Operator"]
