@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import re
+import secrets
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -434,6 +436,12 @@ async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) 
     return 0
 
 
+def cmd_webhook_secret() -> int:
+    """32 random bytes in the `whsec_<base64>` form every Standard Webhooks library reads."""
+    print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+    return 0
+
+
 async def _work(config: Config, args: argparse.Namespace) -> None:
     await run_worker(config)
 
@@ -575,6 +583,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = telegram_cmds.add_parser("delete-webhook", parents=[common], help="stop webhook delivery")
     p.set_defaults(offline=cmd_telegram_delete_webhook)
 
+    commands.add_parser(
+        "webhook-secret",
+        help="print a new Standard Webhooks secret (whsec_...) for a tenant's webhook_secret_env",
+    ).set_defaults(standalone=cmd_webhook_secret)
+
     config_cmds = commands.add_parser("config", help="configuration").add_subparsers(
         dest="config_command", required=True
     )
@@ -598,6 +611,8 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "standalone", None) is not None:  # needs no configuration
+        return int(args.standalone())
     try:
         config = load_config(args.config)
         if getattr(args, "process", None) is not None:

@@ -50,6 +50,8 @@ def _listen(value: str) -> str:
 
 
 EnvVar = Annotated[str, Field(pattern=_ENV_VAR)]
+# Two variables at most: the secret in use and the one replacing it.
+SecretRotation = Annotated[list[EnvVar], Field(min_length=1, max_length=2)]
 
 
 class _Strict(BaseModel):
@@ -121,7 +123,8 @@ class TenantConfig(_Strict):
     name: Name
     api_key_env: EnvVar | None = None
     webhook_url: HttpUrl | None = None
-    webhook_secret_env: EnvVar | None = None
+    # One variable, or two while rotating the secret (each webhook is then signed with both).
+    webhook_secret_env: EnvVar | SecretRotation | None = None
     # Whether a request's callback_url may reach loopback, private or link-local addresses
     # (a development setup, or agents on the same private network).
     allow_private_callbacks: bool = False
@@ -259,7 +262,11 @@ class Config(_Strict):
                     api_key_env=t.api_key_env,
                     webhook_url=t.webhook_url,
                     allow_private_callbacks=t.allow_private_callbacks,
-                    webhook_secret_env=t.webhook_secret_env,
+                    webhook_secret_env=(
+                        (t.webhook_secret_env,)
+                        if isinstance(t.webhook_secret_env, str)
+                        else tuple(t.webhook_secret_env or ())
+                    ),
                 )
                 for t in self.tenants
             },

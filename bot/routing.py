@@ -38,7 +38,8 @@ class Tenant:
     name: str
     api_key_env: str | None = None
     webhook_url: str | None = None
-    webhook_secret_env: str | None = None
+    # The variables holding its webhook secrets: one, or two while rotating.
+    webhook_secret_env: tuple[str, ...] = ()
     allow_private_callbacks: bool = False
 
 

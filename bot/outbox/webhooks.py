@@ -1,35 +1,38 @@
 """Signed decision webhooks (the contract: docs/reference.md, "Decision webhooks").
 
-Headers: `Signoff-Delivery` (stable across retries of one event), `Signoff-Timestamp` (unix
-seconds of this attempt) and `Signoff-Signature: v1=<hex HMAC-SHA256(secret,
-"{timestamp}.{delivery}.{raw body}")>`. The body bytes are the RFC 8785 form of the body
-stored with the job, so every retry of a delivery carries the same bytes. Receivers verify
-with `verify()` (also exported by bot.client) and dedupe on the delivery id.
+They follow the Standard Webhooks specification, signed with its own library
+(`standardwebhooks`), so a receiver in any language verifies them with that specification's
+library: `webhook-id` (the delivery id, stable across retries of one event), `webhook-timestamp`
+(unix seconds of this attempt) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of
+"id.timestamp.body">`, one per secret while a tenant rotates its secret, separated by spaces).
+The body bytes are the RFC 8785 form of the body stored with the job, so every retry of a
+delivery carries the same bytes. Agents verify with `signoff_client.verify_webhook`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
+import binascii
 import os
-import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import aiohttp
+from standardwebhooks.webhooks import Webhook
 
 from bot.canonical import canonical_json
 from bot.clock import Clock
 from bot.destinations import GuardedResolver, url_problem
-from bot.errors import BadWebhookSignature, DeliveryFailed, RetryLater, Undeliverable
+from bot.errors import DeliveryFailed, RetryLater, Undeliverable
 from bot.metrics import Metrics
 from bot.routing import Directory
 from store.records import OutboxJob
 
-DELIVERY = "Signoff-Delivery"
-TIMESTAMP = "Signoff-Timestamp"
-SIGNATURE = "Signoff-Signature"
-DEFAULT_TOLERANCE = 300
+ID = "webhook-id"
+TIMESTAMP = "webhook-timestamp"
+SIGNATURE = "webhook-signature"
+SECRET_PREFIX = "whsec_"
 _ANSWER_BYTES = 2048
 
 
@@ -37,64 +40,32 @@ def body_bytes(body: Any) -> bytes:
     return canonical_json(body)
 
 
-def signature(secret: str, timestamp: int, delivery: str, body: bytes) -> str:
-    # surrogateescape: a received header with odd bytes must fail to verify, not crash.
-    signed = f"{timestamp}.{delivery}.".encode("utf-8", "surrogateescape") + body
-    return "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+def secret_problem(secret: str) -> str | None:
+    """Why `secret` cannot sign Standard Webhooks, or None. A receiver's library decodes the
+    base64 after `whsec_`, so anything else would sign with a key no receiver can rebuild."""
+    if not secret.startswith(SECRET_PREFIX):
+        return "it does not start with whsec_ (make one with `signoff webhook-secret`)"
+    try:
+        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        return "what follows whsec_ is not base64"
+    if len(key) < 24:
+        return f"its key is {len(key)} bytes; Standard Webhooks asks for 24 to 64"
+    return None
 
 
 def signed_headers(
-    secret: str, delivery: str, body: bytes, now: float | None = None
+    secrets: Sequence[str], delivery: str, body: bytes, now: datetime
 ) -> dict[str, str]:
-    timestamp = int(time.time() if now is None else now)
+    """The Standard Webhooks headers for one attempt, signed with every secret given."""
+    text = body.decode("utf-8")  # canonical JSON is UTF-8 by construction
+    signatures = [Webhook(secret).sign(delivery, now, text) for secret in secrets]
     return {
         "Content-Type": "application/json",
-        DELIVERY: delivery,
-        TIMESTAMP: str(timestamp),
-        SIGNATURE: signature(secret, timestamp, delivery, body),
+        ID: delivery,
+        TIMESTAMP: str(int(now.timestamp())),
+        SIGNATURE: " ".join(signatures),
     }
-
-
-def _header(headers: Mapping[str, str], name: str) -> str:
-    for key, value in headers.items():
-        if key.lower() == name.lower():
-            return value
-    raise BadWebhookSignature(f"missing {name} header")
-
-
-def verify(
-    headers: Mapping[str, str],
-    body: bytes,
-    secret: str,
-    tolerance: int = DEFAULT_TOLERANCE,
-    now: float | None = None,
-) -> str:
-    """Check a received webhook; returns its delivery id (dedupe on it).
-
-    Raises BadWebhookSignature when a header is missing, the timestamp is further than
-    `tolerance` seconds from now (a replay), or no `v1=` signature matches (a signature header
-    may carry several, comma-separated, while a secret is being rotated).
-    """
-    delivery = _header(headers, DELIVERY)
-    raw_timestamp = _header(headers, TIMESTAMP)
-    try:
-        timestamp = int(raw_timestamp)
-    except ValueError:
-        raise BadWebhookSignature(f"{TIMESTAMP} is not unix seconds: {raw_timestamp!r}") from None
-    current = time.time() if now is None else now
-    if abs(current - timestamp) > tolerance:
-        raise BadWebhookSignature(
-            f"{TIMESTAMP} is {int(current - timestamp)} s from now; the window is {tolerance} s"
-        )
-    expected = signature(secret, timestamp, delivery, body)
-    offered = [part.strip() for part in _header(headers, SIGNATURE).split(",")]
-    wanted = expected.encode()
-    if not any(
-        hmac.compare_digest(wanted, candidate.encode("utf-8", "surrogateescape"))
-        for candidate in offered
-    ):
-        raise BadWebhookSignature("signature does not match (wrong secret or altered body)")
-    return delivery
 
 
 class WebhookSender:
@@ -123,17 +94,27 @@ class WebhookSender:
         self.environ = environ
         self._guarded: aiohttp.ClientSession | None = None
 
-    def _secret(self, tenant_name: str) -> str:
+    def _secrets(self, tenant_name: str) -> list[str]:
+        """The tenant's signing secrets (two while rotating); a job that cannot be signed
+        fails rather than going out unsigned."""
         tenant = self.directory.tenants.get(tenant_name)
-        variable = tenant.webhook_secret_env if tenant else None
-        secret = self.environ.get(variable) if variable else None
-        if not secret:
-            where = f"${variable} is not set" if variable else "it has no webhook_secret_env"
+        variables = tenant.webhook_secret_env if tenant else ()
+        if not variables:
             raise DeliveryFailed(
-                f"cannot sign webhooks for tenant {tenant_name!r}: {where}; unsigned webhooks "
-                "are never sent"
+                f"cannot sign webhooks for tenant {tenant_name!r}: it has no webhook_secret_env; "
+                "unsigned webhooks are never sent"
             )
-        return secret
+        secrets = []
+        for variable in variables:
+            secret = self.environ.get(variable)
+            problem = "it is not set" if not secret else secret_problem(secret)
+            if problem is not None:
+                raise DeliveryFailed(
+                    f"cannot sign webhooks for tenant {tenant_name!r}: ${variable}: {problem}; "
+                    "unsigned webhooks are never sent"
+                )
+            secrets.append(secret)
+        return secrets
 
     async def __call__(self, job: OutboxJob) -> None:
         payload = job.payload
@@ -174,7 +155,7 @@ class WebhookSender:
         session = self._session_for(url, tenant)
         body = body_bytes(payload["body"])
         headers = signed_headers(
-            self._secret(tenant), str(payload["delivery_id"]), body, self.clock.now().timestamp()
+            self._secrets(tenant), str(payload["delivery_id"]), body, self.clock.now()
         )
         # A receiver that does not even accept the connection is given up on early.
         timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=min(self.timeout, 3.0))

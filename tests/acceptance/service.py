@@ -30,7 +30,8 @@ from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
 from tests.conftest import request_body
 
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
-WEBHOOK_SECRET = "whsec-acme-test"
+# A Standard Webhooks secret (whsec_ and base64 of 32 bytes), as `signoff webhook-secret` makes.
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 START_TIMEOUT = 30.0
 # The startup log line (text or JSON format) that names the bound port.
 _LISTENING = re.compile(r"signoff listening on http://[^\s:]+:(\d+)")
@@ -245,7 +246,7 @@ class Delivery:
 
     @property
     def delivery_id(self) -> str:
-        return self.headers["Signoff-Delivery"]
+        return {k.lower(): v for k, v in self.headers.items()}["webhook-id"]
 
     def json(self) -> Any:
         return json.loads(self.body)

@@ -59,8 +59,8 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from bot.client import verify_webhook
 from bot.outbox.jobs import WEBHOOK_STATES  # a transition into one of these sends a webhook
+from signoff_client import verify_webhook
 from tests.acceptance.service import (
     API_KEYS,
     WEBHOOK_SECRET,

@@ -41,11 +41,11 @@ import aiohttp
 import asyncpg
 import pytest
 
-from bot.client import verify_webhook
 from bot.config import parse_config
 from bot.errors import NotPending
 from bot.operator import Actor, Operator
 from bot.transitions import Transition
+from signoff_client import verify_webhook
 from store.repository import Store
 from tests.acceptance.conftest import Cli
 from tests.acceptance.service import (

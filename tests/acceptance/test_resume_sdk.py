@@ -39,8 +39,14 @@ from typing import Any
 
 import pytest
 
-from bot.client import ApprovalRecord, SignoffClient, verify_webhook
-from bot.errors import ApprovalCorrupt, ClaimMismatch, LeaseExhausted, NotPending, PolicyChanged
+from signoff_client import ApprovalRecord, SignoffClient, verify_webhook
+from signoff_client.errors import (
+    ApprovalCorrupt,
+    ClaimMismatch,
+    LeaseExhausted,
+    NotPending,
+    PolicyChanged,
+)
 from store.records import Event
 from store.repository import Store
 from tests.acceptance.conftest import Cli, Result

@@ -40,7 +40,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.client import verify_webhook
+from signoff_client import verify_webhook
 from store.engine import normalize_url
 from store.migrate import head_revision
 from tests.acceptance.conftest import Cli, Result, assert_refused, sqlite_url

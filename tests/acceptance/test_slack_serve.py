@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from bot.client import verify_webhook
+from signoff_client import verify_webhook
 from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
 from tests.acceptance.service import (
     WEBHOOK_SECRET,

@@ -1,4 +1,4 @@
-"""The SDK (bot.client) against the real application on a loopback port: the agent's whole
+"""The SDK (signoff_client) against the real application on a loopback port: the agent's whole
 loop (request, wait, claim, execute with the idempotency key, complete), and server
 refusals arriving as signoff's own error classes."""
 
@@ -12,12 +12,12 @@ import pytest
 from aiohttp import web
 
 from bot.app import build_app
-from bot.client import SignoffClient
 from bot.clock import FakeClock
 from bot.config import parse_config
-from bot.errors import InvalidRequest, NotFound, NotPending, Unauthorized
 from bot.operator import Actor, Operator
 from bot.routing import Directory
+from signoff_client import SignoffClient
+from signoff_client.errors import InvalidRequest, NotFound, NotPending, Unauthorized
 from store.repository import Store
 from tests.conftest import TEST_CONFIG, request_body
 

@@ -8,8 +8,8 @@ exactly the approved call, once.
         outcome = run_tool(claim.tool, idempotency_key=claim.idempotency_key)
         await client.complete(approval.id, claim.claim_token, "succeeded", {"ref": outcome})
 
-Errors are the server's own classes (bot.errors), rebuilt from the error code: NotPending,
-ApprovalExpired, NotFound, InvalidRequest (with `.fields`), Unauthorized, ClaimMismatch...
+Errors are the server's classes and codes (signoff_client.errors), rebuilt from the error
+code: NotPending, ApprovalExpired, NotFound, InvalidRequest (with `.fields`), Unauthorized...
 A network failure (server unreachable, timeout) is aiohttp's own ClientError or TimeoutError:
 retry it; every call is safe to repeat (create is idempotent, a claim repeated with the same
 idempotency key returns the same claim, a repeated complete returns the recorded outcome).
@@ -27,10 +27,9 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot.errors import SignoffError, error_from_code
-from bot.outbox import webhooks
+from signoff_client.errors import SignoffError, error_from_code
 
-__all__ = ["ApprovalRecord", "Claim", "SignoffClient", "verify_webhook"]
+__all__ = ["ApprovalRecord", "Claim", "SignoffClient"]
 
 # States a waiting agent stops on: decided (or otherwise closed) one way or another.
 _WAITING = frozenset({"pending"})
@@ -53,6 +52,7 @@ class ApprovalRecord:
     decided_at: str | None
     expires_at: str | None
     origin_id: str | None
+    presentation: Any
     raw: dict[str, Any]
     # The interrupted_side_effect approval raised when this one's lease lapsed, the newer
     # request of the same step that replaced it, and the current claim's lease.
@@ -75,6 +75,7 @@ class ApprovalRecord:
             decided_at=data.get("decided_at"),
             expires_at=data.get("expires_at"),
             origin_id=data.get("origin_id"),
+            presentation=data.get("presentation"),
             raw=dict(data),
             follow_up_id=data.get("follow_up_id"),
             superseded_by=data.get("superseded_by"),
@@ -261,14 +262,3 @@ class SignoffClient:
         _, data = await self._call("POST", f"/v1/approvals/{approval_id}/cancel", body)
         return ApprovalRecord.from_json(data)
 
-
-def verify_webhook(
-    headers: Mapping[str, str],
-    body: bytes,
-    secret: str,
-    tolerance: int = webhooks.DEFAULT_TOLERANCE,
-    now: float | None = None,
-) -> str:
-    """Verify a decision webhook as received (headers and the raw body bytes); returns the
-    delivery id to dedupe on. Raises BadWebhookSignature if it does not verify."""
-    return webhooks.verify(headers, body, secret, tolerance, now)

@@ -1,0 +1,53 @@
+"""The request hash a decision binds to: SHA-256 of the RFC 8785 (JCS) form of
+`{kind, capability, presentation, tool: {name, arguments}}`.
+
+An agent computes it to check that what it is about to run is what a human approved (the
+server's `hash` field), and the adapters store it with their paused runs. The server keeps the
+same function (bot/canonical.py, which also bounds nesting depth for its own protection);
+tests/unit/test_client_package.py runs both on the same vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+from signoff_client.errors import NotCanonical
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical for what JCS cannot
+    represent exactly (NaN, infinities, integers beyond ±(2^53 - 1), lone surrogates, non-JSON
+    types): hashing a stand-in would bind a decision to something other than what runs."""
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError, TypeError, ValueError) as exc:
+        raise NotCanonical(f"cannot canonicalise: {exc}") from exc
+
+
+def approval_hash(
+    kind: str, capability: str, presentation: Any, tool_name: str, arguments: Any
+) -> str:
+    """SHA-256 hex of the canonical request: what the human is shown and what will run."""
+    document = {
+        "kind": kind,
+        "capability": capability,
+        "presentation": presentation,
+        "tool": {"name": tool_name, "arguments": arguments},
+    }
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def record_hash(record: Any) -> str:
+    """The hash of an approval as the API returned it (an ApprovalRecord or its JSON): compare
+    it with the record's `hash` before running its `tool`."""
+    raw = record.raw if hasattr(record, "raw") else record
+    return approval_hash(
+        raw["kind"],
+        raw["capability"],
+        raw["presentation"],
+        raw["tool"]["name"],
+        raw["tool"]["arguments"],
+    )
