@@ -181,12 +181,6 @@ class ClaimMismatch(SignoffError):
     code = "claim_mismatch"
 
 
-class BadWebhookSignature(SignoffError):
-    """The webhook's signature, timestamp or delivery id does not verify."""
-
-    code = "bad_signature"
-
-
 class DeliveryFailed(SignoffError):
     """An outbound delivery (webhook) did not succeed; the outbox retries it."""
 
@@ -234,31 +228,3 @@ class StoreUnavailable(SignoffError):
 
     code = "store_unavailable"
 
-
-def _subclasses(cls: type[SignoffError]) -> list[type[SignoffError]]:
-    found = [cls]
-    for sub in cls.__subclasses__():
-        found += _subclasses(sub)
-    return found
-
-
-def error_from_code(code: str, message: str, details: dict[str, Any] | None = None) -> SignoffError:
-    """Rebuild the error a server reported as `{"error": {"code", "message", ...}}`, so an SDK
-    caller catches the same classes the server raised."""
-    details = details or {}
-    by_code = {cls.code: cls for cls in _subclasses(SignoffError)}
-    cls = by_code.get(code, SignoffError)
-    error: SignoffError
-    if issubclass(cls, NotPending):
-        error = cls(message, state=str(details.get("state") or "unknown"))
-        error.decided_by = details.get("decided_by")
-    elif issubclass(cls, NotAnApprover):
-        error = cls(message, assignee=details.get("assignee"))
-    elif issubclass(cls, InvalidRequest):
-        error = cls(message, fields=details.get("fields"))
-    else:
-        error = cls(message, **details)
-        if cls is SignoffError:
-            error.code = code  # a code this SDK does not know: keep it visible
-    error.details = details
-    return error

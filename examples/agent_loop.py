@@ -15,11 +15,14 @@ import json
 import os
 from typing import Any
 
-from bot.client import SignoffClient, verify_webhook
+from signoff_client import SignoffClient, verify_webhook
 
 SIGNOFF_URL = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:8700")
 API_KEY = os.environ.get("SIGNOFF_API_KEY", "dev-key")
-WEBHOOK_SECRET = os.environ.get("SIGNOFF_WEBHOOK_SECRET", "dev-secret")
+# The quick start's secret; yours comes from `signoff webhook-secret`.
+WEBHOOK_SECRET = os.environ.get(
+    "SIGNOFF_WEBHOOK_SECRET", "whsec_c2lnbm9mZi1kZXYtd2ViaG9vay1zZWNyZXQtMzJieXQ="
+)
 
 
 async def turn_one(run_id: str) -> str:

@@ -29,19 +29,20 @@ from bot.canonical import MAX_DEPTH
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.destinations import is_public
-from bot.errors import BadWebhookSignature, InvalidRequest, NotCanonical
+from bot.errors import InvalidRequest, NotCanonical
 from bot.intake import create_request
 from bot.metrics import Metrics
 from bot.operator import Actor, Operator
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner, OutboxSettings
-from bot.outbox.webhooks import WebhookSender, verify
+from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, make_request
+from tests.conftest import TEST_CONFIG, make_request, standard_webhook_signature
 
-SECRET = "whsec-test"
+SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
+NEXT_SECRET = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 SETTINGS = OutboxSettings(
     lease=timedelta(seconds=30),
     max_attempts=4,
@@ -164,14 +165,15 @@ async def test_a_decision_webhook_arrives_signed(
     approval = await _approved(store, hooked, clock)
     assert await _runner(store, hooked, clock, session).run_once() == 1
     [(headers, body)] = receiver.received
-    delivery = verify(headers, body, SECRET, now=clock.now().timestamp())
-    assert delivery == f"{approval.id}.2"
-    with pytest.raises(BadWebhookSignature):
-        verify(headers, body, "another-secret", now=clock.now().timestamp())
-    with pytest.raises(BadWebhookSignature):
-        verify(headers, body + b" ", SECRET, now=clock.now().timestamp())
-    with pytest.raises(BadWebhookSignature, match="window"):  # a replay ten minutes later
-        verify(headers, body, SECRET, now=clock.now().timestamp() + 600)
+    # Standard Webhooks, signed at the Operator's clock (a FakeClock here, so the signature is
+    # recomputed from the specification rather than checked against the wall clock).
+    timestamp = int(clock.now().timestamp())
+    assert headers["webhook-id"] == f"{approval.id}.2"
+    assert headers["webhook-timestamp"] == str(timestamp)
+    assert headers["webhook-signature"] == standard_webhook_signature(
+        SECRET, f"{approval.id}.2", timestamp, body
+    )
+    assert json.loads(body)["approval"]["state"] == "approved"
     job = await _job(store, approval.id)
     assert (job.state, job.attempts, job.locked_by) == ("done", 1, None)
 
@@ -208,7 +210,7 @@ async def test_failures_back_off_then_die_then_retry_delivers(
     assert 'signoff_outbox_dead_jobs{kind="webhook"} 1.0' in metrics.render().decode()
 
     # Every attempt carried the same delivery id and the same bytes.
-    assert len({h["Signoff-Delivery"] for h, _ in receiver.received}) == 1
+    assert len({h["webhook-id"] for h, _ in receiver.received}) == 1
     assert len({body for _, body in receiver.received}) == 1
 
     async with store.write() as tx:
@@ -251,7 +253,45 @@ async def test_a_missing_secret_never_sends_unsigned(
     await _runner(store, hooked, clock, session, environ={}).run_once()
     assert receiver.received == []
     job = await _job(store, approval.id)
-    assert "$ACME_SECRET is not set" in job.last_error
+    assert "$ACME_SECRET: it is not set" in job.last_error
+
+
+async def test_while_rotating_each_webhook_is_signed_with_both_secrets(
+    store: Store,
+    receiver: Receiver,
+    clock: FakeClock,
+    session: aiohttp.ClientSession,
+) -> None:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0] = {
+        "name": "acme",
+        "webhook_url": receiver.url,
+        "webhook_secret_env": ["ACME_SECRET", "ACME_NEXT_SECRET"],
+    }
+    rotating = parse_config(config).directory()
+    approval = await _approved(store, rotating, clock)
+    environ = {"ACME_SECRET": SECRET, "ACME_NEXT_SECRET": NEXT_SECRET}
+    await _runner(store, rotating, clock, session, environ=environ).run_once()
+    [(headers, body)] = receiver.received
+    timestamp, delivery = int(clock.now().timestamp()), f"{approval.id}.2"
+    assert headers["webhook-signature"].split(" ") == [
+        standard_webhook_signature(secret, delivery, timestamp, body)
+        for secret in (SECRET, NEXT_SECRET)
+    ]
+
+
+async def test_a_secret_no_receiver_could_rebuild_is_never_used(
+    store: Store,
+    hooked: Directory,
+    clock: FakeClock,
+    receiver: Receiver,
+    session: aiohttp.ClientSession,
+) -> None:
+    approval = await _approved(store, hooked, clock)
+    await _runner(store, hooked, clock, session, environ={"ACME_SECRET": "s3cret"}).run_once()
+    assert receiver.received == []
+    job = await _job(store, approval.id)
+    assert "$ACME_SECRET: it does not start with whsec_" in job.last_error
 
 
 async def test_a_dead_workers_job_is_taken_over_after_its_lease(
@@ -303,7 +343,7 @@ async def test_two_runners_never_run_a_leased_job_twice(
 
         counts = await asyncio.gather(*(drain(r) for r in runners))
         assert sum(counts) == 30
-        deliveries = [h["Signoff-Delivery"] for h, _ in receiver.received]
+        deliveries = [h["webhook-id"] for h, _ in receiver.received]
         assert sorted(deliveries) == sorted(f"{a.id}.2" for a in approvals)
     finally:
         for s in stores:
@@ -351,7 +391,7 @@ async def test_a_hung_receiver_does_not_hold_up_other_webhooks(
             # Well inside the hung delivery's 10 s timeout.
             await asyncio.wait_for(other.arrived.wait(), 5)
             [(headers, _)] = other.received
-            assert headers["Signoff-Delivery"] == f"{fast.id}.2"
+            assert headers["webhook-id"] == f"{fast.id}.2"
     finally:
         stop.set()
         await task

@@ -1,0 +1,67 @@
+"""`pip install ./client` into an empty virtual environment, as an agent's project would:
+it brings aiohttp, rfc8785 and standardwebhooks and nothing of the server (no SQLAlchemy,
+slack-bolt or python-telegram-bot), and the installed package talks to a running server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.acceptance.conftest import REPO_ROOT
+from tests.integrations.conftest import Deployment
+
+SERVER_DISTRIBUTIONS = {
+    "signoff", "sqlalchemy", "alembic", "asyncpg", "aiosqlite", "slack-bolt", "slack-sdk",
+    "python-telegram-bot", "pydantic", "prometheus-client",
+}  # fmt: skip
+
+AGENT = """
+import asyncio, json, sys
+import signoff_client
+
+async def main(url, key):
+    async with signoff_client.SignoffClient(url, key) as client:
+        record = await client.request(
+            run_id="installed-1", capability="tools.echo", requested_by="agent",
+            tool={"name": "echo", "arguments": {"text": "hi"}},
+            presentation={"title": "Echo hi"},
+        )
+        again = await client.get(record.id)
+        print(json.dumps({
+            "state": again.state, "hash_ok": signoff_client.record_hash(again) == again.hash,
+            "file": signoff_client.__file__,
+        }))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_the_client_installs_alone_and_talks_to_a_server(
+    tmp_path: Path, deployment: Deployment
+) -> None:
+    venv = tmp_path / "agent-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", str(REPO_ROOT / "client")],
+        check=True,
+        cwd=tmp_path,  # not the repository: nothing of the server is importable from here
+    )
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format", "json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    installed = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
+    assert {"signoff-client", "aiohttp", "rfc8785", "standardwebhooks"} <= installed
+    assert installed & SERVER_DISTRIBUTIONS == set()
+
+    ran = subprocess.run(
+        [python, "-c", AGENT, deployment.url, deployment.api_key],
+        capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    assert answer["state"] == "pending" and answer["hash_ok"]
+    assert answer["file"].startswith(str(venv))  # the installed copy, not the checkout's
