@@ -261,4 +261,3 @@ class SignoffClient:
         body = {"reason": reason} if reason else {}
         _, data = await self._call("POST", f"/v1/approvals/{approval_id}/cancel", body)
         return ApprovalRecord.from_json(data)
-

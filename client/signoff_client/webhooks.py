@@ -38,9 +38,7 @@ def secret_problem(secret: str) -> str | None:
     return None
 
 
-def verify_webhook(
-    headers: Mapping[str, str], body: bytes, secret: str | Iterable[str]
-) -> str:
+def verify_webhook(headers: Mapping[str, str], body: bytes, secret: str | Iterable[str]) -> str:
     """Verify a decision webhook as received (its headers and the raw body bytes, before any
     JSON parsing); returns the delivery id (`webhook-id`) to dedupe on.
 

@@ -1,0 +1,185 @@
+"""`signoff-mcp`: check a gateway policy, or serve the gateway.
+
+    signoff-mcp check POLICY
+    signoff-mcp serve --policy POLICY [options] -- COMMAND [ARG...]     upstream on stdio
+    signoff-mcp serve --policy POLICY [options] --upstream-url URL      upstream over HTTP
+
+Options of `serve`:
+    --transport stdio|streamable-http   how the gateway itself is served (default stdio)
+    --host HOST --port PORT --path PATH  for streamable-http (127.0.0.1, 8765, /mcp)
+    --server-name NAME                  overrides [gateway] server
+    --signoff-url URL                   else $SIGNOFF_URL, else [gateway] signoff_url
+    --api-key-env VAR                   else [gateway] api_key_env, else SIGNOFF_API_KEY
+    --run-scope TEXT                    part of every run id: a new scope asks afresh for
+                                        calls that were already decided (default: none)
+    --wait SECONDS                      hold an `ask` call up to this long for a quick
+                                        decision before answering "waiting" (default 0)
+    --lease DURATION                    claim lease for an approved call (server default)
+    --log-level LEVEL                   stderr logging (default info)
+
+Exit status: 0 fine, 1 a policy that does not validate (check) or a gateway that stopped on
+an error (serve: the upstream could not be started or reached, ...), 2 a usage or setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+from signoff_client.mcp.policy import Policy, PolicyError, load_policy
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="signoff-mcp",
+        description="An MCP gateway that asks signoff before gated upstream tools run.",
+        epilog="Upstream on stdio: put its command after `--`.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,serve}")
+    check = commands.add_parser("check", help="validate a policy file and print what it says")
+    check.add_argument("policy", help="the policy file (TOML)")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the gateway in front of one upstream MCP server",
+        usage="signoff-mcp serve --policy POLICY [options] (--upstream-url URL | -- COMMAND ...)",
+    )
+    serve.add_argument("--policy", required=True, help="the policy file (TOML)")
+    serve.add_argument("--upstream-url", help="the upstream's streamable HTTP endpoint")
+    serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--path", default="/mcp")
+    serve.add_argument("--server-name")
+    serve.add_argument("--signoff-url")
+    serve.add_argument("--api-key-env")
+    serve.add_argument("--run-scope")
+    serve.add_argument("--wait", type=float, default=0.0)
+    serve.add_argument("--lease")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `signoff-mcp` console script; returns the exit status."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    upstream_command: list[str] = []
+    if "--" in args_in:
+        split = args_in.index("--")
+        args_in, upstream_command = args_in[:split], args_in[split + 1 :]
+    parser = _parser()
+    args = parser.parse_args(args_in)
+
+    if args.command == "check":
+        if upstream_command:
+            parser.error("check takes no upstream command")
+        try:
+            policy = load_policy(args.policy)
+        except PolicyError as exc:
+            print(f"signoff-mcp: {exc}", file=sys.stderr)
+            return 1
+        print(policy.summary())
+        return 0
+    return _serve(parser, args, upstream_command)
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    if bool(command) == bool(args.upstream_url):
+        parser.error(
+            "give the upstream as `--upstream-url URL` or as `-- COMMAND ...`, one of them"
+        )
+    if args.wait < 0:
+        parser.error("--wait must be zero or more seconds")
+    if args.run_scope is not None and not re.fullmatch(r"[!-~]{1,64}", args.run_scope):
+        parser.error("--run-scope must be 1-64 printable ASCII characters without spaces")
+    logging.basicConfig(
+        stream=sys.stderr,  # stdout may be the MCP channel itself
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        policy: Policy = load_policy(args.policy).with_overrides(
+            server=args.server_name, api_key_env=args.api_key_env
+        )
+    except PolicyError as exc:
+        print(f"signoff-mcp: {exc}", file=sys.stderr)
+        return 2
+    signoff_url = args.signoff_url or os.environ.get("SIGNOFF_URL") or policy.signoff_url
+    if not signoff_url:
+        print(
+            "signoff-mcp: no signoff URL: pass --signoff-url, set $SIGNOFF_URL, or set "
+            "[gateway] signoff_url in the policy",
+            file=sys.stderr,
+        )
+        return 2
+    api_key = os.environ.get(policy.api_key_env)
+    if not api_key:
+        print(
+            f"signoff-mcp: ${policy.api_key_env} is not set: it must hold the tenant's signoff "
+            "API key",
+            file=sys.stderr,
+        )
+        return 2
+
+    try:
+        import anyio
+
+        from signoff_client.mcp.gateway import Upstream, serve, upstream_environment
+    except ImportError as exc:
+        print(
+            f"signoff-mcp: the MCP SDK is missing ({exc}); pip install 'signoff-client[mcp]'",
+            file=sys.stderr,
+        )
+        return 2
+    upstream = (
+        Upstream(url=args.upstream_url)
+        if args.upstream_url
+        else Upstream(command=command, env=upstream_environment(policy))
+    )
+
+    async def run() -> None:
+        await serve(
+            policy,
+            upstream,
+            signoff_url=signoff_url,
+            api_key=api_key,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+            run_scope=args.run_scope,
+            wait=args.wait,
+            lease=args.lease,
+        )
+
+    try:
+        anyio.run(run)
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # one line, not a trace of task groups; --log-level debug has it
+        cause = _leaf(exc)
+        logging.getLogger("signoff_client.mcp").debug("the gateway stopped", exc_info=exc)
+        print(
+            f"signoff-mcp: stopped: {type(cause).__name__}: {cause} "
+            f"(upstream: {upstream.describe()})",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside anyio's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

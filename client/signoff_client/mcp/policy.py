@@ -1,0 +1,441 @@
+"""The gateway's policy file: which upstream tools run as they are, which are refused, and
+which wait for a human's signoff.
+
+    [gateway]
+    server = "mail"                      # names the upstream: capabilities mcp.mail.<tool>
+    signoff_url = "http://127.0.0.1:8700"
+    api_key_env = "SIGNOFF_API_KEY"      # the variable holding the tenant's API key
+    requested_by = "agent"               # optional: who the agent acts for
+    approvers = ["alice"]                # optional: narrow the route's approvers
+    approval_ttl = "4h"                  # optional: shorter than the route's
+    default = "ask"                      # tools named nowhere below (default: ask)
+
+    [tools]
+    "read_*" = "allow"                   # forwarded as is
+    "delete_*" = "deny"                  # refused, never reaches the upstream
+    send_email = "ask"                   # capability mcp.mail.send_email
+    refund = { action = "ask", capability = "payments.refund", approvers = ["bob"] }
+
+A tool's rule is the entry naming it exactly, else the first glob (fnmatch, case-sensitive)
+matching it in file order, else `default`. Errors name the file, the line and the key.
+Pure standard library: checking a policy needs neither the MCP SDK nor a network.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "ACTIONS",
+    "Decision",
+    "Policy",
+    "PolicyError",
+    "Rule",
+    "default_capability",
+    "load_policy",
+    "parse_policy",
+]
+
+Action = Literal["allow", "deny", "ask"]
+ACTIONS: tuple[str, ...] = ("allow", "deny", "ask")
+
+# The signoff server's own rules (docs/reference.md, "The create body").
+_CAPABILITY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+_SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_DURATION = re.compile(r"(?:[0-9]+[smhdw])+")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MAX_CAPABILITY = 256
+
+_GATEWAY_KEYS = {
+    "server",
+    "signoff_url",
+    "api_key_env",
+    "requested_by",
+    "approvers",
+    "approval_ttl",
+    "default",
+}
+_RULE_KEYS = {"action", "capability", "approvers", "approval_ttl", "title"}
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be used; the message names the file, line and key."""
+
+    def __init__(self, message: str, *, source: str = "policy", line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        self.reason = message
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One `[tools]` entry: a tool name or glob and what to do with the calls it matches."""
+
+    pattern: str
+    action: Action
+    capability: str | None = None
+    approvers: tuple[str, ...] | None = None
+    approval_ttl: str | None = None
+    title: str | None = None
+    line: int | None = None
+
+    @property
+    def is_glob(self) -> bool:
+        return any(c in self.pattern for c in "*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the policy says about one tool: the action, and for `ask` what to request."""
+
+    tool: str
+    action: Action
+    rule: Rule | None  # None: no entry named the tool, `default` applied
+    capability: str
+    approvers: tuple[str, ...] | None
+    approval_ttl: str | None
+    title: str | None
+
+
+def default_capability(server: str, tool: str) -> str:
+    """`mcp.<server>.<tool>`, with every character signoff does not allow in a capability
+    segment (dots included: a tool name is one segment) replaced by `_`. A name too long for
+    a capability is cut and keeps a hash of the whole, so two long names stay apart."""
+    segment = _SEGMENT_CHARS.sub("_", tool) or "_"
+    capability = f"mcp.{server}.{segment}"
+    if len(capability) > _MAX_CAPABILITY:
+        digest = hashlib.sha256(tool.encode()).hexdigest()[:16]
+        capability = capability[: _MAX_CAPABILITY - 17] + "_" + digest
+    return capability
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A parsed, validated policy. `decide(tool)` is all the gateway asks of it."""
+
+    server: str
+    rules: tuple[Rule, ...]
+    default: Action = "ask"
+    signoff_url: str | None = None
+    api_key_env: str = "SIGNOFF_API_KEY"
+    requested_by: str | None = None
+    approvers: tuple[str, ...] | None = None
+    approval_ttl: str | None = None
+    source: str = "policy"
+
+    def rule_for(self, tool: str) -> Rule | None:
+        for rule in self.rules:
+            if not rule.is_glob and rule.pattern == tool:
+                return rule
+        for rule in self.rules:
+            if rule.is_glob and fnmatch.fnmatchcase(tool, rule.pattern):
+                return rule
+        return None
+
+    def decide(self, tool: str) -> Decision:
+        rule = self.rule_for(tool)
+        action: Action = rule.action if rule else self.default
+        return Decision(
+            tool=tool,
+            action=action,
+            rule=rule,
+            capability=(rule and rule.capability) or default_capability(self.server, tool),
+            approvers=rule.approvers if rule and rule.approvers is not None else self.approvers,
+            approval_ttl=(rule and rule.approval_ttl) or self.approval_ttl,
+            title=rule.title if rule else None,
+        )
+
+    def with_overrides(self, **changes: Any) -> Policy:
+        """The same policy with gateway settings replaced (CLI flags win over the file);
+        None values are ignored. Validated like the file."""
+        values = {k: v for k, v in changes.items() if v is not None}
+        if "server" in values:
+            _check_server(values["server"], self.source, None, "--server-name")
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return Policy(**(fields | values))
+
+    def summary(self) -> str:
+        """What `signoff-mcp check` prints: one line per rule, in the order they apply."""
+        lines = [
+            f"policy {self.source}: server {self.server!r}, "
+            f"{len(self.rules)} rule(s), unnamed tools: {self.default}",
+            f"  signoff_url: {self.signoff_url or '(from --signoff-url or $SIGNOFF_URL)'}",
+            f"  api key from: ${self.api_key_env}",
+        ]
+        if self.requested_by:
+            lines.append(f"  requested_by: {self.requested_by}")
+        if self.approvers:
+            lines.append(f"  approvers: {', '.join(self.approvers)}")
+        if self.approval_ttl:
+            lines.append(f"  approval_ttl: {self.approval_ttl}")
+        exact = [r for r in self.rules if not r.is_glob]
+        globs = [r for r in self.rules if r.is_glob]
+        for rule in [*exact, *globs]:
+            text = f"  {rule.pattern!r:<24} {rule.action}"
+            if rule.action == "ask":
+                capability = rule.capability or (
+                    f"mcp.{self.server}.<tool>"
+                    if rule.is_glob
+                    else default_capability(self.server, rule.pattern)
+                )
+                text += f" -> capability {capability}"
+                if rule.approvers:
+                    text += f", approvers {', '.join(rule.approvers)}"
+                if rule.approval_ttl:
+                    text += f", approval_ttl {rule.approval_ttl}"
+            lines.append(text)
+        lines.append(f"  {'(any other tool)':<24} {self.default}")
+        return "\n".join(lines)
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; PolicyError (naming file, line, key) otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        message = f"cannot read the policy file: {exc.strerror or exc}"
+        raise PolicyError(message, source=str(path)) from None
+    except UnicodeDecodeError:
+        raise PolicyError("the policy file is not UTF-8 text", source=str(path)) from None
+    return parse_policy(text, source=str(path))
+
+
+def parse_policy(text: str, *, source: str = "policy") -> Policy:
+    """Validate policy TOML text (see the module docstring for the format)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        raise PolicyError(
+            f"not valid TOML: {exc}", source=source, line=int(match.group(1)) if match else None
+        ) from None
+    lines = _Lines(text)
+
+    def fail(message: str, table: Sequence[str], key: str | None = None) -> PolicyError:
+        return PolicyError(message, source=source, line=lines.find(table, key))
+
+    unknown = sorted(set(data) - {"gateway", "tools"})
+    if unknown:
+        raise fail(
+            f"unknown table or key {unknown[0]!r} (expected [gateway] and [tools])", [], unknown[0]
+        )
+    gateway = data.get("gateway")
+    if not isinstance(gateway, dict):
+        raise fail('a [gateway] table with at least `server = "NAME"` is required', [])
+    for key in gateway:
+        if key not in _GATEWAY_KEYS:
+            raise fail(
+                f"gateway.{key}: unknown key (known: {', '.join(sorted(_GATEWAY_KEYS))})",
+                ["gateway"],
+                key,
+            )
+
+    def gateway_value(key: str) -> Any:
+        return gateway.get(key)
+
+    server = gateway_value("server")
+    if server is None:
+        raise fail('gateway.server is required: the upstream\'s name, e.g. "mail"', ["gateway"])
+    _check_server(server, source, lines.find(["gateway"], "server"), "gateway.server")
+
+    signoff_url = gateway_value("signoff_url")
+    if signoff_url is not None and (
+        not isinstance(signoff_url, str) or not re.match(r"https?://[^\s/]+", signoff_url)
+    ):
+        raise fail(
+            "gateway.signoff_url must be an http(s) URL, e.g. 'http://127.0.0.1:8700'",
+            ["gateway"],
+            "signoff_url",
+        )
+    api_key_env = gateway_value("api_key_env") or "SIGNOFF_API_KEY"
+    if not isinstance(api_key_env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        raise fail(
+            "gateway.api_key_env must name an environment variable (letters, digits, _)",
+            ["gateway"],
+            "api_key_env",
+        )
+    requested_by = gateway_value("requested_by")
+    if requested_by is not None and (
+        not isinstance(requested_by, str) or not 1 <= len(requested_by) <= 128
+    ):
+        raise fail("gateway.requested_by must be 1-128 characters", ["gateway"], "requested_by")
+    default = gateway_value("default") or "ask"
+    if default not in ACTIONS:
+        raise fail(
+            f"gateway.default must be one of {', '.join(ACTIONS)} (got {default!r})",
+            ["gateway"],
+            "default",
+        )
+    approvers = _approvers(gateway_value("approvers"), "gateway.approvers", ["gateway"], fail)
+    approval_ttl = _duration(
+        gateway_value("approval_ttl"), "gateway.approval_ttl", ["gateway"], fail
+    )
+
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict):
+        raise fail('tools must be a table: [tools] then `NAME_OR_GLOB = "allow"`', [], "tools")
+    rules: list[Rule] = []
+    for pattern, entry in tools.items():
+        rules.append(_rule(pattern, entry, fail, lines.find(["tools"], pattern)))
+
+    return Policy(
+        server=server,
+        rules=tuple(rules),
+        default=default,
+        signoff_url=signoff_url,
+        api_key_env=api_key_env,
+        requested_by=requested_by,
+        approvers=approvers,
+        approval_ttl=approval_ttl,
+        source=source,
+    )
+
+
+def _rule(pattern: str, entry: Any, fail: Any, line: int | None) -> Rule:
+    name = f"tools.{_quote(pattern)}"
+    if not pattern:
+        raise fail(f"{name}: an empty tool name matches nothing", ["tools"], pattern)
+    if isinstance(entry, str):
+        entry = {"action": entry}
+    if not isinstance(entry, dict):
+        raise fail(
+            f'{name}: expected "allow", "deny", "ask" or a table {{ action = "ask", ... }}',
+            ["tools"],
+            pattern,
+        )
+    table = ["tools", pattern]
+    for key in entry:
+        if key not in _RULE_KEYS:
+            raise fail(
+                f"{name}.{key}: unknown key (known: {', '.join(sorted(_RULE_KEYS))})", table, key
+            )
+    action = entry.get("action")
+    if action not in ACTIONS:
+        raise fail(
+            f"{name}: action must be one of {', '.join(ACTIONS)} (got {action!r})", table, "action"
+        )
+    capability = entry.get("capability")
+    if capability is not None and (
+        not isinstance(capability, str)
+        or len(capability) > _MAX_CAPABILITY
+        or not _CAPABILITY.fullmatch(capability)
+    ):
+        raise fail(
+            f"{name}.capability: dotted segments of A-Z a-z 0-9 _ - (at most 256 characters), "
+            f"e.g. 'payments.refund' (got {capability!r})",
+            table,
+            "capability",
+        )
+    title = entry.get("title")
+    if title is not None and (not isinstance(title, str) or not 1 <= len(title) <= 300):
+        raise fail(f"{name}.title must be 1-300 characters", table, "title")
+    if action != "ask":
+        extra = [k for k in ("capability", "approvers", "approval_ttl", "title") if k in entry]
+        if extra:
+            raise fail(
+                f"{name}.{extra[0]}: only an `ask` rule requests approval (action is {action!r})",
+                table,
+                extra[0],
+            )
+    return Rule(
+        pattern=pattern,
+        action=action,
+        capability=capability,
+        approvers=_approvers(entry.get("approvers"), f"{name}.approvers", table, fail),
+        approval_ttl=_duration(entry.get("approval_ttl"), f"{name}.approval_ttl", table, fail),
+        title=title,
+        line=line,
+    )
+
+
+def _check_server(server: Any, source: str, line: int | None, name: str) -> None:
+    if not isinstance(server, str) or not _SERVER_NAME.fullmatch(server):
+        raise PolicyError(
+            f"{name} must be 1-64 characters of A-Z a-z 0-9 _ - (it becomes a capability "
+            f"segment, mcp.<server>.<tool>; got {server!r})",
+            source=source,
+            line=line,
+        )
+
+
+def _approvers(value: Any, name: str, table: Sequence[str], fail: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, str) and v.strip() for v in value)
+    ):
+        raise fail(
+            f'{name} must be a non-empty list of principals or "group:NAME"',
+            table,
+            name.rsplit(".", 1)[-1],
+        )
+    return tuple(value)
+
+
+def _duration(value: Any, name: str, table: Sequence[str], fail: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DURATION.fullmatch(value):
+        raise fail(
+            f"{name} must be a duration like '72h', '3d' or '1d12h' (got {value!r})",
+            table,
+            name.rsplit(".", 1)[-1],
+        )
+    return value
+
+
+def _quote(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[=.]""")
+
+
+class _Lines:
+    """Finds the line that sets a key (tomllib reports lines for syntax errors only). A
+    best effort for messages: a line it cannot find is left out, never guessed."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = text.splitlines()
+
+    def find(self, table: Sequence[str], key: str | None = None) -> int | None:
+        current: list[str] = []
+        header_line: int | None = None
+        inline_parent: int | None = None
+        for number, raw in enumerate(self._lines, start=1):
+            header = _HEADER.match(raw)
+            if header:
+                current = _split_dotted(header.group(1))
+                if current == list(table):
+                    header_line = number
+                if key is not None and current == [*table, key]:
+                    return number  # `[tools.refund]`, or a whole table that is wrong
+                continue
+            match = _KEY.match(raw)
+            if not match:
+                continue
+            name = next(g for g in match.groups() if g is not None)
+            if current == list(table) and (key is None or name == key):
+                return number if key is not None else header_line
+            # `refund = { action = ... }`: the rule's own keys live on the tool's line.
+            if len(table) == 2 and current == [table[0]] and name == table[1]:
+                inline_parent = number
+        return inline_parent or header_line
+
+
+def _split_dotted(text: str) -> list[str]:
+    parts = re.findall(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^.\s]+))\s*(?:\.|$)""", text)
+    return [next(p for p in part if p) if any(part) else "" for part in parts]

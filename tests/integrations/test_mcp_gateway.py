@@ -1,0 +1,352 @@
+"""signoff-mcp between a real MCP client and a real upstream MCP server, on a real `signoff
+serve`: gated tools never run before a human approves them, run exactly once with the
+approved arguments after, and a rejection reaches the agent. Both ways of serving: the
+gateway on stdio (launched by the client, upstream on stdio, the 2025-11-25 handshake most
+clients speak) and on streamable HTTP (upstream over HTTP too, the 2026-07-28 protocol).
+
+The upstream (mcp_upstream.py) appends every call it receives to a file, so executions are
+counted across processes, gateway restarts included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult, TaskMetadata
+
+from signoff_client import SignoffClient
+from signoff_client.mcp import parse_policy
+from tests.integrations.conftest import Deployment
+
+UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
+META = "signoff/approval"
+
+POLICY = """\
+[gateway]
+server = "mail"
+requested_by = "agent"
+
+[tools]
+read_note = "allow"
+"delete_*" = "deny"
+send_email = "ask"
+"""
+
+
+@dataclass
+class Gateway:
+    """One signoff-mcp deployment under test: how the agent connects, how it is killed and
+    started again, and what the upstream actually executed."""
+
+    transport: str
+    tmp: Path
+    env: dict[str, str]
+    calls: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    url: str | None = None
+    upstream_url: str | None = None
+
+    def serve_args(self) -> list[str]:
+        return ["-m", "signoff_client.mcp.cli", "serve", "--policy", str(self.tmp / "policy.toml")]
+
+    def start(self) -> None:
+        """Streamable HTTP: start the gateway process (stdio: the client launches it)."""
+        if self.transport == "stdio":
+            return
+        if self.upstream_url is None:
+            self.upstream_url = (
+                self._spawn(
+                    [str(UPSTREAM), str(self.calls), "--port", "0"],
+                    "upstream",
+                    r"Uvicorn running on (http://127\.0\.0\.1:\d+)",
+                )
+                + "/mcp"
+            )
+        self.url = self._spawn(
+            [*self.serve_args(), "--transport", "streamable-http", "--port", "0",
+             "--upstream-url", self.upstream_url],
+            "gateway",
+            r"signoff-mcp listening on (http://\S+)",
+        )  # fmt: skip
+
+    def _spawn(self, args: list[str], name: str, ready: str) -> str:
+        log = self.tmp / f"{name}-{len(self.procs)}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, *args], cwd=self.tmp, env=self.env, stdout=out, stderr=out
+            )
+        self.procs.append(proc)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            found = re.search(ready, log.read_text("utf-8", "replace"))
+            if found:
+                return found.group(1)
+            assert proc.poll() is None, f"{name} exited:\n{log.read_text()}"
+            time.sleep(0.05)
+        raise AssertionError(f"{name} did not start:\n{log.read_text()}")
+
+    @contextlib.asynccontextmanager
+    async def agent(self) -> AsyncIterator[Client]:
+        """An MCP client session with the gateway. Leaving it after kill9 is not an error."""
+        if self.transport == "stdio":
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=[*self.serve_args(), "--", sys.executable, str(UPSTREAM), str(self.calls)],
+                env=self.env,
+                cwd=self.tmp,
+            )
+            client = Client(params, mode="legacy")
+        else:
+            assert self.url
+            client = Client(self.url)
+        entered = False
+        try:
+            async with client:
+                entered = True
+                yield client
+        except Exception:
+            if not entered or self._alive():
+                raise
+
+    def _alive(self) -> bool:
+        return bool(_gateway_pids()) if self.transport == "stdio" else self.procs[-1].poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the gateway process, wherever it runs."""
+        if self.transport == "stdio":
+            pids = _gateway_pids()
+            assert len(pids) == 1, pids
+            os.kill(pids[0], signal.SIGKILL)
+        else:
+            self.procs[-1].send_signal(signal.SIGKILL)
+            self.procs[-1].wait(10)
+
+    def executed(self, tool: str = "send_email") -> list[dict[str, Any]]:
+        if not self.calls.exists():
+            return []
+        lines = self.calls.read_text("utf-8").splitlines()
+        return [c["arguments"] for c in map(json.loads, lines) if c["tool"] == tool]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def _gateway_pids() -> list[int]:
+    """This test process's children that are a stdio gateway (the mcp client spawned them)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+            if ppid == os.getpid() and b"signoff_client.mcp.cli" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(params=["stdio", "streamable-http"])
+def gateway(
+    request: pytest.FixtureRequest, deployment: Deployment, tmp_path: Path
+) -> Iterator[Gateway]:
+    (tmp_path / "policy.toml").write_text(POLICY, "utf-8")
+    env = {
+        **deployment.env,
+        "SIGNOFF_URL": deployment.url,
+        "SIGNOFF_API_KEY": deployment.api_key,
+    }
+    gw = Gateway(request.param, tmp_path, env, tmp_path / "calls.jsonl")
+    gw.start()
+    yield gw
+    gw.stop()
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def approval(result: CallToolResult) -> dict[str, Any]:
+    assert result.meta and META in result.meta, result
+    return result.meta[META]
+
+
+async def test_gated_calls_wait_for_a_human_and_run_once(
+    gateway: Gateway, deployment: Deployment
+) -> None:
+    email = {"to": "zoe@example.com", "subject": "Q3 numbers", "body": "attached"}
+    async with (
+        gateway.agent() as agent,
+        SignoffClient(deployment.url, deployment.api_key) as signoff,
+    ):
+        legacy = gateway.transport == "stdio"
+        assert agent.protocol_version == ("2025-11-25" if legacy else "2026-07-28")
+        tools = {tool.name: tool for tool in (await agent.list_tools()).tools}
+        assert set(tools) == {"send_email", "read_note", "delete_repo"}
+        assert tools["send_email"].description == (
+            "Send an email to one recipient. It cannot be taken back."
+        )
+        assert "to" in tools["send_email"].input_schema["properties"]
+
+        # allow: forwarded as is. deny: refused, the upstream never sees it.
+        allowed = await agent.call_tool("read_note", {"name": "groceries"})
+        assert not allowed.is_error and text(allowed) == "note groceries: buy milk"
+        denied = await agent.call_tool("delete_repo", {"name": "prod"})
+        assert denied.is_error and "denied by this gateway's policy" in text(denied)
+        assert gateway.executed("delete_repo") == []
+        assert gateway.executed("read_note") == [{"name": "groceries"}]
+
+        # ask: pending, nothing ran; the approval holds exactly the MCP call.
+        pending = await agent.call_tool("send_email", email)
+        assert pending.is_error and "has NOT been executed" in text(pending)
+        first = approval(pending)
+        assert first["state"] == "pending" and first["assignee"] in text(pending)
+        record = await signoff.get(first["id"])
+        assert record.tool == {"name": "send_email", "arguments": email}
+        assert record.capability == "mcp.mail.send_email"
+        assert record.presentation["summary"] == tools["send_email"].description
+        assert record.presentation["fields"] == [
+            {"label": "body", "value": "attached"},
+            {"label": "subject", "value": "Q3 numbers"},
+            {"label": "to", "value": "zoe@example.com"},
+        ]
+
+        # The same call again (keys in another order) is the same approval; a changed
+        # argument is a new one. On 2025-11-25, a client asking for a task gets the plain
+        # answer: the gateway declares no tasks capability (the SDK carries no tasks).
+        reordered = dict(reversed(email.items()))
+        again = (
+            await agent.session.send_request(
+                CallToolRequest(
+                    params=CallToolRequestParams(
+                        name="send_email", arguments=reordered, task=TaskMetadata(ttl=60_000)
+                    )
+                ),
+                CallToolResult,
+            )
+            if legacy
+            else await agent.call_tool("send_email", reordered)
+        )
+        assert approval(again)["id"] == first["id"]
+        changed = await agent.call_tool("send_email", {**email, "subject": "Q4 numbers"})
+        second = approval(changed)
+        assert second["id"] != first["id"]
+        listed, _ = await signoff.list(capability="mcp.mail.send_email")
+        assert sorted(r.id for r in listed) == sorted([first["id"], second["id"]])
+        assert gateway.executed() == []
+
+        # Two more that the upstream will fail: an isError result, and a JSON-RPC error.
+        bounce = {"to": "nobody@bounce.invalid", "subject": "hello"}
+        refuse = {"to": "x@refuse.invalid", "subject": "hello"}
+        bounced = approval(await agent.call_tool("send_email", bounce))
+        refused_upstream = approval(await agent.call_tool("send_email", refuse))
+        assert gateway.executed() == []
+
+        # The humans decide (in parallel: each decision is a `signoff` CLI process).
+        await asyncio.gather(
+            deployment.approve_async(first["id"], first["hash"]),
+            deployment.reject_async(second["id"], second["hash"], "not before the board meets"),
+            deployment.approve_async(bounced["id"], bounced["hash"]),
+            deployment.approve_async(refused_upstream["id"], refused_upstream["hash"]),
+        )
+
+        # Approved: the next identical call runs it once, with the approved arguments.
+        done = await agent.call_tool("send_email", email)
+        assert not done.is_error and text(done) == "sent to zoe@example.com: Q3 numbers"
+        assert approval(done)["state"] == "executed"
+        assert gateway.executed() == [email]
+        outcome = (await signoff.get(first["id"])).raw["outcome"]
+        assert outcome["status"] == "succeeded"
+        assert outcome["result"]["content"][0]["text"] == "sent to zoe@example.com: Q3 numbers"
+        # Asked once more: the recorded result, not a second email.
+        replay = await agent.call_tool("send_email", email)
+        assert "sent to zoe@example.com: Q3 numbers" in text(replay)
+        assert "not run again" in text(replay) and not replay.is_error
+        assert gateway.executed() == [email]
+
+        # Rejected: the agent hears why; the upstream never saw the call.
+        refused = await agent.call_tool("send_email", {**email, "subject": "Q4 numbers"})
+        assert refused.is_error
+        assert "Rejected by alice: not before the board meets" in text(refused)
+
+        # The upstream fails an approved call: the approval ends failed with the upstream's
+        # error, and asking again returns that error without running the call again.
+        for call, asked, says in [
+            (bounce, bounced, "does not exist"),
+            (refuse, refused_upstream, "recipient x@refuse.invalid refused"),
+        ]:
+            failed = await agent.call_tool("send_email", call)
+            assert failed.is_error and says in text(failed)
+            assert (await signoff.get(asked["id"])).state == "failed"
+            again = await agent.call_tool("send_email", call)
+            assert again.is_error and says in text(again) and "not run again" in text(again)
+        assert [c["to"] for c in gateway.executed()] == [
+            "zoe@example.com", "nobody@bounce.invalid", "x@refuse.invalid"
+        ]  # fmt: skip
+
+        # Pending when the gateway is SIGKILLed: nothing is lost.
+        late = {"to": "ops@example.com", "subject": "after the restart"}
+        waiting = approval(await agent.call_tool("send_email", late))
+        gateway.kill9()
+
+    await deployment.approve_async(waiting["id"], waiting["hash"])
+    gateway.start()
+    async with gateway.agent() as agent:
+        resumed = await agent.call_tool("send_email", late)
+        assert (
+            not resumed.is_error and text(resumed) == "sent to ops@example.com: after the restart"
+        )
+        assert approval(resumed)["id"] == waiting["id"]
+        assert gateway.executed()[-1] == {**late, "body": ""}
+        assert len(gateway.executed()) == 4
+
+
+@pytest.mark.parametrize(
+    ("edit", "exit_code", "says"),
+    [
+        (lambda p: p, 0, "'send_email' +ask -> capability mcp.mail.send_email"),
+        (lambda p: p.replace('= "deny"', '= "refuse"'), 1, r':7: tools."delete_\*": action must'),
+        (lambda p: p.replace("requested_by", "requester"), 1, ":3: gateway.requester: unknown"),
+        (lambda p: p.replace('"mail"', '"mail'), 1, ":2: not valid TOML"),
+    ],
+)
+def test_check_validates_a_policy(tmp_path: Path, edit: Any, exit_code: int, says: str) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(edit(POLICY), "utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "signoff_client.mcp.cli", "check", str(path)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == exit_code, done
+    assert re.search(says, done.stdout if exit_code == 0 else done.stderr), done
+
+
+def test_the_policy_picks_the_exact_name_then_the_first_glob_then_the_default() -> None:
+    policy = parse_policy(
+        POLICY
+        + '"delete_draft" = { action = "ask", capability = "mail.drafts", approvers = ["bob"] }\n'
+        + '"*" = "allow"\n'
+    )
+    assert policy.decide("delete_draft").capability == "mail.drafts"
+    assert policy.decide("delete_draft").approvers == ("bob",)
+    assert policy.decide("delete_all").action == "deny"
+    assert policy.decide("anything.else").action == "allow"
+    assert parse_policy(POLICY).decide("fs.write/x").capability == "mcp.mail.fs_write_x"
+    assert parse_policy(POLICY).decide("unknown").action == "ask"
