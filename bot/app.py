@@ -131,6 +131,18 @@ def build_channels(
             Inbound(store, clock),
             polling=telegram_polling,
         )
+    if config.web is not None:
+        from channels.web import WebChannel  # only deployments with [web] load Jinja2
+
+        channels["web"] = WebChannel(
+            config.web,
+            str(config.server.public_url),
+            store,
+            directory,
+            clock,
+            operator,
+            delegations,
+        )
     return channels
 
 
@@ -297,6 +309,8 @@ def build_app(
         app.router.add_post("/slack/events", channels["slack"].handle)
     if "telegram" in channels and not telegram_polling:
         app.router.add_post("/telegram/webhook", channels["telegram"].handle)
+    if "web" in channels:
+        channels["web"].setup(app)
     add_routes(
         app,
         ApiContext(
@@ -350,6 +364,10 @@ def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
                 "hands an update to only one of them (the others get 409 Conflict). Use the "
                 "webhook (`signoff telegram set-webhook`) instead."
             )
+    if config.web is not None:
+        from channels.web import web_secret
+
+        web_secret(config.web)
     if config.telegram is not None:
         from channels.telegram_setup import credentials as telegram_credentials
 

@@ -27,12 +27,13 @@ from bot.card import Card, card_for
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, TelegramConfig, load_config
 from bot.delegations import Delegations
-from bot.durations import parse_moment
+from bot.durations import parse_duration, parse_moment
 from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
 from bot.intake import create_request, parse_request
 from bot.model import State, public_record
 from bot.operator import Actor, Decision, Operator
 from bot.routing import Directory
+from bot.signin import SignInLinks
 from store.migrate import ensure_current, upgrade
 from store.records import Approval, Delegation, OutboxJob
 from store.repository import Store
@@ -328,6 +329,22 @@ async def cmd_delegations_revoke(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_web_login(ctx: Context, args: argparse.Namespace) -> int:
+    """A single-use sign-in link for one principal: whoever runs this vouches for them."""
+    web = ctx.config.web
+    if web is None:
+        raise ConfigError("the web surface is off: add a [web] table to the configuration")
+    links = SignInLinks(ctx.store, ctx.directory, ctx.clock, parse_duration(web.link_ttl))
+    token = await links.make(args.as_)
+    print(links.url(str(ctx.config.server.public_url), token))
+    print(
+        f"opens one browser session as {ctx.directory.name_of(args.as_)}, once, within "
+        f"{web.link_ttl}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
     report = await audit.verify(ctx.store, args.id)
     if report.ok:
@@ -582,6 +599,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(offline=cmd_telegram_set_webhook)
     p = telegram_cmds.add_parser("delete-webhook", parents=[common], help="stop webhook delivery")
     p.set_defaults(offline=cmd_telegram_delete_webhook)
+
+    web_cmds = commands.add_parser("web", help="the browser surface").add_subparsers(
+        dest="web_command", required=True
+    )
+    p = web_cmds.add_parser("login", parents=[common], help="print a single-use sign-in link")
+    p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="the principal")
+    p.set_defaults(handler=cmd_web_login)
 
     commands.add_parser(
         "webhook-secret",

@@ -149,6 +149,8 @@ class PrincipalConfig(_Strict):
     slack: Annotated[str, Field(pattern=r"^[UW][A-Z0-9]+$")] | None = None
     # A Telegram user id (positive; negative ids are group chats, not people).
     telegram: Annotated[int, Field(gt=0)] | None = None
+    # May open the web dashboard: every tenant's pending requests, the outbox, the audit trail.
+    operator: bool = False
 
 
 class GroupConfig(_Strict):
@@ -182,6 +184,18 @@ class RouteConfig(_Strict):
         return self
 
 
+class WebConfig(_Strict):
+    """The browser surface: an approver inbox and an operator dashboard, signed in by
+    single-use links. Present in the config means served."""
+
+    # The variable holding the key that signs session cookies (32 characters or more).
+    secret_env: EnvVar = "SIGNOFF_WEB_SECRET"
+    # A sign-in link works once, and only this long after it was made.
+    link_ttl: DurationText = "15m"
+    # A session ends after this long without a request.
+    session_idle: DurationText = "8h"
+
+
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -190,6 +204,7 @@ class Config(_Strict):
     tenants: list[TenantConfig] = []
     slack: SlackConfig | None = None
     telegram: TelegramConfig | None = None
+    web: WebConfig | None = None
     principals: dict[Name, PrincipalConfig] = {}
     groups: dict[Name, GroupConfig] = {}
     routes: list[RouteConfig] = []
@@ -252,7 +267,9 @@ class Config(_Strict):
     def directory(self) -> Directory:
         return Directory(
             principals={
-                key: Principal(key=key, name=p.name, slack=p.slack, telegram=p.telegram)
+                key: Principal(
+                    key=key, name=p.name, slack=p.slack, telegram=p.telegram, operator=p.operator
+                )
                 for key, p in self.principals.items()
             },
             groups={key: tuple(g.members) for key, g in self.groups.items()},
@@ -321,6 +338,8 @@ def _mask(node: Any) -> None:
         for key, value in node.items():
             if key.endswith("_env") and isinstance(value, str):
                 node[key] = f"{value} ({'set' if os.environ.get(value) else 'NOT SET'})"
+            elif key.endswith("_env") and isinstance(value, list):
+                node[key] = [f"{v} ({'set' if os.environ.get(v) else 'NOT SET'})" for v in value]
             elif key.endswith("_url") and isinstance(value, str):
                 node[key] = _mask_url(value)
             else:

@@ -211,6 +211,12 @@ class RetryLater(DeliveryFailed):
         return cls(message, delay=float(value) if value.isdigit() else None)
 
 
+class SignInRefused(SignoffError):
+    """This sign-in link does not open a session (already used, expired, or unknown)."""
+
+    code = "sign_in_refused"
+
+
 class AlreadyVoted(SignoffError):
     """You have already voted on this request."""
 

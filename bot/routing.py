@@ -27,6 +27,7 @@ class Principal:
     name: str
     slack: str | None = None
     telegram: int | None = None
+    operator: bool = False  # may open the web dashboard
 
     def account(self, surface: str) -> str | int | None:
         """Their identity on a chat surface ("slack", "telegram"); None if they have none."""

@@ -39,6 +39,7 @@ from store.schema import (
     outbox,
     reply_prompts,
     votes,
+    web_logins,
 )
 
 
@@ -780,6 +781,43 @@ class Tx:
         )
         result = await self.conn.execute(
             delete(inbound_deliveries).where(inbound_deliveries.c.received_at < received_before)
+        )
+        return int(result.rowcount or 0)
+
+    # -- web sign-in links ------------------------------------------------------------------
+
+    async def insert_web_login(
+        self, token_hash: str, principal: str, now: datetime, expires_at: datetime
+    ) -> None:
+        await self.conn.execute(
+            web_logins.insert().values(
+                token_hash=token_hash, principal=principal, created_at=now, expires_at=expires_at
+            )
+        )
+
+    async def use_web_login(self, token_hash: str, now: datetime) -> str | None:
+        """Mark a sign-in link used, once and before it expires (a conditional update, so two
+        replicas opening the same link at once cannot both succeed); its principal, or None."""
+        stmt = (
+            update(web_logins)
+            .where(
+                web_logins.c.token_hash == token_hash,
+                web_logins.c.used_at.is_(None),
+                web_logins.c.expires_at > now,
+            )
+            .values(used_at=now)
+            .returning(web_logins.c.principal)
+        )
+        row = await self._one(stmt, {})
+        return str(row["principal"]) if row else None
+
+    async def web_login(self, token_hash: str) -> Mapping[str, Any] | None:
+        """The link's row (principal, expires_at, used_at), to say why it was refused."""
+        return await self._one(select(web_logins).where(web_logins.c.token_hash == token_hash), {})
+
+    async def prune_web_logins(self, expired_before: datetime) -> int:
+        result = await self.conn.execute(
+            delete(web_logins).where(web_logins.c.expires_at < expired_before)
         )
         return int(result.rowcount or 0)
 

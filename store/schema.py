@@ -278,6 +278,18 @@ reply_prompts = Table(
     Column("created_at", UTCDateTime, nullable=False),
 )
 
+# A single-use sign-in link to the web surface, by the SHA-256 of its token (never the token).
+web_logins = Table(
+    "web_logins",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("principal", String(128), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("used_at", UTCDateTime, nullable=True),
+    Index("ix_web_logins_expires", "expires_at"),
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     approvals,
     approval_events,
@@ -287,4 +299,5 @@ ALL_TABLES: tuple[Table, ...] = (
     delegations,
     inbound_deliveries,
     reply_prompts,
+    web_logins,
 )

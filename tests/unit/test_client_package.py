@@ -22,8 +22,11 @@ from signoff_client import approval_hash as client_hash
 from signoff_client import canonical_json as client_canonical
 from signoff_client import record_hash
 
-# Raised inside the server only (start-up, the outbox); never an answer of the API.
-SERVER_ONLY = {"ConfigError", "SchemaOutOfDate", "DeliveryFailed", "Undeliverable", "RetryLater"}
+# Raised inside the server only (start-up, the outbox, the web pages); never an API answer.
+SERVER_ONLY = {
+    "ConfigError", "SchemaOutOfDate", "DeliveryFailed", "Undeliverable", "RetryLater",
+    "SignInRefused",  # the web surface's, never an API answer
+}  # fmt: skip
 # Raised by the client only (verifying a webhook it received).
 CLIENT_ONLY = {"BadWebhookSignature"}
 

@@ -1,0 +1,245 @@
+"""The web surface: an approver inbox and an operator dashboard in the browser.
+
+A person signs in with a single-use link (bot/signin.py) and gets a signed session cookie
+(channels/web_session.py). Pages are Jinja2 templates (channels/web_templates/) rendered by
+aiohttp-jinja2, with the stylesheet and one small script in channels/web_static/: no CDN, no
+build step. Decisions go through the shared conversation layer and the Operator like every
+other surface, so a refusal reads the same here as in Slack or Telegram.
+
+This module holds the channel, signing in and out, and what every page needs (who is signed
+in, the CSRF check, rendering, refusals in words). The inbox and card pages are
+channels/web_inbox.py; the dashboard is channels/web_dashboard.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+
+from bot.card import Card
+from bot.clock import Clock
+from bot.config import WebConfig
+from bot.delegations import Delegations
+from bot.durations import parse_duration
+from bot.errors import SignInRefused
+from bot.operator import Operator
+from bot.routing import Directory, Principal
+from bot.signin import LOGIN_PATH, SignInLinks
+from bot.target import Target
+from channels.base import MessageRef
+from channels.conversation import Conversation, Surface, credentials
+from channels.web_session import MIN_SECRET, Session, Sessions
+from store.repository import Store
+
+log = logging.getLogger("signoff.web")
+
+SURFACE = Surface(name="web", title="web", command_prefix="", quote_ids=True, backticks=False)
+STATIC = "/web/static"
+INBOX = "/web/inbox"
+
+
+def web_secret(config: WebConfig, environ: Mapping[str, str] = os.environ) -> str:
+    """The cookie-signing key; ConfigError at startup if it is unset or short."""
+    [secret] = credentials("web", [config.secret_env], "the key that signs sessions", environ)
+    if len(secret) < MIN_SECRET:
+        from bot.errors import ConfigError
+
+        raise ConfigError(
+            f"${config.secret_env} is {len(secret)} characters; the key that signs web "
+            f"sessions needs {MIN_SECRET} or more (e.g. `python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'`)"
+        )
+    return secret
+
+
+@dataclass(frozen=True, slots=True)
+class Visitor:
+    """Who is signed in on this request."""
+
+    session: Session
+    principal: Principal
+
+
+class WebChannel:
+    """The `web` channel. As a notify target, `web` means "shown in the inbox": the inbox
+    lists every pending request the person may decide, so there is nothing to post."""
+
+    name = "web"
+
+    def __init__(
+        self,
+        config: WebConfig,
+        public_url: str,
+        store: Store,
+        directory: Directory,
+        clock: Clock,
+        operator: Operator,
+        delegations: Delegations,
+        *,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.config = config
+        self.public_url = public_url.rstrip("/")
+        self.store = store
+        self.directory = directory
+        self.clock = clock
+        self.operator = operator
+        self.delegations = delegations
+        self.conversation = Conversation(SURFACE, directory, operator, delegations)
+        self.links = SignInLinks(store, directory, clock, parse_duration(config.link_ttl))
+        self.sessions = Sessions(
+            web_secret(config, environ),
+            parse_duration(config.session_idle),
+            clock,
+            secure=self.public_url.startswith("https://"),
+        )
+
+    # -- the Channel protocol: nothing to post, the inbox shows it ----------------------------
+
+    async def post_card(self, card: Card, target: Target) -> MessageRef:
+        return MessageRef("web", "inbox", card.approval_id)
+
+    async def update_card(self, ref: MessageRef, card: Card) -> None:
+        return None
+
+    async def send_notice(self, target: Target, text: str) -> None:
+        return None
+
+    def approval_url(self, approval_id: str) -> str:
+        """The approval's page, for the "Open in browser" link on chat cards."""
+        return f"{self.public_url}/web/approvals/{approval_id}"
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def setup(self, app: web.Application) -> None:
+        from channels import web_dashboard, web_inbox
+
+        aiohttp_jinja2.setup(
+            app,
+            loader=jinja2.PackageLoader("channels", "web_templates"),
+            autoescape=jinja2.select_autoescape(default=True),
+            undefined=jinja2.StrictUndefined,
+        )
+        app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "web_static"))
+        app.router.add_get(LOGIN_PATH + "{token}", self.login)
+        app.router.add_post("/web/logout", self.logout)
+        app.router.add_get("/web", self.home)
+        app.router.add_get("/web/", self.home)
+        web_inbox.add_routes(app, self)
+        web_dashboard.add_routes(app, self)
+
+    # -- signing in and out -------------------------------------------------------------------
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        try:
+            principal = await self.links.use(request.match_info["token"])
+        except SignInRefused as exc:
+            return self.refusal(request, None, 403, exc.message, title="Sign-in refused")
+        response = web.HTTPSeeOther(INBOX)
+        self.sessions.open(response, principal)
+        log.info("web session opened for %s", principal, extra={"principal": principal})
+        return response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        visitor = await self.visitor(request)
+        if isinstance(visitor, web.StreamResponse):
+            return visitor
+        form = await request.post()
+        if not self.sessions.csrf_ok(visitor.session, _text(form.get("csrf"))):
+            return self.refusal(request, visitor, 403, CSRF_REFUSED)
+        response = self.page(request, None, "signed_out.html", {}, keep=False)
+        self.sessions.close(response)
+        return response
+
+    async def home(self, request: web.Request) -> web.StreamResponse:
+        return web.HTTPSeeOther(INBOX)
+
+    # -- what every page needs ----------------------------------------------------------------
+
+    async def visitor(self, request: web.Request) -> Visitor | web.Response:
+        """Who is signed in, or the page saying how to sign in (401)."""
+        session = self.sessions.read(request)
+        principal = self.directory.principals.get(session.principal) if session else None
+        if session is None or principal is None:
+            return self.page(request, None, "sign_in.html", {}, status=401, keep=False)
+        return Visitor(session, principal)
+
+    async def form(self, request: web.Request) -> tuple[Visitor, Mapping[str, str]] | web.Response:
+        """A POSTed form from a signed-in visitor whose CSRF token is right; else the refusal
+        page (a form without the token changes nothing)."""
+        visitor = await self.visitor(request)
+        if isinstance(visitor, web.Response):
+            return visitor
+        posted = await request.post()
+        data = {key: _text(value) or "" for key, value in posted.items()}
+        if not self.sessions.csrf_ok(visitor.session, data.get("csrf")):
+            log.warning(
+                "web form without a valid CSRF token from %s: %s",
+                visitor.principal.key,
+                request.path,
+            )
+            return self.refusal(request, visitor, 403, CSRF_REFUSED)
+        return visitor, data
+
+    def page(
+        self,
+        request: web.Request,
+        visitor: Visitor | None,
+        template: str,
+        context: Mapping[str, Any],
+        *,
+        status: int = 200,
+        keep: bool = True,
+    ) -> web.Response:
+        """Render a page; a signed-in visitor's session is signed again (idle timeout)."""
+        response = aiohttp_jinja2.render_template(
+            template,
+            request,
+            {
+                "visitor": visitor,
+                "csrf": visitor.session.csrf if visitor else "",
+                "static": STATIC,
+                **context,
+            },
+            status=status,
+        )
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            "form-action 'self'; frame-ancestors 'none'"
+        )
+        if visitor is not None and keep:
+            self.sessions.keep(response, visitor.session)
+        return response
+
+    def refusal(
+        self,
+        request: web.Request,
+        visitor: Visitor | None,
+        status: int,
+        message: str,
+        *,
+        title: str = "Not done",
+    ) -> web.Response:
+        """A page that says in words what was refused and why; nothing changed."""
+        return self.page(
+            request, visitor, "refusal.html", {"title": title, "message": message}, status=status
+        )
+
+
+CSRF_REFUSED = (
+    "This form did not come from a signoff page you have open (its security token is missing "
+    "or wrong), so nothing was done. Reload the page and try again."
+)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

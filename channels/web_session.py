@@ -1,0 +1,91 @@
+"""Browser sessions for the web surface: signed cookies, an idle timeout, CSRF tokens.
+
+A session is opened by a sign-in link (bot/signin.py) and lives only in its cookie, signed
+with the `[web] secret_env` key by itsdangerous, so any replica reads it and none stores it.
+The cookie carries the principal and a random session id; it is signed again on every
+request, and one not signed within `session_idle` is refused (the idle timeout). Every form
+carries a CSRF token: an HMAC of the session id under the same key, which a page from another
+site cannot know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from aiohttp import web
+from itsdangerous import BadSignature, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
+
+from bot.clock import Clock
+
+COOKIE = "signoff_session"
+MIN_SECRET = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    principal: str
+    sid: str
+    csrf: str
+
+
+class _ClockSigner(TimestampSigner):
+    """Timestamps from the Operator's clock, so a FakeClock drives the idle timeout."""
+
+    clock: Clock
+
+    def get_timestamp(self) -> int:
+        return int(self.clock.now().timestamp())
+
+
+class Sessions:
+    def __init__(self, secret: str, idle: timedelta, clock: Clock, *, secure: bool) -> None:
+        signer = type("Signer", (_ClockSigner,), {"clock": clock})
+        self._serializer = URLSafeTimedSerializer(secret, salt="signoff-web-session", signer=signer)
+        self._key = hashlib.sha256(b"signoff-web-csrf:" + secret.encode()).digest()
+        self.idle = idle
+        self.secure = secure
+
+    def _csrf(self, sid: str) -> str:
+        return hmac.new(self._key, sid.encode(), hashlib.sha256).hexdigest()
+
+    def open(self, response: web.StreamResponse, principal: str) -> Session:
+        """A new session for `principal`, set on `response`."""
+        sid = secrets.token_urlsafe(16)
+        session = Session(principal, sid, self._csrf(sid))
+        self.keep(response, session)
+        return session
+
+    def keep(self, response: web.StreamResponse, session: Session) -> None:
+        """(Re)sign the cookie now: the idle timeout counts from the last request."""
+        response.set_cookie(
+            COOKIE,
+            self._serializer.dumps({"p": session.principal, "s": session.sid}),
+            httponly=True,
+            samesite="Lax",
+            secure=self.secure,
+            path="/",
+        )
+
+    def close(self, response: web.StreamResponse) -> None:
+        response.del_cookie(COOKIE, path="/")
+
+    def read(self, request: web.Request) -> Session | None:
+        """The request's session, or None: no cookie, a forged one, or one idle too long."""
+        raw = request.cookies.get(COOKIE)
+        if not raw:
+            return None
+        try:
+            data = self._serializer.loads(raw, max_age=int(self.idle.total_seconds()))
+        except (SignatureExpired, BadSignature):
+            return None
+        if not isinstance(data, dict) or not {"p", "s"} <= data.keys():
+            return None
+        principal, sid = str(data["p"]), str(data["s"])
+        return Session(principal, sid, self._csrf(sid))
+
+    def csrf_ok(self, session: Session, offered: str | None) -> bool:
+        return bool(offered) and hmac.compare_digest(session.csrf, str(offered))
