@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -69,9 +70,12 @@ async def report(signoff: SignoffClient, approval_id: str) -> None:
 def decide(approval: dict[str, Any], who: str, reject: str | None) -> None:
     """The human's side: the `signoff` CLI, naming the hash they were shown."""
     verb = ["reject", "--note", reject] if reject else ["approve"]
-    command = ["signoff", "approvals", verb[0], approval["id"], "--hash", approval["hash"],
+    cli = shutil.which("signoff")
+    if cli is None:
+        sys.exit("the `signoff` CLI is not on PATH: activate the server's venv (or install it)")
+    command = [cli, "approvals", verb[0], approval["id"], "--hash", approval["hash"],
                "--as", who, *verb[1:]]  # fmt: skip
-    say("human", " ".join(command))
+    say("human", " ".join(["signoff", *command[1:]]))
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
