@@ -13,7 +13,7 @@ import signal
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -44,6 +44,9 @@ from store.migrate import (
     upgrade,
 )
 from store.repository import Store
+
+if TYPE_CHECKING:  # bot/ never imports a channel at run time unless it is configured
+    from channels.web import WebChannel
 
 log = logging.getLogger("signoff.app")
 
@@ -114,11 +117,25 @@ def build_channels(
     channels: dict[str, Any] = {}
     operator = Operator(store, directory, clock, metrics)
     delegations = Delegations(store, directory, clock)
+    web: WebChannel | None = None
+    if config.web is not None:
+        from channels.web import WebChannel  # only deployments with [web] load Jinja2
+
+        # Made first: chat cards link to its pages and chat commands send its sign-in links.
+        web = WebChannel(
+            config.web,
+            str(config.server.public_url),
+            store,
+            directory,
+            clock,
+            operator,
+            delegations,
+        )
     if config.slack is not None:
         from channels.slack import SlackChannel  # only deployments with Slack load Bolt
 
         channels["slack"] = SlackChannel(
-            config.slack, directory, operator, delegations, Inbound(store, clock)
+            config.slack, directory, operator, delegations, Inbound(store, clock), web=web
         )
     if config.telegram is not None:
         from channels.telegram import TelegramChannel  # only deployments with Telegram load PTB
@@ -130,19 +147,10 @@ def build_channels(
             delegations,
             Inbound(store, clock),
             polling=telegram_polling,
+            web=web,
         )
-    if config.web is not None:
-        from channels.web import WebChannel  # only deployments with [web] load Jinja2
-
-        channels["web"] = WebChannel(
-            config.web,
-            str(config.server.public_url),
-            store,
-            directory,
-            clock,
-            operator,
-            delegations,
-        )
+    if web is not None:
+        channels["web"] = web
     return channels
 
 

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import base64
 import json
+import logging
 import re
 import secrets
 import sys
@@ -463,6 +464,17 @@ async def _work(config: Config, args: argparse.Namespace) -> None:
     await run_worker(config)
 
 
+async def cmd_demo(config: Config, args: argparse.Namespace) -> None:
+    """`signoff demo`: the real server on its own shipped config (bot/demo.toml) and a
+    database of its own; the `config` of --config or $SIGNOFF_CONFIG is not used."""
+    from bot.demo import run_demo  # only the demo reads its config and story
+
+    if not args.verbose:
+        # The links and the story are the output; the server's log would bury them.
+        logging.getLogger().setLevel(logging.WARNING)
+    await run_demo(args.listen, args.dir)
+
+
 # -- wiring ------------------------------------------------------------------------------
 
 
@@ -499,6 +511,27 @@ def build_parser() -> argparse.ArgumentParser:
             )
         p.add_argument("--log-format", choices=["text", "json"], default="text")
         p.set_defaults(process=process)
+
+    p = commands.add_parser(
+        "demo",
+        help="try it: the server on SQLite with sample requests, and sign-in links to them",
+    )
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:8700",
+        metavar="HOST:PORT",
+        help="default 127.0.0.1:8700; port 0 takes any free port",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the demo database and config here (default: a temporary directory, "
+        "deleted when the demo stops)",
+    )
+    p.add_argument("--verbose", action="store_true", help="also print the server's log")
+    p.add_argument("--log-format", choices=["text", "json"], default="text")
+    p.set_defaults(process=cmd_demo)
 
     approvals = commands.add_parser("approvals", help="approval requests").add_subparsers(
         dest="approvals_command", required=True

@@ -19,7 +19,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -37,11 +37,14 @@ from bot.inbound import Inbound
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
-from channels import conversation, slack_card
+from channels import conversation, slack_card, web_inbox
 from channels.base import MessageRef
 from channels.bounded import CappedResponse
 from channels.conversation import Conversation, Surface
 from channels.slack_gate import SlackGate
+
+if TYPE_CHECKING:
+    from channels.web import WebChannel
 
 log = logging.getLogger("signoff.slack")
 
@@ -53,6 +56,7 @@ COMMAND_USAGE = "\n".join(
         f"{COMMAND} revoke ID: end a delegation you made",
     ]
 )
+WEB_USAGE = f"{COMMAND} web: a sign-in link to your inbox in the browser, shown only to you"
 # How Slack writes a user mention in a command's text when the command escapes it.
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 SURFACE = Surface("slack", "Slack", f"{COMMAND} ", quote_ids=True, backticks=True)
@@ -81,8 +85,13 @@ class SlackChannel:
         delegations: Delegations,
         inbound: Inbound,
         environ: Mapping[str, str] = os.environ,
+        *,
+        web: WebChannel | None = None,
     ) -> None:
+        """`web`, when [web] is configured: cards link to the approval's page, and
+        `/signoff web` sends a sign-in link."""
         token, secret = credentials(config, environ)
+        self.web = web
         self.gate = SlackGate(secret, inbound, config.team_id)
         self.directory = directory
         self.chat = Conversation(SURFACE, directory, operator, delegations)
@@ -243,9 +252,33 @@ class SlackChannel:
                 [_unescape(word) for word in words[1:]],
                 resolve=self._principal_named,
             )
+        elif verb == "web" and self.web is not None:
+            # Said ephemerally, and never unfurled: a preview fetched by Slack's servers
+            # would open (and so use up) the single-use link before the person could.
+            answer = await self._sign_in_link(user)
+            await ack(
+                text=slack_card.escape(answer),
+                response_type="ephemeral",
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+            return
         else:
-            answer = COMMAND_USAGE
+            answer = COMMAND_USAGE + (f"\n{WEB_USAGE}" if self.web is not None else "")
         await ack(text=slack_card.escape(answer))
+
+    async def _sign_in_link(self, user_id: str) -> str:
+        """`/signoff web`: a fresh sign-in link for the verified person who asked, in the
+        command's response, which Slack shows only to them."""
+        assert self.web is not None
+        principal = self.directory.principal_for_slack(user_id)
+        if principal is None:
+            return self.chat.unlinked(user_id, deciding=False)
+        try:
+            return await web_inbox.sign_in_text(self.web, principal)
+        except Exception:
+            log.exception("could not make a sign-in link for %s", principal.key)
+            return conversation.COMMAND_FAILED
 
     def _principal_named(self, word: str) -> str:
         """The principal key a command names: a Slack mention (of a linked user), or the key
@@ -314,7 +347,7 @@ class SlackChannel:
             self.client.chat_postMessage,
             channel=where,
             text=slack_card.fallback_text(card),
-            blocks=slack_card.blocks(card),
+            blocks=slack_card.blocks(card, self._page(card)),
         )
         return MessageRef("slack", posted["channel"], posted["ts"])
 
@@ -324,8 +357,12 @@ class SlackChannel:
             channel=ref.address,
             ts=ref.message_id,
             text=slack_card.fallback_text(card),
-            blocks=slack_card.blocks(card),
+            blocks=slack_card.blocks(card, self._page(card)),
         )
+
+    def _page(self, card: Card) -> str | None:
+        """The approval's page on the web surface, if there is one."""
+        return self.web.approval_url(card.approval_id) if self.web is not None else None
 
     async def _call(self, method: Any, **kwargs: Any) -> Any:
         try:

@@ -67,7 +67,9 @@ def fallback_text(card: Card) -> str:
     return escape(f"Approval {what}: {card.title}"[:300])
 
 
-def blocks(card: Card) -> list[dict[str, Any]]:
+def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
+    """The card's blocks; `url`, the approval's page on the web surface (when it is
+    configured), becomes an "Open in browser" link on every state of the card."""
     result: list[dict[str, Any]] = [
         {"type": "header", "text": _plain(card.title, 150)},
         {
@@ -108,6 +110,11 @@ def blocks(card: Card) -> list[dict[str, Any]]:
         )
     result.append({"type": "context", "elements": people})
     result.append({"type": "context", "elements": [_mrkdwn(f"`{card.short_hash}`")]})
+    if url is not None:
+        # A link, not a URL button: Slack sends a button's click to the app, which would
+        # have to answer it; a link in mrkdwn just opens.
+        link = f"<{escape(url)}|Open in browser>"
+        result.append({"type": "context", "elements": [_mrkdwn(link)]})
     if card.state == State.PENDING and not card.overdue:
         result.append(
             {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from telegram import (
@@ -44,11 +45,14 @@ from bot.inbound import Inbound
 from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
-from channels import conversation, telegram_card
+from channels import conversation, telegram_card, web_inbox
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.telegram_bot import TelegramBot
 from store.records import CardMessage
+
+if TYPE_CHECKING:
+    from channels.web import WebChannel
 
 log = logging.getLogger("signoff.telegram")
 
@@ -69,7 +73,11 @@ class TelegramChannel:
         environ: Mapping[str, str] = os.environ,
         *,
         polling: bool = False,
+        web: WebChannel | None = None,
     ) -> None:
+        """`web`, when [web] is configured: cards link to the approval's page, and `/web`
+        sends a sign-in link."""
+        self.web = web
         self.transport = TelegramBot(config, inbound, environ, polling=polling)
         self.directory = directory
         self.chat = Conversation(SURFACE, directory, operator, delegations)
@@ -81,7 +89,9 @@ class TelegramChannel:
             MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, self._on_reply)
         )
         application.add_handler(
-            CommandHandler(["delegate", "delegations", "revoke", "start", "help"], self._on_command)
+            CommandHandler(
+                ["delegate", "delegations", "revoke", "start", "help", "web"], self._on_command
+            )
         )
         application.add_error_handler(self._on_error)
 
@@ -242,11 +252,28 @@ class TelegramChannel:
             principal = self.directory.principal_for_telegram(user_id)
             if command in ("start", "help"):
                 text = self._welcome(user_id, principal)
+            elif command == "web":
+                text = await self._sign_in_link(message, principal)
             else:
                 text = await self.chat.command(
                     command, principal, user_id, list(context.args or [])
                 )
             await self._say(message, text)
+
+    async def _sign_in_link(self, message: Message, principal: Principal | None) -> str:
+        """`/web`: a fresh sign-in link for the verified person who asked, only in their
+        private chat with the bot (in a group, everyone would see it)."""
+        user_id = message.from_user.id  # type: ignore[union-attr]
+        if principal is None:
+            return self.chat.unlinked(user_id, deciding=False)
+        if self.web is None:
+            return "The web inbox is not set up on this signoff."
+        if message.chat.type != "private":
+            return (
+                "Sign-in links are sent only in a private chat: message me directly and send "
+                "/web there."
+            )
+        return await web_inbox.sign_in_text(self.web, principal)
 
     def _welcome(self, user_id: int, principal: Principal | None) -> str:
         """/start (which a person must send before the bot may message them) and /help."""
@@ -256,6 +283,7 @@ class TelegramChannel:
             f"Linked to signoff as {principal.name} ({principal.key}): approval requests for "
             f"you arrive here. {telegram_card.HELP} Away? /delegate NAME [until WHEN] [SCOPE]; "
             "/delegations lists yours, /revoke ID ends one."
+            + (" /web sends a sign-in link to your inbox in the browser." if self.web else "")
         )
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -293,7 +321,9 @@ class TelegramChannel:
             log.warning("could not answer Telegram callback %s: %s", query.id, exc)
 
     async def _say(self, message: Message, text: str) -> None:
-        """A plain-text reply (no parse mode: nothing in it is markup)."""
+        """A plain-text reply (no parse mode: nothing in it is markup), without link
+        previews: a preview fetched by Telegram's servers would open (and so use up) a
+        single-use sign-in link before the person could."""
         try:
             await self.bot.send_message(
                 chat_id=message.chat.id,
@@ -301,6 +331,7 @@ class TelegramChannel:
                 reply_parameters=ReplyParameters(
                     message.message_id, allow_sending_without_reply=True
                 ),
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
         except TelegramError as exc:
             log.warning("could not reply in Telegram chat %s: %s", message.chat.id, exc)
@@ -320,7 +351,7 @@ class TelegramChannel:
         sent = await self.transport.call(
             self.bot.send_message,
             chat_id=chat_id,
-            text=telegram_card.html(card),
+            text=telegram_card.html(card, self._page(card)),
             parse_mode=ParseMode.HTML,
             reply_markup=_markup(card),
             link_preview_options=LinkPreviewOptions(is_disabled=True),
@@ -333,7 +364,7 @@ class TelegramChannel:
                 self.bot.edit_message_text,
                 chat_id=int(ref.address),
                 message_id=int(ref.message_id),
-                text=telegram_card.html(card),
+                text=telegram_card.html(card, self._page(card)),
                 parse_mode=ParseMode.HTML,
                 reply_markup=_markup(card),  # None removes the buttons
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
@@ -342,6 +373,10 @@ class TelegramChannel:
             if "message is not modified" in str(exc).casefold():
                 return  # already shows this state: an update delivered twice
             raise
+
+    def _page(self, card: Card) -> str | None:
+        """The approval's page on the web surface, if there is one."""
+        return self.web.approval_url(card.approval_id) if self.web is not None else None
 
 
 def _markup(card: Card) -> InlineKeyboardMarkup | None:

@@ -81,13 +81,15 @@ def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
     ]
 
 
-def html(card: Card) -> str:
+def html(card: Card, url: str | None = None) -> str:
     """The card as Telegram HTML (parse_mode="HTML"); the short hash is always the last line.
 
     Every free text has an allowance, so the whole stays inside Telegram's 4,096 characters
     (counted in UTF-16 units, as Telegram counts): an agent writing a 4,000-character summary
     must not keep its card from ever being sent, nor a long note keep it from being updated.
-    Whatever is cut says so ("…"); `signoff approvals show` prints everything."""
+    Whatever is cut says so ("…"); `signoff approvals show` prints everything. `url`, the
+    approval's page on the web surface (when it is configured), becomes an "Open in
+    browser" link above the hash."""
     head = [f"<b>{escape(_clip(card.title, 256))}</b>"]
     if card.summary:
         head.append(escape(_clip(card.summary, _PROSE)))
@@ -116,6 +118,10 @@ def html(card: Card) -> str:
             tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
         if card.decision_note:
             tail.append(f"Note: {escape(_clip(card.decision_note, _PROSE))}")
+    if url is not None:
+        # A text link, not a URL button: Telegram refuses a whole message whose button URL
+        # it dislikes (a host without a dot), but only drops a text link it dislikes.
+        tail += ["", f'<a href="{_html_escape(url, quote=True)}">Open in browser</a>']
     tail += ["", f"<code>{card.short_hash}</code>"]
 
     budget = _TEXT_BUDGET - sum(_shown(line) + 1 for line in head + tail)

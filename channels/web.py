@@ -128,7 +128,8 @@ class WebChannel:
             undefined=jinja2.StrictUndefined,
         )
         app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "web_static"))
-        app.router.add_get(LOGIN_PATH + "{token}", self.login)
+        app.router.add_get(LOGIN_PATH + "{token}", self.login_page)
+        app.router.add_post(LOGIN_PATH + "{token}", self.login)
         app.router.add_post("/web/logout", self.logout)
         app.router.add_get("/web", self.home)
         app.router.add_get("/web/", self.home)
@@ -137,12 +138,19 @@ class WebChannel:
 
     # -- signing in and out -------------------------------------------------------------------
 
+    async def login_page(self, request: web.Request) -> web.StreamResponse:
+        """Opening a link only shows a Continue button: link previews and mail scanners fetch
+        links with GET, and must not use up a single-use link before the person clicks. A
+        small script presses it for a browser with JavaScript on."""
+        token = request.match_info["token"]
+        return self.page(request, None, "sign_in_continue.html", {"token": token}, keep=False)
+
     async def login(self, request: web.Request) -> web.StreamResponse:
         try:
             principal = await self.links.use(request.match_info["token"])
         except SignInRefused as exc:
             return self.refusal(request, None, 403, exc.message, title="Sign-in refused")
-        response = web.HTTPSeeOther(INBOX)
+        response = see_other(INBOX)
         self.sessions.open(response, principal)
         log.info("web session opened for %s", principal, extra={"principal": principal})
         return response
@@ -159,7 +167,7 @@ class WebChannel:
         return response
 
     async def home(self, request: web.Request) -> web.StreamResponse:
-        return web.HTTPSeeOther(INBOX)
+        return see_other(INBOX)
 
     # -- what every page needs ----------------------------------------------------------------
 
@@ -239,6 +247,11 @@ CSRF_REFUSED = (
     "This form did not come from a signoff page you have open (its security token is missing "
     "or wrong), so nothing was done. Reload the page and try again."
 )
+
+
+def see_other(location: str) -> web.Response:
+    """A 303 to `location` (returned, not raised, so the session cookie can ride on it)."""
+    return web.Response(status=303, headers={"Location": location})
 
 
 def _text(value: Any) -> str | None:

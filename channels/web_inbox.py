@@ -1,14 +1,360 @@
-"""The approver's inbox and the approval's page (to be written)."""
+"""The approver's inbox and the approval's page.
+
+`GET /web/inbox` lists the pending requests the signed-in person may decide (assigned to
+them or their group, naming them as an approver, or delegated to them right now), soonest
+deadline first, fifty to a page. The database hands over, in deadline order along its index
+of pending rows and a bounded batch at a time, only the rows whose assignee or approvers
+name the person, someone they stand in for, or one of those people's groups; each is then
+judged by the eligibility rule the Operator applies (`Directory.check_eligible`), so the
+inbox never lists what a click would refuse for want of standing, and never reads other
+people's requests to find out.
+
+`GET /web/approvals/{id}` shows the card the chat surfaces show (bot.card), with Approve,
+Reject and Delegate forms only when the Operator's precheck says the visitor may decide;
+otherwise it says why. The forms carry the hash the page showed, and
+`POST /web/approvals/{id}/approve|reject|delegate` decides exactly that through the Operator,
+as `web:<principal>`: a page older than the request never decides, and every refusal is
+recorded in the request's audit trail and shown in the words Slack and Telegram use
+(channels.conversation.refusal_text). All of it works with JavaScript off; inbox.js only
+refreshes the list.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
+from bot.card import Card, card_for, outcome_lines
+from bot.errors import (
+    AlreadyVoted,
+    ApprovalChanged,
+    ApprovalExpired,
+    InvalidRequest,
+    NotAnApprover,
+    NotFound,
+    NotPending,
+    SignoffError,
+    UnknownPrincipal,
+)
+from bot.model import State
+from bot.operator import Action, Actor
+from bot.routing import GROUP_PREFIX, Principal, Standing, covers
+from channels.conversation import refusal_text
+from store.records import Approval, Delegation
+
 if TYPE_CHECKING:
-    from channels.web import WebChannel
+    from channels.web import Visitor, WebChannel
+
+PAGE = 50  # requests on one inbox page
+_BATCH = 200  # candidate rows read per query while filling a page
+_SCAN = 2000  # at most this many candidates examined for one page; the rest is "More"
+
+# What the page says after a decision (?done=...): fixed sentences, never text from the URL.
+DONE = {
+    "approved": "Approved. The agent is told.",
+    "voted": "Your approval is recorded; the request waits for the other approvals it needs.",
+    "rejected": "Rejected. The agent is told.",
+    "delegated": "Handed over.",
+}
 
 
 def add_routes(app: web.Application, channel: WebChannel) -> None:
-    return None
+    pages = InboxPages(channel)
+    app.router.add_get("/web/inbox", pages.inbox)
+    app.router.add_get("/web/approvals/{id}", pages.approval)
+    app.router.add_post("/web/approvals/{id}/{action:approve|reject|delegate}", pages.decide)
+
+
+async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
+    """What `/signoff web` (Slack) and `/web` (Telegram) answer a verified person, in their
+    private view only: a fresh single-use link to their inbox."""
+    token = await channel.links.make(principal.key)
+    ttl = channel.config.link_ttl
+    return (
+        f"Your sign-in link for the signoff inbox, as {principal.name}: "
+        f"{channel.links.url(channel.public_url, token)} (it works once, within {ttl}; "
+        "do not forward it)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    card: Card
+    standing_in_for: str | None  # the name of whom they decide for as a delegate, if so
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    key: str
+    value: str
+    size: int  # characters of the value as shown, so a long one is known to be long
+
+
+class InboxPages:
+    def __init__(self, channel: WebChannel) -> None:
+        self.channel = channel
+        self.store = channel.store
+        self.directory = channel.directory
+        self.operator = channel.operator
+        self.conversation = channel.conversation
+
+    # -- the inbox ----------------------------------------------------------------------------
+
+    async def inbox(self, request: web.Request) -> web.StreamResponse:
+        visitor = await self.channel.visitor(request)
+        if isinstance(visitor, web.StreamResponse):
+            return visitor
+        now = self.channel.clock.now()
+        after = request.query.get("after") or None
+        items, more = await self.mine(visitor.principal.key, now, after)
+        partial = request.query.get("partial") == "1"
+        query = {"partial": "1"} | ({"after": after} if after else {})
+        context = {
+            "items": items,
+            "more": f"/web/inbox?{urlencode({'after': more})}" if more else None,
+            "first_page": after is None,
+            "refresh": f"/web/inbox?{urlencode(query)}",
+        }
+        if partial:
+            # The script's refresh: it does not count as the person being active, so an open
+            # tab does not keep a session alive past its idle timeout.
+            return self.channel.page(request, visitor, "web_inbox_list.html", context, keep=False)
+        return self.channel.page(request, visitor, "inbox.html", context)
+
+    async def mine(
+        self, principal: str, now: datetime, after: str | None = None
+    ) -> tuple[list[InboxItem], str | None]:
+        """One page of the pending requests `principal` may decide, soonest deadline first,
+        after the request `after`; and the id to continue after, if there may be more."""
+        items: list[InboxItem] = []
+        async with self.store.read() as tx:
+            delegations = await tx.delegations_to(principal, now)
+            keys = self._keys(principal, delegations)
+            cursor: tuple[datetime, str] | None = None
+            if after is not None:
+                previous = await tx.get_approval(after)
+                if previous is not None:
+                    cursor = (previous.expires_at, previous.id)
+            scanned = 0
+            while True:
+                batch = await tx.pending_naming(keys, now, cursor, _BATCH)
+                for row in batch:
+                    cursor = (row.expires_at, row.id)
+                    scanned += 1
+                    standing = self._standing(row, principal, delegations)
+                    if standing is None:
+                        continue
+                    if len(items) == PAGE:
+                        return items, items[-1].card.approval_id  # one more exists
+                    items.append(self._item(row, now, standing))
+                if len(batch) < _BATCH:
+                    return items, None
+                if scanned >= _SCAN:
+                    # Many candidates fail the exact rule (a delegation's scope, say): stop
+                    # here, and let "More" continue from the last row examined.
+                    assert cursor is not None
+                    return items, cursor[1]
+
+    def _keys(self, principal: str, delegations: list[Delegation]) -> set[str]:
+        """What a request's assignee or approvers must name to possibly be `principal`'s:
+        them, whoever they stand in for now, and those people's groups. A superset, for
+        the database to filter on; `_standing` then applies the exact rule."""
+        people = {principal} | {d.principal for d in delegations}
+        groups = {
+            f"{GROUP_PREFIX}{name}"
+            for name, members in self.directory.groups.items()
+            if people & set(members)
+        }
+        return people | groups
+
+    def _item(self, row: Approval, now: datetime, standing: Standing) -> InboxItem:
+        whom = standing.on_behalf_of
+        return InboxItem(
+            Card.from_approval(row, now, self.directory),
+            self.directory.name_of(whom) if whom is not None else None,
+        )
+
+    def _standing(
+        self, row: Approval, principal: str, delegations: list[Delegation]
+    ) -> Standing | None:
+        """The Operator's own eligibility rule; approving=False, so a requester who may
+        still reject or hand on their request sees it (its page says why Approve is not
+        offered)."""
+        try:
+            return self.directory.check_eligible(
+                row, principal, approving=False, delegations=delegations
+            )
+        except NotAnApprover:
+            return None
+
+    # -- the approval's page ------------------------------------------------------------------
+
+    async def approval(self, request: web.Request) -> web.StreamResponse:
+        visitor = await self.channel.visitor(request)
+        if isinstance(visitor, web.StreamResponse):
+            return visitor
+        done = DONE.get(request.query.get("done", ""))
+        return await self.show(request, visitor, request.match_info["id"], status_message=done)
+
+    async def show(
+        self,
+        request: web.Request,
+        visitor: Visitor,
+        approval_id: str,
+        *,
+        status: int = 200,
+        status_message: str | None = None,
+        alert: str | None = None,
+    ) -> web.StreamResponse:
+        """The card as it is now, with the forms the visitor may use; `alert` says why a
+        decision was refused (the page then has that status)."""
+        now = self.channel.clock.now()
+        async with self.store.read() as tx:
+            row = await tx.get_approval(approval_id)
+            standing_in: list[Delegation] = []
+            voted = False
+            if row is not None and row.state == State.PENDING:
+                entitled = self.directory.entitled(row)
+                standing_in = [
+                    d
+                    for d in await tx.delegations_from(sorted(entitled), now)
+                    if covers(d, row.capability)
+                ]
+                if row.required_approvals > 1:
+                    key = visitor.principal.key
+                    voted = any(v.principal == key for v in await tx.votes_for(row.id))
+        if row is None:
+            return self.channel.refusal(
+                request,
+                visitor,
+                404,
+                f"There is no request with id {approval_id}.",
+                title="Not found",
+            )
+        card = await card_for(self.store, self.directory, row, now, max_value=None)
+        allowed, why_not = await self._allowed(
+            row, card, self.conversation.actor(visitor.principal)
+        )
+        if voted:
+            # One vote per person (the Operator refuses a second, approve or reject alike).
+            allowed -= {"approve", "reject"}
+            why_not = "Your vote is recorded; the request waits for the other approvals it needs."
+        context: dict[str, Any] = {
+            "card": card,
+            "arguments": [Argument(k, v, len(v)) for k, v in card.arguments],
+            "outcome": outcome_lines(card) if card.state != State.PENDING else [],
+            "delegates": [self.channel.delegations.describe(d) for d in standing_in],
+            "allowed": allowed,
+            "why_not": why_not,
+            "choices": self._choices(row, visitor.principal.key),
+            "status_message": status_message,
+            "alert": alert,
+        }
+        return self.channel.page(request, visitor, "approval.html", context, status=status)
+
+    async def _allowed(
+        self, row: Approval, card: Card, actor: Actor
+    ) -> tuple[set[str], str | None]:
+        """Which forms to show, asked of the Operator's precheck (advisory: the decision
+        judges again); and, if some are withheld, why, in the chat surfaces' words."""
+        if card.state != State.PENDING:
+            return set(), None
+        if card.overdue:
+            return set(), "This request's time ran out; it can no longer be decided."
+        allowed: set[str] = set()
+        why: str | None = None
+        for action in ("reject", "approve"):
+            try:
+                await self.operator.precheck(row.id, row.hash, actor, action)
+            except SignoffError as error:
+                why = refusal_text(error, self.directory)
+                if action == "reject":  # no standing at all: no forms
+                    return set(), why
+            else:
+                allowed.add(action)
+        if "reject" in allowed:
+            allowed.add("delegate")
+        return allowed, why
+
+    def _choices(self, row: Approval, visitor: str) -> list[tuple[str, str]]:
+        """Whom the request can be handed to: every other principal but its assignee."""
+        return sorted(
+            (
+                (key, f"{p.name} ({key})")
+                for key, p in self.directory.principals.items()
+                if key not in (visitor, row.assignee)
+            ),
+            key=lambda choice: choice[1].casefold(),
+        )
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    async def decide(self, request: web.Request) -> web.StreamResponse:
+        posted = await self.channel.form(request)  # signed in, and the CSRF token is right
+        if isinstance(posted, web.StreamResponse):
+            return posted
+        visitor, form = posted
+        approval_id, action = request.match_info["id"], request.match_info["action"]
+        actor = self.conversation.actor(visitor.principal)
+        try:
+            done = await self._decide(action, approval_id, actor, form)  # type: ignore[arg-type]
+        except NotFound as error:
+            return self.channel.refusal(request, visitor, 404, refusal_text(error, self.directory))
+        except SignoffError as error:
+            told: list[str] = []
+
+            async def tell(text: str, *, firmly: bool = False) -> None:
+                told.append(text)
+
+            # Recorded in the request's audit trail like a refused click in chat.
+            await self.conversation.refuse(approval_id, actor.label, action, error, tell)
+            return await self.show(
+                request, visitor, approval_id, status=_status(error), alert=" ".join(told)
+            )
+        # Post/redirect/get: a reload of the result does not post the form again.
+        return web.Response(
+            status=303, headers={"Location": f"/web/approvals/{approval_id}?done={done}"}
+        )
+
+    async def _decide(
+        self, action: Action, approval_id: str, actor: Actor, form: Mapping[str, str]
+    ) -> str:
+        """Decide what the page showed (its `hash`, never the current one); which DONE line
+        to show. Raises the Operator's refusal."""
+        shown = form.get("hash", "").strip()
+        note = form.get("note", "").strip() or None
+        if action == "approve":
+            decision = await self.operator.approve_shown(approval_id, shown, actor, note)
+            return "voted" if decision.event.type == "voted" else "approved"
+        if action == "reject":
+            await self.operator.reject_shown(approval_id, shown, actor, note)
+            return "rejected"
+        to = form.get("to", "").strip()
+        if not to:
+            raise InvalidRequest("Choose whom to hand the request to; nothing was changed.")
+        if to not in self.directory.principals:
+            raise UnknownPrincipal(f"There is no principal {to!r}; nothing was changed.")
+        # A hand-off names no hash of its own, so check the page is current first: a stale
+        # page hands nothing on either.
+        await self.operator.precheck(approval_id, shown, actor, "delegate")
+        await self.operator.delegate(approval_id, actor, to, note)
+        return "delegated"
+
+
+def _status(error: SignoffError) -> int:
+    """The HTTP status of a refused decision: 410 too late, 403 not theirs to decide, 409
+    the request is not as the page showed it, 400 a mistake in the form."""
+    if isinstance(error, ApprovalExpired):
+        return 410
+    if isinstance(error, NotAnApprover):
+        return 403
+    if isinstance(error, NotPending | ApprovalChanged | AlreadyVoted):
+        return 409
+    if isinstance(error, InvalidRequest | UnknownPrincipal):
+        return 400
+    return 409

@@ -173,6 +173,14 @@ approvals = Table(
         sqlite_where=text("state IN ('pending', 'approved')"),
         postgresql_where=text("state IN ('pending', 'approved')"),
     ),
+    # The dashboard's recent decisions and its time-to-decide chart (index-only).
+    Index(
+        "ix_approvals_decided",
+        "decided_at",
+        "created_at",
+        sqlite_where=text("decided_at IS NOT NULL"),
+        postgresql_where=text("decided_at IS NOT NULL"),
+    ),
 )
 
 approval_events = Table(
@@ -189,6 +197,8 @@ approval_events = Table(
     Column("hash", String(64), nullable=False),
     # Two writers can never both append event N: the chain cannot fork.
     UniqueConstraint("approval_id", "seq"),
+    # The dashboard's per-day counts of requests made and decided.
+    Index("ix_approval_events_type_at", "type", "at"),
 )
 
 votes = Table(

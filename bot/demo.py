@@ -1,0 +1,668 @@
+"""`signoff demo`: the real server on the embedded SQLite default, a few realistic requests
+filed through the HTTP API by a scripted agent, and sign-in links to look at them.
+
+Nothing here is a mock. The server is assembled exactly as `signoff serve` assembles it
+(bot.app: check_channels, prepare_schema, build_app) from the demo config shipped in the
+package (bot/demo.toml); the agents speak the public HTTP API with bearer keys; the human
+decisions the script makes for its story go through the Operator, as `signoff approvals
+approve` does; the `interrupted_side_effect` request is raised by signoff's own sweeper when
+an approved call's execution lease lapses without a report, because the agent "crashed" after
+claiming it.
+
+The scripted agent also receives the decision webhooks (verified to Standard Webhooks) and
+runs what is approved: claim, "execute", report the outcome. So a decision made in the
+browser shows up in the terminal a moment later.
+
+Secrets the config names (`*_env`) that are unset are made up for this run. The database and
+the config copy live in a new temporary directory, deleted when the demo stops, unless
+`--dir` names a directory to keep them in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+from aiohttp import web
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from bot.app import build_app, check_channels, prepare_schema
+from bot.clock import SystemClock
+from bot.config import Config, parse_config
+from bot.delegations import Delegations
+from bot.durations import parse_duration
+from bot.errors import ConfigError, SignoffError
+from bot.operator import Actor, Operator
+from bot.routing import Directory
+from bot.signin import SignInLinks
+from store.repository import Store
+
+log = logging.getLogger("signoff.demo")
+
+DEMO_CONFIG = "demo.toml"
+DATABASE = "signoff-demo.db"
+CONFIG_COPY = "signoff-demo.toml"
+AGENT_PATH = "/webhooks/signoff"
+# The approver and the operator the demo prints sign-in links for.
+APPROVER = "bob"
+OPERATOR = "alice"
+# The claim the "crashing" agent takes: short, so the lapse shows up within seconds.
+CRASH_LEASE = "2s"
+FOLLOW_UP_TIMEOUT = 30.0
+
+
+class DemoFailed(SignoffError):
+    """The demo could not set itself up; the message says what to do."""
+
+
+# -- the requests the scripted agents file -------------------------------------------------------
+
+
+def _refund() -> dict[str, Any]:
+    return {
+        "run_id": "support-run-8812",
+        "capability": "payments.refund",
+        "step": {"node": "refund", "ticket": "SUP-30211"},
+        "tool": {
+            "name": "stripe.refunds.create",
+            "arguments": {"charge": "ch_3PqK2L", "amount": 12000, "currency": "eur"},
+        },
+        "presentation": {
+            "title": "Refund €120.00 to Zoë Martin",
+            "summary": "Order 8812 arrived damaged; the customer sent photos of the box.",
+            "fields": [
+                {"label": "Customer", "value": "Zoë Martin"},
+                {"label": "Amount", "value": "€120.00"},
+                {"label": "Order", "value": "8812"},
+            ],
+        },
+        "reason": "Refunds over €100 need a budget owner's approval.",
+        "requested_by": "support-agent",
+    }
+
+
+def _contract_cancellation() -> dict[str, Any]:
+    return {
+        "run_id": "procurement-run-0193",
+        "capability": "contracts.cancel",
+        "step": {"node": "terminate_contract"},
+        "tool": {
+            "name": "contracts.terminate",
+            "arguments": {
+                "contract_id": "CTR-2024-0193",
+                "counterparty": "Globex Logistics GmbH",
+                "effective_date": "2026-12-31",
+                "notice_days": 30,
+            },
+        },
+        "presentation": {
+            "title": "Cancel the Globex Logistics contract (CTR-2024-0193)",
+            "summary": (
+                "Shipping moved to the new carrier in Q3. This contract auto-renewed twice "
+                "with no shipments since; cancelling now avoids the January renewal."
+            ),
+            "fields": [
+                {"label": "Counterparty", "value": "Globex Logistics GmbH"},
+                {"label": "Annual value", "value": "€48,000"},
+                {"label": "Notice period", "value": "30 days"},
+                {"label": "Effective", "value": "31 Dec 2026"},
+            ],
+        },
+        "reason": "Contract terminations are signed off by the contract owner.",
+        "requested_by": "procurement-agent",
+    }
+
+
+def _migration() -> dict[str, Any]:
+    return {
+        "run_id": "deploy-run-0042",
+        "capability": "infra.db.migrate",
+        "step": {"pipeline": "orders", "stage": "migrate"},
+        "tool": {
+            "name": "deploy.migrations.run",
+            "arguments": {
+                "database": "orders-prod",
+                "migration": "0042_split_customer_address",
+                "lock_timeout": "5s",
+                "batch_size": 5000,
+            },
+        },
+        "presentation": {
+            "title": "Run migration 0042 on orders-prod",
+            "summary": (
+                "Splits customers.address into street, city and postcode: adds three columns "
+                "and backfills 2.1 million rows in batches. The old column stays until 0043."
+            ),
+            "fields": [
+                {"label": "Database", "value": "orders-prod (PostgreSQL 16)"},
+                {"label": "Estimated time", "value": "about 12 minutes"},
+                {"label": "Rollback", "value": "0042_down drops the new columns"},
+            ],
+        },
+        "reason": "Schema changes on production need two approvers.",
+        "requested_by": "deploy-agent",
+    }
+
+
+def _invoice() -> dict[str, Any]:
+    return {
+        "run_id": "support-run-4471",
+        "capability": "payments.payout",
+        "step": {"node": "pay_invoice"},
+        "tool": {
+            "name": "stripe.transfers.create",
+            "arguments": {
+                "destination": "acct_1Nw7TradersEU",
+                "amount": 348000,
+                "currency": "eur",
+                "invoice": "INV-4471",
+            },
+        },
+        "presentation": {
+            "title": "Pay invoice INV-4471: €3,480.00 to Northwind Traders",
+            "fields": [
+                {"label": "Supplier", "value": "Northwind Traders"},
+                {"label": "Amount", "value": "€3,480.00"},
+                {"label": "Invoice", "value": "INV-4471 (due in 5 days)"},
+            ],
+        },
+        "reason": "Supplier payouts always need approval.",
+        "requested_by": "support-agent",
+    }
+
+
+def _store_credit() -> dict[str, Any]:
+    return {
+        "run_id": "support-run-8790",
+        "capability": "payments.credit",
+        "step": {"node": "store_credit"},
+        "tool": {
+            "name": "billing.credits.grant",
+            "arguments": {"customer": "cus_Kai8Berg", "amount": 240000, "currency": "eur"},
+        },
+        "presentation": {
+            "title": "Store credit of €2,400.00 for Kai Berg",
+            "fields": [
+                {"label": "Customer", "value": "Kai Berg"},
+                {"label": "Amount", "value": "€2,400.00"},
+            ],
+        },
+        "reason": "Credits over €500 need approval.",
+        "requested_by": "support-agent",
+    }
+
+
+# -- configuration and secrets -------------------------------------------------------------------
+
+
+def shipped_config_text() -> str:
+    """The demo config as shipped in the package."""
+    return resources.files("bot").joinpath(DEMO_CONFIG).read_text("utf-8")
+
+
+def _replace(text: str, key: str, value: str) -> str:
+    """Set every `key = "..."` line of the shipped config to `value`."""
+    pattern = re.compile(rf'^({re.escape(key)} = )"[^"\n]*"', re.MULTILINE)
+    new, count = pattern.subn(lambda m: m.group(1) + json.dumps(value), text)
+    if count == 0:
+        raise DemoFailed(f"the demo config has no {key} line; is bot/{DEMO_CONFIG} intact?")
+    return new
+
+
+def demo_config_text(*, listen: str, public_url: str, database_path: Path, agent_url: str) -> str:
+    """The shipped demo config with this run's addresses and database filled in."""
+    text = shipped_config_text()
+    text = _replace(text, "listen", listen)
+    text = _replace(text, "public_url", public_url)
+    text = _replace(text, "url", f"sqlite+aiosqlite:///{database_path}")
+    return _replace(text, "webhook_url", agent_url)
+
+
+def made_up_secrets(config: Config, environ: Any = os.environ) -> dict[str, str]:
+    """A value for every secret the demo config names that is unset in `environ`, set there
+    too (the server reads them from the environment); the ones it made up, by variable."""
+    made: dict[str, str] = {}
+
+    def need(variable: str | None, value: str) -> None:
+        if variable and not environ.get(variable) and variable not in made:
+            made[variable] = value
+            environ[variable] = value
+
+    if config.web is not None:
+        need(config.web.secret_env, secrets.token_urlsafe(32))
+    for tenant in config.tenants:
+        need(tenant.api_key_env, f"demo-{tenant.name}-{secrets.token_urlsafe(12)}")
+        variables = tenant.webhook_secret_env
+        for variable in [variables] if isinstance(variables, str) else variables or []:
+            need(variable, "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+    return made
+
+
+def _bind(listen: str) -> socket.socket:
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return socket.create_server((host, int(port)))
+    except OSError as exc:
+        raise DemoFailed(
+            f"cannot listen on {listen}: {exc.strerror}. Is another signoff running there? "
+            "Pass --listen 127.0.0.1:0 to take any free port."
+        ) from None
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# -- the scripted agent --------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    """The agents' side: files requests over the HTTP API and, on each decision webhook,
+    runs what was approved (claim, execute, report) or says why it will not."""
+
+    base_url: str
+    keys: dict[str, str]  # tenant -> API key
+    webhook_secrets: dict[str, str]  # tenant -> whsec_
+    out: TextIO
+    session: aiohttp.ClientSession = field(init=False)
+    # Approvals this agent "crashes" on after claiming: it must not run them when their
+    # webhook arrives.
+    crashing: set[str] = field(default_factory=set)
+    _seen: set[str] = field(default_factory=set)
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    async def call(
+        self, tenant: str, method: str, path: str, body: Any = None, *, expect: int = 200
+    ) -> dict[str, Any]:
+        async with self.session.request(
+            method,
+            self.base_url + path,
+            json=body,
+            headers={"Authorization": f"Bearer {self.keys[tenant]}"},
+        ) as response:
+            document = await response.json(content_type=None)
+            if response.status != expect:
+                raise DemoFailed(
+                    f"the demo agent's {method} {path} got {response.status}: "
+                    f"{json.dumps(document)[:500]}"
+                )
+            return dict(document)
+
+    async def file(self, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(tenant, "POST", "/v1/approvals", body, expect=201)
+
+    async def get(self, tenant: str, approval_id: str) -> dict[str, Any]:
+        return await self.call(tenant, "GET", f"/v1/approvals/{approval_id}")
+
+    async def claim(self, tenant: str, approval_id: str, lease: str | None = None) -> Any:
+        body = {"lease": lease} if lease else {}
+        return await self.call(tenant, "POST", f"/v1/approvals/{approval_id}/claim", body)
+
+    # -- webhooks ---------------------------------------------------------------------------
+
+    async def webhook(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            tenant = json.loads(raw)["approval"]["tenant"]
+            secret = self.webhook_secrets[tenant]
+            document = Webhook(secret).verify(raw, dict(request.headers))
+        except (ValueError, KeyError, TypeError, WebhookVerificationError) as exc:
+            self.say(f"agent: refused a webhook that did not verify ({exc})")
+            return web.Response(status=400, text="bad signature")
+        # A delivery may come twice (at least once); act on each once.
+        if document["delivery_id"] not in self._seen:
+            self._seen.add(document["delivery_id"])
+            asyncio.get_running_loop().create_task(self._react(document["approval"]))
+        return web.Response(text="ok")
+
+    async def _react(self, approval: dict[str, Any]) -> None:
+        title = approval["presentation"].get("title", approval["capability"])
+        who = approval.get("decided_by") or "signoff"
+        state = approval["state"]
+        try:
+            if state == "approved" and approval["id"] in self.crashing:
+                return  # this run "crashed" after its claim; it never reports
+            if state == "approved":
+                claim = await self.claim(approval["tenant"], approval["id"])
+                tool = claim["tool"]
+                self.say(
+                    f"agent: {title!r} approved by {who}: claimed it and ran "
+                    f"{tool['name']} with exactly the stored arguments (simulated)"
+                )
+                await self.call(
+                    approval["tenant"],
+                    "POST",
+                    f"/v1/approvals/{approval['id']}/complete",
+                    {
+                        "claim_token": claim["claim_token"],
+                        "outcome": "succeeded",
+                        "result": {"simulated": True},
+                    },
+                )
+            elif state in ("rejected", "expired", "cancelled"):
+                note = approval.get("decision_note")
+                self.say(
+                    f"agent: {title!r} was {state}"
+                    + (f" by {who}" if state == "rejected" else "")
+                    + (f" ({note})" if note else "")
+                    + "; it will not run"
+                )
+            elif state == "outcome_unknown":
+                self.say(
+                    f"agent: {title!r}: signoff says the outcome is unknown (the claim's lease "
+                    "lapsed); a human is asked whether to run it again"
+                )
+        except SignoffError as exc:
+            self.say(f"agent: {title!r}: {exc.message}")
+        except aiohttp.ClientError as exc:
+            self.say(f"agent: {title!r}: the server did not answer ({exc})")
+
+
+# -- the story -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filed:
+    tenant: str
+    record: dict[str, Any]
+    note: str
+
+    @property
+    def title(self) -> str:
+        return str(self.record["presentation"]["title"])
+
+
+async def _wait_follow_up(agent: Agent, tenant: str, approval_id: str) -> dict[str, Any]:
+    """Poll the agent API until the sweeper has raised the lapsed call's follow-up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FOLLOW_UP_TIMEOUT
+    while True:
+        record = await agent.get(tenant, approval_id)
+        if record.get("follow_up_id"):
+            return await agent.get(tenant, record["follow_up_id"])
+        if loop.time() > deadline:
+            raise DemoFailed(
+                f"the sweeper did not raise the interrupted_side_effect request within "
+                f"{FOLLOW_UP_TIMEOUT:.0f} s (approval {approval_id} is {record['state']})"
+            )
+        await asyncio.sleep(0.2)
+
+
+async def file_requests(
+    agent: Agent, store: Store, directory: Directory, clock: SystemClock
+) -> list[Filed]:
+    """What happened this morning, replayed: the requests waiting in the inboxes now."""
+    now = clock.now()
+    # Carol is at a conference this week: Bob decides her contracts meanwhile.
+    await Delegations(store, directory, clock).create(
+        "carol",
+        "bob",
+        created_by="cli",
+        ends_at=now + timedelta(days=5),
+        scope="contracts.*",
+        note="Carol is at a conference this week",
+    )
+    operator = Operator(store, directory, clock)
+    alice = Actor(principal="alice", via="cli")
+    bob = Actor(principal="bob", via="cli")
+    filed: list[Filed] = []
+
+    refund = await agent.file("support", _refund())
+    filed.append(Filed("support", refund, "for group finance (Alice or Bob)"))
+
+    contract = await agent.file("ops", _contract_cancellation())
+    filed.append(Filed("ops", contract, "for Carol, who is away: delegated to Bob"))
+
+    migration = await agent.file("ops", _migration())
+    await operator.approve_shown(migration["id"], migration["hash"], alice, "Dry run was clean")
+    filed.append(Filed("ops", migration, "2 of 3 needed: Alice approved, one more to go"))
+
+    credit = await agent.file("support", _store_credit())
+    await operator.reject_shown(
+        credit["id"], credit["hash"], bob, "Duplicate of the refund in order 8790"
+    )
+    filed.append(Filed("support", credit, "Bob rejected it at the CLI"))
+
+    # Alice approves a payout; the agent claims it with a short lease and "crashes" before
+    # reporting. When the lease lapses, signoff's sweeper records outcome_unknown and raises
+    # an interrupted_side_effect request: did the transfer happen? should it run again?
+    invoice = await agent.file("support", _invoice())
+    agent.crashing.add(invoice["id"])
+    await operator.approve_shown(invoice["id"], invoice["hash"], alice, "Matches the PO")
+    await agent.claim("support", invoice["id"], lease=CRASH_LEASE)
+    filed.append(
+        Filed(
+            "support",
+            invoice,
+            f"Alice approved it; the agent claimed it ({CRASH_LEASE} lease) "
+            "and crashed before reporting",
+        )
+    )
+    follow_up = await _wait_follow_up(agent, "support", invoice["id"])
+    filed.append(
+        Filed("support", follow_up, "raised by signoff when that lease lapsed: run it again?")
+    )
+    return filed
+
+
+# -- running it ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _workdir(keep: Path | None) -> Iterator[tuple[Path, bool]]:
+    """Where the database and the config copy go, and whether it is a temporary directory
+    (deleted when the demo stops)."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        if (keep / DATABASE).exists():
+            raise DemoFailed(
+                f"{keep / DATABASE} exists from an earlier demo; remove it or pass another --dir"
+            )
+        yield keep.resolve(), False
+        return
+    path = Path(tempfile.mkdtemp(prefix="signoff-demo-"))
+    try:
+        yield path, True
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def run_demo(
+    listen: str = "127.0.0.1:8700", keep: Path | None = None, out: TextIO = sys.stdout
+) -> None:
+    """Run the demo until SIGINT or SIGTERM (Ctrl-C)."""
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    # $SIGNOFF_DATABASE_URL would override the demo's own database: the demo never touches
+    # a database it did not create.
+    os.environ.pop("SIGNOFF_DATABASE_URL", None)
+    with (
+        _workdir(keep) as (workdir, temporary),
+        _bind(listen) as server_sock,
+        _bind(f"{listen.rpartition(':')[0]}:0") as agent_sock,
+    ):
+        address = _address(server_sock)
+        public_url = f"http://{address}"
+        text = demo_config_text(
+            listen=address,
+            public_url=public_url,
+            database_path=workdir / DATABASE,
+            agent_url=f"http://{_address(agent_sock)}{AGENT_PATH}",
+        )
+        config_path = workdir / CONFIG_COPY
+        config_path.write_text(text, "utf-8")
+        config = parse_config(tomllib.loads(text), str(config_path))
+        made = made_up_secrets(config)
+        await _serve(
+            config, config_path, temporary, server_sock, agent_sock, public_url, made, stop, out
+        )
+
+
+async def _serve(
+    config: Config,
+    config_path: Path,
+    temporary: bool,
+    server_sock: socket.socket,
+    agent_sock: socket.socket,
+    public_url: str,
+    made: dict[str, str],
+    stop: asyncio.Event,
+    out: TextIO,
+) -> None:
+    if config.web is None:
+        raise ConfigError(f"{config_path}: the demo needs the [web] table")
+    check_channels(config)
+    store = Store.from_url(config.database_url)
+    runners: list[web.AppRunner] = []
+    agent = Agent(
+        public_url,
+        keys={t.name: os.environ[t.api_key_env] for t in config.tenants if t.api_key_env},
+        webhook_secrets={
+            t.name: os.environ[str(t.webhook_secret_env)]
+            for t in config.tenants
+            if isinstance(t.webhook_secret_env, str)
+        },
+        out=out,
+    )
+    await agent.start()
+    try:
+        await prepare_schema(store)
+        # The server, as `signoff serve` builds it (bot.app.run_server), on the bound socket.
+        server = web.AppRunner(build_app(config, store), access_log=None, shutdown_timeout=5.0)
+        await server.setup()
+        runners.append(server)
+        await web.SockSite(server, server_sock).start()
+        log.info("signoff listening on %s", public_url)
+        hooks = web.Application()
+        hooks.router.add_post(AGENT_PATH, agent.webhook)
+        agent_runner = web.AppRunner(hooks, access_log=None, shutdown_timeout=1.0)
+        await agent_runner.setup()
+        runners.insert(0, agent_runner)
+        await web.SockSite(agent_runner, agent_sock).start()
+
+        _print_header(out, public_url, config, config_path, temporary, made)
+        directory = config.directory()
+        clock = SystemClock()
+        story = asyncio.create_task(file_requests(agent, store, directory, clock))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({story, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not story.done():
+            story.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await story
+            return
+        stopping.cancel()
+        # As they stand now, after the story's decisions and the lease's lapse.
+        filed = [
+            Filed(f.tenant, await agent.get(f.tenant, f.record["id"]), f.note)
+            for f in story.result()
+        ]
+        links = SignInLinks(store, directory, clock, parse_duration(config.web.link_ttl))
+        approver = links.url(public_url, await links.make(APPROVER))
+        operator = links.url(public_url, await links.make(OPERATOR))
+        _print_story(out, filed, directory)
+        _print_links(out, directory, config, config_path, approver, operator, public_url, made)
+        await stop.wait()
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+        await agent.close()
+        await store.close()
+    print("\nsignoff demo stopped", file=out, flush=True)
+
+
+def _print_header(
+    out: TextIO,
+    public_url: str,
+    config: Config,
+    config_path: Path,
+    temporary: bool,
+    made: dict[str, str],
+) -> None:
+    lines = [
+        "signoff demo",
+        f"  server    {public_url}   (the same server `signoff serve` runs)",
+        f"  database  {config.database_url.removeprefix('sqlite+aiosqlite:///')}"
+        + ("   (deleted when the demo stops; --dir DIR keeps it)" if temporary else ""),
+        f"  config    {config_path}",
+    ]
+    if made:
+        lines.append(f"  made-up secrets for this run: {', '.join(sorted(made))}")
+    lines += ["", "The scripted agents file their requests through the HTTP API..."]
+    print("\n".join(lines), file=out, flush=True)
+
+
+def _print_story(out: TextIO, filed: list[Filed], directory: Directory) -> None:
+    for item in filed:
+        record = item.record
+        kind = "interrupted_side_effect, " if record["kind"] != "tool_call" else ""
+        print(f"  {item.tenant:<8} {item.title}", file=out)
+        print(f"  {'':<8} {kind}{record['state']}: {item.note}", file=out)
+    print(file=out, flush=True)
+
+
+def _print_links(
+    out: TextIO,
+    directory: Directory,
+    config: Config,
+    config_path: Path,
+    approver: str,
+    operator: str,
+    public_url: str,
+    made: dict[str, str],
+) -> None:
+    assert config.web is not None
+    variable = config.tenants[0].api_key_env or ""
+    # A key made up for this run is shown; one the user set stays in their environment.
+    key = made.get(variable, f"${variable}")
+    lines = [
+        f"Sign in (each link opens one browser session, once, within {config.web.link_ttl}):",
+        f"  approver  {directory.name_of(APPROVER):<10} {approver}",
+        f"  operator  {directory.name_of(OPERATOR):<10} {operator}   (also /dashboard)",
+        "",
+        "More links, from another terminal:",
+        f"  SIGNOFF_CONFIG={config_path} signoff web login --as carol",
+        "The agent API, as the support agent:",
+        f"  curl -H 'Authorization: Bearer {key}' {public_url}/v1/approvals",
+        "",
+        "Decide in the browser: the demo agent prints what it does with each decision.",
+        "Ctrl-C stops the demo.",
+        "",
+    ]
+    print("\n".join(lines), file=out, flush=True)

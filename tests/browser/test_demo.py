@@ -1,0 +1,177 @@
+"""`signoff demo` as a newcomer runs it: a subprocess that prints sign-in links, opened in
+Chromium.
+
+It proves that the demo starts the real server on a SQLite database of its own (in a
+temporary directory: nothing lands in the working directory), files its requests through the
+HTTP API, prints an approver's and an operator's link, and that the approver's link opens an
+inbox listing the demo's four pending requests (a refund, a contract cancellation handed to
+Bob by Carol's delegation, a production migration needing 2 of 3, and the
+`interrupted_side_effect` signoff raised itself when the agent's claim lapsed); that a
+decision made there reaches the demo's scripted agent, which runs the call and says so; and
+that Ctrl-C (SIGINT) stops it cleanly, exit 0, its temporary directory gone.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import BrowserContext, expect
+
+from bot.config import parse_config
+from bot.demo import demo_config_text, shipped_config_text
+from tests.acceptance.conftest import base_env
+from tests.acceptance.service import wait_until
+from tests.browser.conftest import shoot
+
+START_TIMEOUT = 60.0
+DEMO_TITLES = (
+    "Refund €120.00 to Zoë Martin",
+    "Cancel the Globex Logistics contract (CTR-2024-0193)",
+    "Run migration 0042 on orders-prod",
+    "Outcome unknown: Pay invoice INV-4471: €3,480.00 to Northwind Traders",
+)
+
+
+class Demo:
+    """`signoff demo --listen 127.0.0.1:0` as a subprocess; its stdout collected by a thread."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "demo", "--listen", "127.0.0.1:0"],
+            cwd=cwd,
+            env=base_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if "Ctrl-C stops the demo" in line:
+                self._ready.set()
+        self._ready.set()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_ready(self) -> str:
+        if not self._ready.wait(START_TIMEOUT) or self.proc.poll() is not None:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise AssertionError(f"signoff demo did not start:\n{self.output}\n{err}")
+        return self.output
+
+    def link(self, role: str) -> str:
+        match = re.search(rf"^  {role} .*?(http://\S+/web/login/\S+)", self.output, re.M)
+        assert match, self.output
+        return match.group(1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    running = Demo(tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_the_demo_prints_links_that_open_a_working_inbox(
+    demo: Demo, tmp_path: Path, contexts: Callable[..., BrowserContext]
+) -> None:
+    printed = demo.wait_ready()
+    database = Path(re.search(r"^  database  (\S+)", printed, re.M).group(1))  # type: ignore[union-attr]
+    assert database.is_file(), printed
+    assert "interrupted_side_effect, pending" in printed, printed
+
+    page = contexts().new_page()
+    page.goto(demo.link("approver"))  # its page presses Continue, then the inbox
+    page.wait_for_url("**/web/inbox")
+    expect(page.locator("header .who")).to_have_text("Bob Stone")
+    pending = page.locator('#inbox article.card[data-state="pending"]')
+    expect(pending).to_have_count(len(DEMO_TITLES))
+    shown = sorted(pending.locator("h2").all_inner_texts())
+    assert shown == sorted(DEMO_TITLES), shown
+    shoot(page, "demo-inbox")
+
+    # A decision in the browser reaches the scripted agent, which runs the call it approved.
+    page.get_by_role("link", name=DEMO_TITLES[0]).click()
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("status")).to_contain_text("Approved")
+    wait_until(
+        lambda: "agent: 'Refund €120.00 to Zoë Martin' approved by bob: claimed it" in demo.output,
+        15,
+        "the demo agent running the approved refund",
+    )
+
+    # The operator's link opens her dashboard: what is still pending, across both tenants.
+    operator = contexts().new_page()
+    operator.goto(demo.link("operator"))
+    operator.wait_for_url("**/web/inbox")
+    expect(operator.locator("header .who")).to_have_text("Alice Ng")
+    operator.get_by_role("link", name="Dashboard").click()
+    rows = operator.locator("#pending tbody tr")
+    expect(rows).to_have_count(len(DEMO_TITLES) - 1)  # the refund is decided
+    expect(operator.locator("#pending")).to_contain_text("ops")
+    expect(operator.locator("#pending")).to_contain_text("support")
+    expect(operator.locator("#recent")).to_contain_text("Bob Stone")
+
+    # Ctrl-C: a clean stop, and the demo's temporary directory is gone.
+    demo.proc.send_signal(signal.SIGINT)
+    assert demo.proc.wait(15) == 0, demo.output
+    assert demo.output.rstrip().endswith("signoff demo stopped"), demo.output
+    assert not database.parent.exists()
+    assert list(tmp_path.iterdir()) == []  # nothing was written where it ran
+
+
+def test_the_shipped_demo_config_is_what_the_demo_promises(tmp_path: Path) -> None:
+    """Three principals (one an operator), a group, a route with escalation and one needing
+    2 of 3, every card shown in the web inbox; the copy the demo writes names this run's
+    addresses and database. (No browser needed.)"""
+    shipped = parse_config(tomllib.loads(shipped_config_text()), "bot/demo.toml")
+    assert sorted(shipped.principals) == ["alice", "bob", "carol"]
+    assert [key for key, p in shipped.principals.items() if p.operator] == ["alice"]
+    assert shipped.groups["finance"].members == ["alice", "bob"]
+    assert any(route.escalation for route in shipped.routes)
+    assert any(
+        (route.required_approvals, len(route.approvers)) == (2, 3) for route in shipped.routes
+    )
+    assert all(route.notify == ["web"] for route in shipped.routes)
+    assert shipped.web is not None
+
+    text = demo_config_text(
+        listen="127.0.0.1:9123",
+        public_url="http://127.0.0.1:9123",
+        database_path=tmp_path / "demo.db",
+        agent_url="http://127.0.0.1:9124/webhooks/signoff",
+    )
+    config = parse_config(tomllib.loads(text), "copy")
+    assert (config.server.listen, config.server.public_url) == (
+        "127.0.0.1:9123",
+        "http://127.0.0.1:9123",
+    )
+    assert config.database.url == f"sqlite+aiosqlite:///{tmp_path / 'demo.db'}"
+    assert {t.webhook_url for t in config.tenants} == {"http://127.0.0.1:9124/webhooks/signoff"}
+    # Everything else is the shipped config, unchanged.
+    assert config.principals == shipped.principals
+    assert config.routes == shipped.routes

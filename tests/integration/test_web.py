@@ -1,0 +1,755 @@
+"""The web inbox end to end, in-process: the real application (bot.app.build_app with [web])
+on a loopback port, a FakeClock, and aiohttp clients with their own cookie jars standing in
+for browsers (one per person; a person's second tab shares their jar), on SQLite and
+PostgreSQL.
+
+Proves: a sign-in link opens a session once (the second use is refused in words); pages
+without a session, or after the idle timeout, are the 401 sign-in page; the inbox lists only
+what the person may decide (assigned, in their group, naming them, delegated to them now),
+soonest deadline first, in pages; the approval's page shows the card and offers the forms only
+to those the Operator would let decide, saying why to anyone else; approving, rejecting with a
+reason and handing over from the page decide through the Operator as `web:<principal>` and
+queue the webhook; every refusal (already decided in another tab, changed since shown, not
+entitled, expired, a form without the CSRF token) is shown in words with its status, audited
+where a chat surface would audit it, and changes nothing; the `web` notify target is served.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+
+from bot.audit import verify
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.delegations import Delegations
+from bot.durations import parse_duration
+from bot.signin import SignInLinks
+from channels import web_inbox
+from store.repository import Store
+from tests.conftest import TEST_CONFIG
+from tests.integration.chat_server import ChatServer, serve
+
+API_KEY = "acme-key"
+GLOBEX_KEY = "globex-key"
+SECRET = "w" * 40
+PUBLIC_URL = "http://signoff.example.com"  # https would make the cookie Secure, and
+# the test talks plain HTTP to loopback
+WRONG_HASH = "ab" * 32
+
+
+# -- reading pages: a small DOM on the standard library's HTML parser --------------------------
+
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"})
+
+
+@dataclass
+class Node:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node | str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+
+        def walk(node: Node) -> None:
+            for child in node.children:
+                if isinstance(child, str):
+                    parts.append(child)
+                else:
+                    walk(child)
+
+        walk(self)
+        # Elements read as separate words ("Amount €120.00" from <dt>Amount</dt><dd>…).
+        return " ".join(" ".join(parts).split())
+
+    def find_all(self, tag: str | None = None, classes: str = "", **attrs: str) -> list[Node]:
+        """Descendants by tag, by every class in `classes`, and by exact attributes
+        (`data_approval_id=` for data-approval-id)."""
+        wanted = {name.replace("_", "-"): value for name, value in attrs.items()}
+        found: list[Node] = []
+
+        def walk(node: Node) -> None:
+            for child in node.children:
+                if isinstance(child, Node):
+                    if (
+                        (tag is None or child.tag == tag)
+                        and set(classes.split()) <= set(child.attrs.get("class", "").split())
+                        and all(child.attrs.get(k) == v for k, v in wanted.items())
+                    ):
+                        found.append(child)
+                    walk(child)
+
+        walk(self)
+        return found
+
+    def find(self, tag: str | None = None, classes: str = "", **attrs: str) -> Node:
+        matches = self.find_all(tag, classes, **attrs)
+        assert matches, f"no <{tag} class={classes!r} {attrs}> in the page"
+        return matches[0]
+
+    def field(self, name: str) -> str:
+        """The value of the form input `name` inside this node."""
+        return self.find("input", name=name).attrs["value"]
+
+
+class _Builder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in _VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))
+
+    def handle_endtag(self, tag: str) -> None:
+        for depth in range(len(self.stack) - 1, 0, -1):
+            if self.stack[depth].tag == tag:
+                del self.stack[depth:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse(html: str) -> Node:
+    builder = _Builder()
+    builder.feed(html)
+    builder.close()
+    return builder.root
+
+
+@dataclass
+class Page:
+    status: int
+    url: str
+    html: str
+    doc: Node
+
+    @property
+    def alert(self) -> str:
+        return self.doc.find(role="alert").text
+
+    @property
+    def cards(self) -> list[Node]:
+        return self.doc.find_all("article", classes="card")
+
+    def card(self, approval_id: str) -> Node:
+        return self.doc.find("article", classes="card", data_approval_id=approval_id)
+
+    def forms(self) -> list[str]:
+        """The decision forms on the page: "approve", "reject", "delegate"."""
+        return [
+            next(c for c in f.attrs["class"].split() if c != "decide")
+            for f in self.doc.find_all("form", classes="decide")
+        ]
+
+
+# -- the server and its visitors -----------------------------------------------------------------
+
+
+class Browser:
+    """One person's browser: its own cookie jar; tabs of one browser share it."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        # unsafe: keep cookies for an IP-address host (127.0.0.1)
+        self.http = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+    def _url(self, path: str) -> str:
+        parts = urlsplit(path)  # links name the public URL; the test server is on loopback
+        return self.base + parts.path + (f"?{parts.query}" if parts.query else "")
+
+    async def get(self, path: str, *, follow: bool = True) -> Page:
+        async with self.http.get(self._url(path), allow_redirects=follow) as response:
+            text = await response.text()
+            location = response.headers.get("Location", str(response.url))
+            return Page(response.status, location, text, parse(text))
+
+    async def post(self, path: str, data: dict[str, str], *, follow: bool = False) -> Page:
+        async with self.http.post(self._url(path), data=data, allow_redirects=follow) as response:
+            text = await response.text()
+            location = response.headers.get("Location", str(response.url))
+            return Page(response.status, location, text, parse(text))
+
+    async def sign_in(self, link: str, *, follow: bool = True) -> Page:
+        """Open a sign-in link as a person does: the link shows a Continue button (a GET uses
+        nothing up), whose form POSTs the token."""
+        shown = await self.get(link)
+        [form] = shown.doc.find_all("form", id="sign-in")
+        return await self.post(form.attrs["action"], {}, follow=follow)
+
+    async def decide(
+        self, page: Page, action: str, *, hash_: str | None = None, **fields: str
+    ) -> Page:
+        """Submit one of the page's decision forms as a browser would (its hidden inputs),
+        optionally with another hash than the one it shows."""
+        form = page.doc.find("form", classes=f"decide {action}")
+        data = {"csrf": form.field("csrf"), "hash": hash_ or form.field("hash"), **fields}
+        return await self.post(form.attrs["action"], data)
+
+
+@dataclass
+class Rig(ChatServer):
+    links: SignInLinks
+    browsers: list[Browser] = field(default_factory=list)
+
+    async def create_for(self, key: str, **overrides: Any) -> dict[str, Any]:
+        """A request through the agent API with another tenant's key."""
+        async with self.http.post(
+            f"{self.url}/v1/approvals",
+            json=overrides,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as response:
+            assert response.status == 201, await response.text()
+            return await response.json()
+
+    async def link(self, principal: str) -> str:
+        """A sign-in link, as `signoff web login --as` prints it."""
+        return self.links.url(PUBLIC_URL, await self.links.make(principal))
+
+    def browser(self) -> Browser:
+        browser = Browser(self.url)
+        self.browsers.append(browser)
+        return browser
+
+    async def signed_in(self, principal: str) -> Browser:
+        browser = self.browser()
+        page = await browser.sign_in(await self.link(principal))
+        assert page.status == 200 and urlsplit(page.url).path == "/web/inbox", page.html
+        return browser
+
+    async def outbox_kinds(self, approval_id: str) -> list[str]:
+        async with self.store.read() as tx:
+            return [job.kind for job in await tx.outbox_jobs(approval_id=approval_id)]
+
+
+def _config() -> dict[str, Any]:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["server"] = {"public_url": PUBLIC_URL}
+    config["web"] = {"link_ttl": "15m", "session_idle": "8h"}
+    config["tenants"][0]["api_key_env"] = "WEB_TEST_API_KEY"
+    config["tenants"][1]["api_key_env"] = "WEB_TEST_GLOBEX_KEY"
+    config["principals"]["erin"] = {"name": "Erin Outsider"}
+    config["routes"][0]["notify"] = ["web"]
+    return config
+
+
+Start = Callable[[Store], Awaitable[Rig]]
+
+
+@pytest.fixture
+async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    monkeypatch.setenv("SIGNOFF_WEB_SECRET", SECRET)
+    monkeypatch.setenv("WEB_TEST_API_KEY", API_KEY)
+    monkeypatch.setenv("WEB_TEST_GLOBEX_KEY", GLOBEX_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    rigs: list[Rig] = []
+
+    async def one(store: Store) -> Rig:
+        config = parse_config(_config())
+        directory = config.directory()
+        links = SignInLinks(store, directory, clock, parse_duration("15m"))
+        rig = await serve(Rig, config, store, clock, API_KEY, cleanup, links=links)
+        rigs.append(rig)
+        return rig
+
+    yield one
+    for rig in rigs:
+        for browser in rig.browsers:
+            await browser.http.close()
+    for close in reversed(cleanup):
+        await close()
+
+
+@pytest.fixture
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store)
+
+
+async def _trail(rig: Rig, approval_id: str) -> list[tuple[str, str]]:
+    return [(e.type, e.actor) for e in await rig.events(approval_id)]
+
+
+# -- signing in ------------------------------------------------------------------------------------
+
+
+async def test_a_sign_in_link_opens_a_session_once(rig: Rig) -> None:
+    link = await rig.link("alice")
+    browser = rig.browser()
+    for _ in range(2):  # a link preview or a mail scanner fetching it uses nothing up
+        shown = await browser.get(link)
+        assert shown.status == 200 and shown.doc.find_all("form", id="sign-in")
+    first = await browser.sign_in(link, follow=False)
+    assert (first.status, first.url) == (303, "/web/inbox")
+    inbox = await browser.get("/web/inbox")
+    assert inbox.status == 200
+    assert "Your inbox" in inbox.doc.find("h1").text
+    assert "Alice Ng" in inbox.doc.find(classes="who").text
+
+    again = await rig.browser().sign_in(link)
+    assert again.status == 403
+    assert "already used" in again.alert
+    forged = await rig.browser().sign_in("/web/login/not-a-token")
+    assert forged.status == 403 and "not valid" in forged.alert
+
+
+async def test_pages_without_a_session_are_the_401_sign_in_page(rig: Rig) -> None:
+    record = await rig.create()
+    stranger = rig.browser()
+    for path in ("/web/inbox", f"/web/approvals/{record['id']}"):
+        page = await stranger.get(path)
+        assert page.status == 401
+        assert "Sign in with a link" in page.doc.find("h1").text
+        assert page.doc.find_all("form", classes="decide") == []
+    posted = await stranger.post(
+        f"/web/approvals/{record['id']}/approve", {"hash": record["hash"], "csrf": "x"}
+    )
+    assert posted.status == 401
+    assert (await rig.state(record["id"])).state == "pending"
+
+
+async def test_a_session_idle_past_session_idle_is_over(rig: Rig) -> None:
+    browser = await rig.signed_in("alice")
+    rig.clock.advance(hours=7)
+    assert (await browser.get("/web/inbox")).status == 200  # a page keeps it alive
+    rig.clock.advance(hours=7)
+    assert (await browser.get("/web/inbox")).status == 200
+    # The script's refresh does not count as activity.
+    assert (await browser.get("/web/inbox?partial=1")).status == 200
+    rig.clock.advance(hours=8, minutes=1)
+    page = await browser.get("/web/inbox")
+    assert page.status == 401 and "Sign in with a link" in page.html
+
+
+# -- the inbox -------------------------------------------------------------------------------------
+
+
+async def test_the_inbox_lists_what_the_person_may_decide_soonest_deadline_first(
+    rig: Rig,
+) -> None:
+    # payments.*: group finance (alice, bob, sam); contracts.*: alice, sam; quorum.*: alice,
+    # bob, carol; globex: dave.
+    later = await rig.create(run_id="r-later", approval_ttl="48h")
+    soon = await rig.create(run_id="r-soon", approval_ttl="1h", capability="contracts.renew")
+    middle = await rig.create(run_id="r-middle", approval_ttl="5h", capability="quorum.move")
+    globex = await rig.create_for(
+        GLOBEX_KEY,
+        run_id="r-globex",
+        capability="anything.at.all",
+        approval_ttl="3h",
+        tool={"name": "t", "arguments": {}},
+        presentation={"title": "Globex thing"},
+    )
+    decided = await rig.create(run_id="r-decided")
+    alice = await rig.signed_in("alice")
+    page = await alice.get(decided_page := f"/web/approvals/{decided['id']}")
+    assert (await alice.decide(page, "approve")).status == 303, decided_page
+
+    inbox = await alice.get("/web/inbox")
+    ids = [card.attrs["data-approval-id"] for card in inbox.cards]
+    assert ids == [soon["id"], middle["id"], later["id"]]
+    first = inbox.card(soon["id"])
+    assert first.attrs["data-state"] == "pending"
+    assert first.find("a").attrs["href"] == f"/web/approvals/{soon['id']}"
+    assert first.find("a").text == "Refund €120.00 to Zoë"
+    assert "1 h left" in first.find(classes="time-left").text
+
+    dave = await rig.signed_in("dave")
+    assert [c.attrs["data-approval-id"] for c in (await dave.get("/web/inbox")).cards] == [
+        globex["id"]
+    ]
+    erin = await rig.signed_in("erin")
+    empty = await erin.get("/web/inbox")
+    assert empty.cards == [] and "Nothing is waiting for your decision" in empty.html
+
+    # Bob stands in for dave from now on: dave's request is in his inbox, marked so.
+    await Delegations(rig.store, rig.directory, rig.clock).create(
+        "dave", "bob", created_by="cli", starts_at=rig.clock.now(), ends_at=None, scope="*"
+    )
+    bob = await rig.signed_in("bob")
+    bobs = await bob.get("/web/inbox")
+    assert [c.attrs["data-approval-id"] for c in bobs.cards] == [
+        globex["id"],
+        middle["id"],
+        later["id"],
+    ]
+    assert "you decide for Dave Roe" in bobs.card(globex["id"]).text
+
+    # Past its deadline a request is no longer offered, even before the sweeper expires it.
+    rig.clock.advance(hours=2)
+    ids = [card.attrs["data-approval-id"] for card in (await alice.get("/web/inbox")).cards]
+    assert ids == [middle["id"], later["id"]]
+
+
+async def test_the_inbox_is_paged(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small pages and batches, so a handful of requests crosses every boundary: a full page,
+    # the scan limit on candidates the exact rule turns down, the last page.
+    monkeypatch.setattr(web_inbox, "PAGE", 2)
+    monkeypatch.setattr(web_inbox, "_BATCH", 2)
+    monkeypatch.setattr(web_inbox, "_SCAN", 4)
+    mine = []
+    for n in range(5):
+        mine.append(await rig.create(run_id=f"mine-{n}", approval_ttl=f"{10 + n}h"))
+    # Alice stands in for dave, but only for contracts: dave's requests are candidates the
+    # database hands over, and the eligibility rule turns each of them down.
+    await Delegations(rig.store, rig.directory, rig.clock).create(
+        "dave",
+        "alice",
+        created_by="cli",
+        starts_at=rig.clock.now(),
+        ends_at=None,
+        scope="contracts.*",
+    )
+    for n in range(5):  # dave's, with deadlines between alice's 11th and 12th hour
+        await rig.create_for(
+            GLOBEX_KEY,
+            run_id=f"dave-{n}",
+            capability="x",
+            approval_ttl=f"{11 * 60 + 5 + n}m",
+            tool={"name": "t", "arguments": {}},
+            presentation={"title": f"Dave's {n}"},
+        )
+    alice = await rig.signed_in("alice")
+    pages: list[list[str]] = []
+    page = await alice.get("/web/inbox")
+    for _ in range(10):
+        pages.append([card.attrs["data-approval-id"] for card in page.cards])
+        more = page.doc.find_all("a", classes="button")
+        if not more:
+            break
+        page = await alice.get(more[0].attrs["href"])
+    ids = [record["id"] for record in mine]
+    # The first page stops at the scan limit inside dave's, the second resumes there.
+    assert pages == [ids[:2], ids[2:3], ids[3:]]
+
+
+async def test_the_inbox_refresh_returns_the_list_alone(rig: Rig) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    inbox = await alice.get("/web/inbox")
+    section = inbox.doc.find("section", id="inbox")
+    script = inbox.doc.find("script")
+    assert script.attrs["src"] == "/web/static/inbox.js"
+    assert (await alice.get(script.attrs["src"])).status == 200
+    partial = await alice.get(section.attrs["data-refresh"])
+    assert partial.status == 200
+    assert "<html" not in partial.html
+    assert partial.card(record["id"]).attrs["data-state"] == "pending"
+
+
+# -- the approval's page -------------------------------------------------------------------------
+
+
+async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
+    record = await rig.create(
+        tool={"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "memo": "x" * 300}},
+        presentation={
+            "title": "Refund <b>€120</b>",
+            "summary": "Customer asked twice.",
+            "fields": [{"label": "Amount", "value": "€120.00"}],
+        },
+    )
+    alice = await rig.signed_in("alice")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    assert page.status == 200
+    card = page.card(record["id"])
+    assert card.attrs["data-state"] == "pending"
+    assert card.find("h1").text == "Refund <b>€120</b>"  # the agent's text, never markup
+    assert "<b>€120</b>" not in page.html
+    text = card.text
+    for expected in (
+        "Customer asked twice.",
+        "payments.refund",
+        "stripe.refunds.create",
+        "Amount €120.00",
+        "memo 300 chars",  # the full value, with its size
+        "x" * 300,
+        "Reason (from the agent, unverified) refunds over €100 need approval",
+        "Requested by Sam Requester (sam)",
+        "Assigned to group finance",
+        "in 3 d",
+        f"sha256:{record['hash'][:12]}",
+        record["hash"],
+    ):
+        assert expected in text, (expected, text)
+    assert page.forms() == ["approve", "reject", "delegate"]
+    reject = page.doc.find("form", classes="decide reject")
+    label = reject.find("label")
+    assert label.text == "Reason" and reject.find("textarea", id=label.attrs["for"])
+    delegate = page.doc.find("form", classes="decide delegate")
+    options = [o.attrs["value"] for o in delegate.find("select", name="to").find_all("option")]
+    assert "carol" in options and "alice" not in options
+    assert delegate.find("button").text == "Delegate"
+    assert page.doc.find("form", classes="decide approve").find("button").text == "Approve"
+
+    unknown = await alice.get("/web/approvals/00000000-0000-0000-0000-000000000000")
+    assert unknown.status == 404 and "no request" in unknown.alert
+
+
+async def test_approve_from_the_page(rig: Rig) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    form = page.doc.find("form", classes="decide approve")
+    assert form.field("hash") == record["hash"]
+    done = await alice.decide(page, "approve")
+    assert done.status == 303
+    assert done.url == f"/web/approvals/{record['id']}?done=approved"
+
+    row = await rig.state(record["id"])
+    assert (row.state, row.decided_by) == ("approved", "alice")
+    events = await rig.events(record["id"])
+    assert (events[-1].type, events[-1].actor) == ("approved", "web:alice")
+    assert events[-1].data["shown_hash"] == record["hash"]
+    assert "webhook" in await rig.outbox_kinds(record["id"])
+
+    after = await alice.get(done.url)
+    assert after.doc.find(role="status").text.startswith("Approved")
+    card = after.card(record["id"])
+    assert card.attrs["data-state"] == "approved"
+    assert "Approved by Alice Ng (alice) at" in card.find("ul", classes="outcome").text
+    assert after.forms() == []
+    assert (await verify(rig.store)).ok
+
+
+async def test_a_second_tab_is_refused_and_changes_nothing(rig: Rig) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    bob = await rig.signed_in("bob")
+    tab1 = await alice.get(f"/web/approvals/{record['id']}")
+    tab2 = await alice.get(f"/web/approvals/{record['id']}")
+    bobs = await bob.get(f"/web/approvals/{record['id']}")
+    assert (await alice.decide(tab1, "approve")).status == 303
+    before = await rig.state(record["id"])
+
+    for browser, page in ((alice, tab2), (bob, bobs)):
+        refused = await browser.decide(page, "approve")
+        assert refused.status == 409
+        assert "already approved by alice ng" in refused.alert.lower(), refused.alert
+        assert refused.card(record["id"]).attrs["data-state"] == "approved"
+        assert refused.forms() == []
+    refused = await bob.decide(bobs, "reject", note="too late")
+    assert refused.status == 409 and "Already approved by Alice Ng" in refused.alert
+
+    after = await rig.state(record["id"])
+    assert (after.state, after.decided_by, after.version) == (
+        "approved",
+        "alice",
+        before.version,
+    )
+    assert (await _trail(rig, record["id"]))[-3:] == [
+        ("refused", "web:alice"),
+        ("refused", "web:bob"),
+        ("refused", "web:bob"),
+    ]
+    assert (await verify(rig.store)).ok
+
+
+async def test_a_page_older_than_the_request_never_decides(rig: Rig) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    for action, extra in (("approve", {}), ("reject", {}), ("delegate", {"to": "carol"})):
+        refused = await alice.decide(page, action, hash_=WRONG_HASH, **extra)
+        assert refused.status == 409, action
+        assert "changed since it was shown" in refused.alert
+        # The page shows the request as it is now, to review again.
+        assert refused.doc.find("form", classes="decide approve").field("hash") == record["hash"]
+    row = await rig.state(record["id"])
+    assert (row.state, row.assignee, row.version) == ("pending", "group:finance", 1)
+    trail = await _trail(rig, record["id"])
+    assert trail[-3:] == [("refused", "web:alice")] * 3
+
+
+async def test_someone_not_entitled_sees_no_forms_and_a_hand_made_post_is_refused_and_audited(
+    rig: Rig,
+) -> None:
+    record = await rig.create()
+    dave = await rig.signed_in("dave")
+    page = await dave.get(f"/web/approvals/{record['id']}")
+    assert page.status == 200
+    assert page.forms() == []
+    assert (
+        "You are not an approver for this request; it is assigned to group finance."
+        in page.doc.find(classes="why-not").text
+    )
+    # What a browser would send if the form were there: dave's own valid CSRF token.
+    csrf = page.doc.find("form", classes="signout").field("csrf")
+    for action in ("approve", "reject", "delegate"):
+        refused = await dave.post(
+            f"/web/approvals/{record['id']}/{action}",
+            {"csrf": csrf, "hash": record["hash"], "to": "dave"},
+        )
+        assert refused.status == 403, action
+        assert "You are not an approver for this request" in refused.alert
+    row = await rig.state(record["id"])
+    assert (row.state, row.assignee, row.version) == ("pending", "group:finance", 1)
+    events = await rig.events(record["id"])
+    assert [(e.type, e.actor, e.data["action"]) for e in events[-3:]] == [
+        ("refused", "web:dave", "approve"),
+        ("refused", "web:dave", "reject"),
+        ("refused", "web:dave", "delegate"),
+    ]
+    assert events[-1].data["code"] == "not_an_approver"
+    assert (await verify(rig.store)).ok
+
+
+async def test_the_requester_may_reject_but_not_approve_their_own_request(rig: Rig) -> None:
+    record = await rig.create()  # requested by sam, a member of finance
+    sam = await rig.signed_in("sam")
+    page = await sam.get(f"/web/approvals/{record['id']}")
+    assert page.forms() == ["reject", "delegate"]
+    assert "sam requested this and may not approve it" in page.doc.find(classes="why-not").text
+
+
+async def test_a_form_without_the_right_csrf_token_is_refused_and_changes_nothing(
+    rig: Rig,
+) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    bob = await rig.signed_in("bob")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    alices_token = page.doc.find("form", classes="decide approve").field("csrf")
+    trail = await _trail(rig, record["id"])
+    path = f"/web/approvals/{record['id']}/approve"
+    for browser, data in (
+        (alice, {"hash": record["hash"]}),
+        (alice, {"hash": record["hash"], "csrf": "0" * 64}),
+        (bob, {"hash": record["hash"], "csrf": alices_token}),  # another session's token
+    ):
+        refused = await browser.post(path, data)
+        assert refused.status == 403
+        assert "security token is missing or wrong" in refused.alert
+    assert (await rig.state(record["id"])).state == "pending"
+    assert await _trail(rig, record["id"]) == trail
+
+
+async def test_reject_with_a_reason(rig: Rig) -> None:
+    record = await rig.create()
+    bob = await rig.signed_in("bob")
+    page = await bob.get(f"/web/approvals/{record['id']}")
+    done = await bob.decide(page, "reject", note="  over budget this quarter \n")
+    assert (done.status, done.url) == (303, f"/web/approvals/{record['id']}?done=rejected")
+    row = await rig.state(record["id"])
+    assert (row.state, row.decided_by, row.decision_note) == (
+        "rejected",
+        "bob",
+        "over budget this quarter",
+    )
+    assert (await _trail(rig, record["id"]))[-1] == ("rejected", "web:bob")
+    assert "webhook" in await rig.outbox_kinds(record["id"])
+    shown = await bob.get(done.url)
+    assert shown.doc.find(role="status").text.startswith("Rejected")
+    decision = shown.doc.find(classes="decision").text
+    assert "Rejected by Bob Stone (bob)" in decision and "Note: over budget" in decision
+
+
+async def test_delegate_hands_the_request_to_another_person(rig: Rig) -> None:
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    refused = await alice.decide(page, "delegate", to="")
+    assert refused.status == 400 and "Choose whom" in refused.alert
+    done = await alice.decide(page, "delegate", to="carol", note="she owns refunds")
+    assert (done.status, done.url) == (303, f"/web/approvals/{record['id']}?done=delegated")
+    row = await rig.state(record["id"])
+    assert (row.state, row.assignee, row.assigned_note) == (
+        "pending",
+        "carol",
+        "handed over by Alice Ng",
+    )
+    events = await rig.events(record["id"])
+    assert (events[-1].type, events[-1].actor) == ("delegated", "web:alice")
+    assert events[-1].data["to"] == "carol" and events[-1].data["note"] == "she owns refunds"
+    shown = await alice.get(done.url)
+    assert (
+        "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in shown.card(record["id"]).text
+    )
+    carol = await rig.signed_in("carol")
+    assert [c.attrs["data-approval-id"] for c in (await carol.get("/web/inbox")).cards] == [
+        record["id"]
+    ]
+    carols = await carol.get(f"/web/approvals/{record['id']}")
+    assert (await carol.decide(carols, "approve")).status == 303
+    assert (await rig.state(record["id"])).decided_by == "carol"
+
+
+async def test_a_quorum_vote_says_it_is_recorded_and_shows_progress(rig: Rig) -> None:
+    record = await rig.create(capability="quorum.move")
+    alice = await rig.signed_in("alice")
+    done = await alice.decide(await alice.get(f"/web/approvals/{record['id']}"), "approve")
+    assert done.url.endswith("?done=voted")
+    shown = await alice.get(done.url)
+    assert "waits for the other approvals" in shown.doc.find(role="status").text
+    assert "1 of 2 approvals: Alice Ng" in shown.card(record["id"]).text
+    assert shown.forms() == ["delegate"]  # one vote per person
+    assert "Your vote is recorded" in shown.doc.find(classes="why-not").text
+    again = await alice.post(
+        f"/web/approvals/{record['id']}/approve",
+        {"csrf": shown.doc.find("form", classes="signout").field("csrf"), "hash": record["hash"]},
+    )
+    assert again.status == 409 and "already voted" in again.alert
+    bob = await rig.signed_in("bob")
+    assert (
+        await bob.decide(await bob.get(f"/web/approvals/{record['id']}"), "approve")
+    ).url.endswith("?done=approved")
+    assert (await rig.state(record["id"])).state == "approved"
+
+
+async def test_after_the_deadline_the_page_offers_nothing_and_a_post_is_refused(
+    rig: Rig,
+) -> None:
+    record = await rig.create(approval_ttl="1h")
+    alice = await rig.signed_in("alice")
+    page = await alice.get(f"/web/approvals/{record['id']}")
+    rig.clock.advance(hours=1, seconds=1)
+    late = await alice.get(f"/web/approvals/{record['id']}")
+    assert late.forms() == [] and "time ran out" in late.doc.find(classes="why-not").text
+    refused = await alice.decide(page, "approve")
+    assert refused.status == 410
+    assert "This request expired at 2026-01-05 10:00 UTC." in refused.alert, refused.alert
+    row = await rig.state(record["id"])
+    assert (row.state, row.decided_by) == ("expired", None)
+    assert (await _trail(rig, record["id"]))[-1] == ("refused", "web:alice")
+
+
+async def test_the_web_notify_target_is_served_without_a_warning(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="signoff.cards")
+    record = await rig.create()  # payments.*: notify = ["web"]
+    await rig.drain()
+    async with rig.store.read() as tx:
+        [message] = await tx.card_messages_for(record["id"])
+        jobs = await tx.outbox_jobs(approval_id=record["id"])
+    assert (message.channel, message.address, message.message_id) == (
+        "web",
+        "inbox",
+        record["id"],
+    )
+    alice = await rig.signed_in("alice")
+    await alice.decide(await alice.get(f"/web/approvals/{record['id']}"), "approve")
+    await rig.drain()  # the card update for the web "message" is a harmless no-op
+    async with rig.store.read() as tx:
+        jobs = await tx.outbox_jobs(approval_id=record["id"])
+        [message] = await tx.card_messages_for(record["id"])
+    cards = [job for job in jobs if job.kind in ("post_card", "update_card")]
+    assert {job.state for job in cards} == {"done"} and len(cards) == 2
+    assert message.rendered_state == "approved"
+    assert "no web channel" not in caplog.text
