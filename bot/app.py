@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ from bot.outbox.cards import CardJobs
 from bot.outbox.delegations import DelegationJobs
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import Handler, OutboxRunner, OutboxSettings
-from bot.outbox.webhooks import WebhookSender
+from bot.outbox.webhooks import WebhookSender, secret_problem
 from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.engine import is_sqlite, normalize_url
@@ -299,7 +301,7 @@ def build_app(
     fetches Telegram updates instead of serving its webhook (one process only)."""
     clock = clock or SystemClock()
     directory = config.directory()
-    registry = metrics_registry or Metrics()
+    registry = metrics_registry or Metrics(since=clock.now())
     app = web.Application(
         middlewares=[errors_middleware],
         # One byte over the limit still reaches us, so the 413 names the real limit.
@@ -382,14 +384,88 @@ def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
         telegram_credentials(config.telegram, webhook=not telegram_polling)
 
 
-async def prepare_schema(store: Store) -> None:
+def check_webhook_secrets(config: Config, environ: Mapping[str, str] = os.environ) -> None:
+    """Warn (in the log) about a tenant with a webhook_url whose webhooks cannot be signed:
+    each would fail, since unsigned webhooks are never sent, until its variable is fixed."""
+    for tenant in config.directory().tenants.values():
+        if tenant.webhook_url is None:
+            continue
+        if not tenant.webhook_secret_env:
+            log.warning(
+                "tenant %s has a webhook_url but no webhook_secret_env: its decision webhooks "
+                "will fail (unsigned webhooks are never sent)",
+                tenant.name,
+            )
+        for variable in tenant.webhook_secret_env:
+            secret = environ.get(variable)
+            problem = "it is not set" if not secret else secret_problem(secret)
+            if problem is not None:
+                log.warning(
+                    "tenant %s: $%s: %s; its decision webhooks will fail until it is fixed",
+                    tenant.name,
+                    variable,
+                    problem,
+                )
+
+
+def check_config(config: Config, *, telegram_polling: bool = False) -> None:
+    """What `serve` and `worker` (and `config check`) check before touching the database:
+    refuses (ConfigError) what could not run, warns in the log about what would run degraded."""
+    check_channels(config, telegram_polling=telegram_polling)
+    check_webhook_secrets(config)
+
+
+def listening_sockets(listen: str) -> list[socket.socket]:
+    """HOST:PORT bound and listening now, before anything else starts, so that a port in use
+    stops `serve` with one line instead of after its background tasks began."""
+    host, _, port_text = listen.rpartition(":")
+    port = int(port_text)
+    try:
+        found = socket.getaddrinfo(
+            host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror}") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            # As asyncio's create_server: a restart need not wait out TIME_WAIT (a port that
+            # another process listens on is still refused).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # every address on the port the first got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen(128)
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {listen}: {reason[:1].lower()}{reason[1:]}") from None
+    return sockets
+
+
+async def prepare_schema(store: Store, *, dry_run: bool = False) -> None:
     """The embedded default (SQLite) upgrades itself; a shared PostgreSQL database is upgraded
-    deliberately, with `signoff db upgrade`, and an old one is refused here."""
+    deliberately, with `signoff db upgrade`, and an old one is refused here. `dry_run` (for
+    `config check`) changes nothing: it says what serve would upgrade."""
     current = await current_revision(store.engine)
     if current is not None and current not in known_revisions():
         log.warning(
             "schema %s is newer than this signoff (%s); not migrating", current, head_revision()
         )
+    elif is_sqlite(store.engine) and dry_run:
+        if current != head_revision():
+            log.warning(
+                "schema %s is behind %s: serve upgrades it when it starts (or run "
+                "`signoff db upgrade`)",
+                current or "empty",
+                head_revision(),
+            )
     elif is_sqlite(store.engine):
         before, after = await upgrade(store.engine)
         if before != after:
@@ -409,16 +485,17 @@ async def run_server(
 ) -> None:
     """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
     stop: no new connections, in-flight requests finish, claimed outbox jobs are released."""
-    check_channels(config, telegram_polling=telegram_polling)
+    check_config(config, telegram_polling=telegram_polling)
+    sockets = listening_sockets(listen or config.server.listen)
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)
-        host, _, port = (listen or config.server.listen).rpartition(":")
         app = build_app(config, store, telegram_polling=telegram_polling)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        # Starts the channels and the background tasks: only once the port is ours.
         await runner.setup()
-        site = web.TCPSite(runner, host, int(port))
-        await site.start()
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
         stop = asyncio.Event()
         _signals(stop)
         for address in runner.addresses:
@@ -428,25 +505,62 @@ async def run_server(
         log.info("shutting down")
         await runner.cleanup()
     finally:
+        for sock in sockets:
+            sock.close()
         await store.close()
 
 
 async def run_worker(config: Config) -> None:
     """`signoff worker`: the outbox runner and the sweeper, without the HTTP server."""
-    check_channels(config)
+    check_config(config)
     store = Store.from_url(config.database_url)
     try:
         await prepare_schema(store)
-        directory, clock, registry = config.directory(), SystemClock(), Metrics()
+        clock = SystemClock()
+        directory, registry = config.directory(), Metrics(since=clock.now())
         channels = build_channels(config, store, directory, clock, registry)
         work = Background(config, store, directory, clock, registry, channels)
         stop = asyncio.Event()
         _signals(stop)
-        async with channels_running(channels):
-            await work.start()
-            log.info("signoff worker running")
-            await stop.wait()
-            log.info("shutting down")
-            await work.stop()
+        # Bound before any background task starts, so a port in use stops the worker at once.
+        monitor = await serve_metrics(config.worker.metrics_listen, store, clock, registry)
+        try:
+            async with channels_running(channels):
+                await work.start()
+                log.info("signoff worker running")
+                await stop.wait()
+                log.info("shutting down")
+                await work.stop()
+        finally:
+            if monitor is not None:
+                await monitor.cleanup()
     finally:
         await store.close()
+
+
+async def serve_metrics(
+    listen: str | None, store: Store, clock: Clock, registry: Metrics
+) -> web.AppRunner | None:
+    """`[worker] metrics_listen`: /metrics (and /healthz) of a worker on HOST:PORT, for the
+    counters only this process has (its outbox attempts, dead jobs by reason, the sweeper's
+    transitions); None when unset."""
+    if listen is None:
+        return None
+    app = web.Application()
+    app[METRICS], app[STORE], app[CLOCK] = registry, store, clock
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, _, port = listen.rpartition(":")
+    try:
+        await web.TCPSite(runner, host, int(port)).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(
+            f"worker.metrics_listen: cannot listen on {listen}: {exc.strerror or exc}"
+        ) from exc
+    for address in runner.addresses:
+        # Tests and scripts read the bound port from this line (metrics_listen = "HOST:0").
+        log.info("signoff worker metrics on http://%s:%d/metrics", address[0], address[1])
+    return runner

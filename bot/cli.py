@@ -13,17 +13,20 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import re
 import secrets
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from bot import audit, logs
-from bot.app import run_server, run_worker
+from bot.api import tenant_keys
+from bot.app import check_config, prepare_schema, run_server, run_worker
 from bot.card import Card, card_for
 from bot.clock import Clock, SystemClock, utc_iso
 from bot.config import Config, TelegramConfig, load_config
@@ -419,6 +422,36 @@ async def cmd_outbox_retry(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+class _Counter(logging.Handler):
+    """Counts the warnings logged while the checks run (they are printed as they come)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
+    """Every check `serve` makes when it starts, through the very functions it calls: a
+    refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
+    logs.setup("text", logging.WARNING)
+    counter = _Counter()
+    logging.getLogger().addHandler(counter)
+    check_config(config)
+    tenant_keys(config.directory())  # serve reads the API keys when it builds the app
+    store = Store.from_url(config.database_url)
+    try:
+        await prepare_schema(store, dry_run=True)
+    finally:
+        await store.close()
+    _emit_json(config.masked())
+    warned = f", {counter.count} warning(s) above" if counter.count else ""
+    print(f"config OK: serve would start{warned}", file=sys.stderr)
+    return 0
+
+
 async def _serve(config: Config, args: argparse.Namespace) -> None:
     await run_server(config, args.listen, telegram_polling=args.telegram_polling)
 
@@ -478,6 +511,18 @@ async def cmd_demo(config: Config, args: argparse.Namespace) -> None:
 # -- wiring ------------------------------------------------------------------------------
 
 
+def installed_version() -> str:
+    """The version of the installed `signoff` distribution (what pip reports)."""
+    try:
+        return metadata.version("signoff")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+_JSON_HELP = "print JSON instead of text"
+_LOG_HELP = "log lines as text (default) or one JSON object per line"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -487,10 +532,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="signoff", description="Durable human approvals for AI agent tool calls."
     )
     parser.add_argument("--config", help="config file (default: $SIGNOFF_CONFIG)")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"signoff {installed_version()}",
+        help="print the installed version and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     db = commands.add_parser("db", help="database schema").add_subparsers(
-        dest="db_command", required=True
+        dest="db_command", required=True, metavar="COMMAND"
     )
     db.add_parser("upgrade", parents=[common], help="run migrations").set_defaults(
         handler=cmd_db_upgrade, check_schema=False
@@ -509,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="fetch Telegram updates instead of serving the webhook "
                 "(development, one process, SQLite only)",
             )
-        p.add_argument("--log-format", choices=["text", "json"], default="text")
+        p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
         p.set_defaults(process=process)
 
     p = commands.add_parser(
@@ -530,27 +581,27 @@ def build_parser() -> argparse.ArgumentParser:
         "deleted when the demo stops)",
     )
     p.add_argument("--verbose", action="store_true", help="also print the server's log")
-    p.add_argument("--log-format", choices=["text", "json"], default="text")
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
     p.set_defaults(process=cmd_demo)
 
     approvals = commands.add_parser("approvals", help="approval requests").add_subparsers(
-        dest="approvals_command", required=True
+        dest="approvals_command", required=True, metavar="COMMAND"
     )
     p = approvals.add_parser("request", parents=[common], help="create from a JSON file")
-    p.add_argument("--tenant", required=True)
+    p.add_argument("--tenant", required=True, help="the tenant asking (as configured)")
     p.add_argument("--file", required=True, help="request JSON (the API's create body); - = stdin")
     p.set_defaults(handler=cmd_request)
 
     p = approvals.add_parser("list", parents=[common], help="newest first")
-    p.add_argument("--state", choices=[s.value for s in State])
-    p.add_argument("--tenant")
-    p.add_argument("--limit", type=_positive, default=100)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--state", choices=[s.value for s in State], help="only this state")
+    p.add_argument("--tenant", help="only this tenant")
+    p.add_argument("--limit", type=_positive, default=100, help="at most N (default 100)")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(handler=cmd_list)
 
     p = approvals.add_parser("show", parents=[common], help="print the card and the full hash")
-    p.add_argument("id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", help="the approval's id")
+    p.add_argument("--json", action="store_true", help="print the record as JSON")
     p.set_defaults(handler=cmd_show)
 
     for name, handler, takes, help_text in (
@@ -560,19 +611,19 @@ def build_parser() -> argparse.ArgumentParser:
         ("delegate", cmd_hand_off, "--to", "hand one pending request to another principal"),
     ):
         p = approvals.add_parser(name, parents=[common], help=help_text)
-        p.add_argument("id")
+        p.add_argument("id", help="the approval's id")
         if takes == "--hash":
             p.add_argument("--hash", required=True, type=_hash_arg, help="the hash you reviewed")
         elif takes == "--to":
             p.add_argument("--to", required=True, metavar="NAME", help="who takes it over")
         p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
-        p.add_argument("--note")
+        p.add_argument("--note", help="why (recorded in the audit trail)")
         p.add_argument(
             "--break-glass",
             action="store_true",
             help="act without being an entitled approver (recorded in the audit trail)",
         )
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the record as JSON")
         p.set_defaults(handler=handler)
 
     p = commands.add_parser(
@@ -585,42 +636,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--until", metavar="T", help="end (same forms); default until revoked")
     p.add_argument("--scope", default="*", metavar="GLOB", help="capabilities, e.g. 'payments.*'")
-    p.add_argument("--note")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--note", help="shown with the delegation")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(handler=cmd_delegate)
 
     delegation_cmds = commands.add_parser("delegations", help="delegations").add_subparsers(
-        dest="delegations_command", required=True
+        dest="delegations_command", required=True, metavar="COMMAND"
     )
     p = delegation_cmds.add_parser("list", parents=[common], help="active and scheduled")
     p.add_argument("--all", action="store_true", help="also ended and revoked ones")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(handler=cmd_delegations_list)
     p = delegation_cmds.add_parser("revoke", parents=[common], help="end one now")
-    p.add_argument("id")
+    p.add_argument("id", help="the delegation's id")
     p.set_defaults(handler=cmd_delegations_revoke)
 
     outbox_cmds = commands.add_parser("outbox", help="webhook and card jobs").add_subparsers(
-        dest="outbox_command", required=True
+        dest="outbox_command", required=True, metavar="COMMAND"
     )
     p = outbox_cmds.add_parser("list", parents=[common], help="jobs not yet done, oldest first")
     p.add_argument("--dead", action="store_true", help="only jobs that used up their attempts")
-    p.add_argument("--limit", type=_positive, default=100)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=_positive, default=100, help="at most N (default 100)")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(handler=cmd_outbox_list)
     p = outbox_cmds.add_parser("retry", parents=[common], help="requeue a dead job")
-    p.add_argument("id", type=_positive)
+    p.add_argument("id", type=_positive, help="the job's id (from `signoff outbox list`)")
     p.set_defaults(handler=cmd_outbox_retry)
 
     audit_cmds = commands.add_parser("audit", help="audit trail").add_subparsers(
-        dest="audit_command", required=True
+        dest="audit_command", required=True, metavar="COMMAND"
     )
     p = audit_cmds.add_parser("verify", parents=[common], help="recompute the hash chains")
-    p.add_argument("id", nargs="?")
+    p.add_argument("id", nargs="?", help="only this approval's chain (default: every one)")
     p.set_defaults(handler=cmd_audit_verify)
 
     telegram_cmds = commands.add_parser("telegram", help="Telegram bot setup").add_subparsers(
-        dest="telegram_command", required=True
+        dest="telegram_command", required=True, metavar="COMMAND"
     )
     p = telegram_cmds.add_parser(
         "set-webhook", parents=[common], help="deliver updates to [server] public_url"
@@ -634,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(offline=cmd_telegram_delete_webhook)
 
     web_cmds = commands.add_parser("web", help="the browser surface").add_subparsers(
-        dest="web_command", required=True
+        dest="web_command", required=True, metavar="COMMAND"
     )
     p = web_cmds.add_parser("login", parents=[common], help="print a single-use sign-in link")
     p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="the principal")
@@ -646,11 +697,14 @@ def build_parser() -> argparse.ArgumentParser:
     ).set_defaults(standalone=cmd_webhook_secret)
 
     config_cmds = commands.add_parser("config", help="configuration").add_subparsers(
-        dest="config_command", required=True
+        dest="config_command", required=True, metavar="COMMAND"
     )
-    config_cmds.add_parser("check", parents=[common], help="validate; secrets masked").set_defaults(
-        handler=None
-    )
+    config_cmds.add_parser(
+        "check",
+        parents=[common],
+        help="run every check serve runs at start (environment, database, schema); "
+        "print the config, secrets masked",
+    ).set_defaults(offline=cmd_config_check)
     return parser
 
 
@@ -667,6 +721,22 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # Flushed here, inside the try: when the reader has gone (`| head -1`) this is the
+            # write that fails, not the interpreter's own flush at exit, which cannot be caught.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # As Python's docs advise (signal module, "Note on SIGPIPE"): point stdout at
+        # /dev/null so nothing tries to write to the closed pipe again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_REFUSED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "standalone", None) is not None:  # needs no configuration
         return int(args.standalone())
@@ -678,10 +748,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if getattr(args, "offline", None) is not None:  # needs no database
             return asyncio.run(args.offline(config, args))
-        if args.handler is None:  # config check needs no database
-            _emit_json(config.masked())
-            print("config OK", file=sys.stderr)
-            return 0
         return asyncio.run(_run(config, args))
     except SignoffError as exc:
         # Messages quote input (unknown keys, bad values): never let it drive the terminal.

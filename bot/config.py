@@ -8,9 +8,12 @@ or a bad value is a ConfigError naming the key.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
+import types
+import typing
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,9 +22,11 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -31,7 +36,7 @@ from bot.model import MAX_LEASE
 from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
 from bot.target import Target
 from bot.validation import DurationText, HttpUrl
-from store.engine import normalize_url
+from store.engine import normalize_url, resolve_sqlite_path
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///signoff.db"
 
@@ -39,7 +44,16 @@ _NAME = r"^[a-z0-9][a-z0-9_.-]*$"
 # Names end up in fixed-width columns (tenant, decided_by, assignee = "group:" + name).
 Name = Annotated[str, Field(pattern=_NAME, max_length=120)]
 _ENV_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+)|web)$")
+_NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+|-100\d+/\d+)|web)$")
+# Accounts Telegram puts in `from` when nobody in particular sent a message: an anonymous group
+# admin (GroupAnonymousBot), a post forwarded from a linked channel (Telegram), a message sent
+# on behalf of a channel (Channel_Bot). Linking one to a principal would let everyone it
+# stands for decide as that principal.
+TELEGRAM_SERVICE_ACCOUNTS = {
+    1087968824: "GroupAnonymousBot",
+    777000: "Telegram",
+    136817688: "Channel_Bot",
+}
 
 
 def _listen(value: str) -> str:
@@ -57,6 +71,22 @@ SecretRotation = Annotated[list[EnvVar], Field(min_length=1, max_length=2)]
 class _Strict(BaseModel):
     # strict: TOML is typed, so "yes" for a boolean or "2" for a number is a mistake to report.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _seconds(value: Any) -> Any:
+    """A number of seconds as written before durations ("1.0"), or a duration ("10s")."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value).total_seconds()
+        except ValueError:
+            raise ValueError(
+                f"expected a number of seconds (5.0) or a duration ('5s', '2m'), got {value!r}"
+            ) from None
+    return value
+
+
+# Seconds as a float; the config may write them as a number (as always) or as "10s", "2m".
+Seconds = Annotated[float, BeforeValidator(_seconds)]
 
 
 def _at_most_a_day(value: str) -> str:
@@ -94,15 +124,22 @@ class OutboxConfig(_Strict):
     backoff_max: DurationText = "1h"
     batch: Annotated[int, Field(ge=1, le=1000)] = 20
     concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
-    poll_interval: Annotated[float, Field(gt=0, le=60)] = 1.0
-    webhook_timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
+    poll_interval: Annotated[Seconds, Field(gt=0, le=60)] = 1.0
+    webhook_timeout: Annotated[Seconds, Field(gt=0, le=120)] = 10.0
     keep_done: DurationText = "7d"
     per_destination: Annotated[int, Field(ge=1, le=1000)] = 4
     per_tenant: Annotated[int, Field(ge=1, le=1000)] = 16
 
 
+class WorkerConfig(_Strict):
+    """`signoff worker`: the outbox runner and the sweeper, without the API."""
+
+    # HOST:PORT where the worker serves /metrics and /healthz for monitoring; unset, none.
+    metrics_listen: Annotated[str, AfterValidator(_listen)] | None = None
+
+
 class SweeperConfig(_Strict):
-    interval: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    interval: Annotated[Seconds, Field(gt=0, le=3600)] = 5.0
     batch: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
@@ -152,6 +189,17 @@ class PrincipalConfig(_Strict):
     # May open the web dashboard: every tenant's pending requests, the outbox, the audit trail.
     operator: bool = False
 
+    @field_validator("telegram")
+    @classmethod
+    def _a_person(cls, value: int | None) -> int | None:
+        if value in TELEGRAM_SERVICE_ACCOUNTS:
+            raise ValueError(
+                f"{value} is Telegram's {TELEGRAM_SERVICE_ACCOUNTS[value]} account, which stands "
+                "for anyone posting anonymously, not one person; use the person's own user id "
+                "and ask them to turn off anonymity (Remain anonymous) in the group to decide"
+            )
+        return value
+
 
 class GroupConfig(_Strict):
     members: list[str]
@@ -179,7 +227,7 @@ class RouteConfig(_Strict):
             if not _NOTIFY.fullmatch(target):
                 raise ValueError(
                     f"notify target {target!r}: expected slack:CHANNEL, slack:dm, "
-                    "telegram:CHAT_ID, telegram:dm or web"
+                    "telegram:CHAT_ID, telegram:CHAT_ID/TOPIC_ID, telegram:dm or web"
                 )
         return self
 
@@ -201,6 +249,7 @@ class Config(_Strict):
     database: DatabaseConfig = DatabaseConfig()
     outbox: OutboxConfig = OutboxConfig()
     sweeper: SweeperConfig = SweeperConfig()
+    worker: WorkerConfig = WorkerConfig()
     tenants: list[TenantConfig] = []
     slack: SlackConfig | None = None
     telegram: TelegramConfig | None = None
@@ -349,20 +398,94 @@ def _mask(node: Any) -> None:
             _mask(item)
 
 
-def _format_errors(exc: ValidationError) -> str:
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The config table (model) that the key at `loc` sits in, following the path through
+    tables, lists of tables (`tenants.0`) and named tables (`principals.alice`)."""
+    node: Any = Config
+    for part in loc[:-1]:
+        origin = typing.get_origin(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(part))
+            if field is None:
+                return None
+            node = field.annotation
+        elif origin in (list, dict):
+            node = typing.get_args(node)[-1]  # the part is an index or a key: skip it
+        else:
+            return None
+        # Unwrap `X | None` (the tables that may be absent) to the table itself.
+        while typing.get_origin(node) in (typing.Union, types.UnionType):
+            node = next((arg for arg in typing.get_args(node) if arg is not type(None)), None)
+    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
+
+
+def _suggestion(loc: tuple[int | str, ...]) -> str:
+    model = _model_at(loc)
+    if model is None or not loc:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f", did you mean {close[0]}?" if close else ""
+
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=")
+
+
+def _dotted(text: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in text.split(".")]
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Where each table and key of a TOML text is written: its path as pydantic reports it
+    (`("tenants", "0", "name")`, list positions as digits) to its line number. Best effort,
+    for error messages: inline tables and multi-line values are not followed."""
+    found: dict[tuple[str, ...], int] = {}
+    counts: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header:
+            parts, path = _dotted(header.group(2)), []
+            for i, part in enumerate(parts):
+                path.append(part)
+                prefix = tuple(parts[: i + 1])
+                if header.group(1) == "[[" and i == len(parts) - 1:
+                    counts[prefix] = counts.get(prefix, -1) + 1
+                    path.append(str(counts[prefix]))
+                elif prefix in counts:  # a sub-table of the latest [[entry]]
+                    path.append(str(counts[prefix]))
+            table = tuple(path)
+            found.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key:
+            found.setdefault((*table, *_dotted(key.group(1))), number)
+    return found
+
+
+def _format_errors(exc: ValidationError, text: str | None = None) -> str:
     lines = []
+    where = key_lines(text) if text is not None else {}
     for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
+        loc = tuple(err["loc"])
+        key = ".".join(str(part) for part in loc)
+        if err["type"] == "extra_forbidden":
+            message = "unknown key" + _suggestion(loc)
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+        line = where.get(tuple(str(part) for part in loc))
+        if line is not None:
+            key = f"{key} (line {line})"
         lines.append(f"{key}: {message}" if key else message)
     return "; ".join(lines)
 
 
-def parse_config(data: dict[str, Any], source: str = "config") -> Config:
+def parse_config(data: dict[str, Any], source: str = "config", text: str | None = None) -> Config:
+    """The validated config; `text`, the TOML it was read from, lets errors name lines."""
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_format_errors(exc)}") from None
+        raise ConfigError(f"{source}: {_format_errors(exc, text)}") from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -372,7 +495,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         return Config()
     file = Path(chosen)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except OSError as exc:
@@ -383,4 +507,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{file}: not valid TOML: nested too deeply") from None
-    return parse_config(data, str(file))
+    database = data.get("database")
+    if isinstance(database, dict) and isinstance(database.get("url"), str):
+        # A SQLite file named in the config sits beside the config, wherever the command
+        # runs from ($SIGNOFF_DATABASE_URL, from the environment, stays as given).
+        database["url"] = resolve_sqlite_path(database["url"], file.parent)
+    return parse_config(data, str(file), text)

@@ -233,4 +233,3 @@ class StoreUnavailable(SignoffError):
     """The database is unreachable or too busy to answer; nothing was changed, retry later."""
 
     code = "store_unavailable"
-

@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.card import Card
 from bot.config import SlackConfig
 from bot.delegations import USAGE, Delegations
-from bot.errors import DeliveryFailed, InvalidRequest, RetryLater
+from bot.errors import DeliveryFailed, InvalidRequest, RetryLater, Undeliverable
 from bot.inbound import Inbound
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
@@ -371,7 +371,33 @@ class SlackChannel:
             if exc.response.status_code == 429:
                 retry_after = exc.response.headers.get("Retry-After")
                 raise RetryLater.after("Slack rate limit", retry_after) from exc
-            raise DeliveryFailed(f"Slack answered {exc.response.get('error')}") from exc
+            error = str(exc.response.get("error"))
+            if error in PERMANENT_ERRORS:
+                # Asking again gives the same answer until a person acts (invites the bot,
+                # fixes the token): the job is dead at once, with Slack's code as its reason.
+                raise Undeliverable(f"Slack answered {error}", reason=error) from exc
+            raise DeliveryFailed(f"Slack answered {error}") from exc
+
+
+PERMANENT_ERRORS = frozenset(
+    {
+        # The conversation is gone, archived, or the bot is not a member of it.
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        # A DM's other end does not exist.
+        "user_not_found",
+        # The bot token is wrong, missing, revoked, or belongs to a deleted user or workspace
+        # (account_inactive): every call fails until it is fixed.
+        "account_inactive",
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        # The card's message was deleted: there is nothing left to update.
+        "message_not_found",
+    }
+)
+"""Web API `error` codes that no retry can change (the outbox buries the job at once)."""
 
 
 def _channel_of(body: dict[str, Any]) -> str | None:

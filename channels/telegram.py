@@ -38,17 +38,18 @@ from telegram.ext import (
 )
 
 from bot.card import Card
-from bot.config import TelegramConfig
+from bot.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from bot.delegations import Delegations
-from bot.errors import ApprovalChanged, DeliveryFailed
+from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
 from bot.inbound import Inbound
+from bot.model import State
 from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
 from channels import conversation, telegram_card, web_inbox
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
-from channels.telegram_bot import TelegramBot
+from channels.telegram_bot import Migrated, TelegramBot
 from store.records import CardMessage
 
 if TYPE_CHECKING:
@@ -57,7 +58,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("signoff.telegram")
 
 _ANSWER_LIMIT = 200  # characters of a callback answer
+_DEAD_SCAN = 1000  # dead jobs looked through for cards waiting on someone's Start
 SURFACE = Surface("telegram", "Telegram", "/", quote_ids=False, backticks=False)
+
+# Said to an anonymous group admin (or someone posting as a channel): Telegram does not say who
+# they are, so nobody can be linked to them; never suggest linking the stand-in account.
+ANONYMOUS = (
+    "You are posting anonymously (as the group or a channel), so signoff cannot tell who you "
+    'are and nothing was decided. To decide, turn off "Remain anonymous" in your admin '
+    "rights for this group (or post as yourself), then try again."
+)
+MEDIA = (
+    "Nothing was decided: a decision is read from a text reply, not from the caption of a "
+    f"photo or file. {telegram_card.HELP}"
+)
 
 
 class TelegramChannel:
@@ -85,9 +99,14 @@ class TelegramChannel:
         self.bot = self.transport.bot
         application = self.transport.application
         application.add_handler(CallbackQueryHandler(self._on_button))
+        # A photo or document with a caption is answered too (with help), never decided on.
         application.add_handler(
-            MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, self._on_reply)
+            MessageHandler(
+                filters.REPLY & (filters.TEXT | filters.CAPTION) & ~filters.COMMAND,
+                self._on_reply,
+            )
         )
+        application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, self._on_migrate))
         application.add_handler(
             CommandHandler(
                 ["delegate", "delegations", "revoke", "start", "help", "web"], self._on_command
@@ -141,6 +160,9 @@ class TelegramChannel:
             )
             await self._answer(query, error.message, alert=True)
             return
+        if user_id in TELEGRAM_SERVICE_ACCOUNTS:
+            await self._refuse_anonymous(card.approval_id, pressed.action, self._answerer(query))
+            return
         actor = await self.chat.identify(principal, user_id, card.approval_id, pressed.action)
         if actor is None:
             await self._answer(query, self.chat.unlinked(user_id), alert=True)
@@ -179,6 +201,7 @@ class TelegramChannel:
             parse_mode=ParseMode.HTML,
             reply_markup=ForceReply(selective=True, input_field_placeholder="Reason, or skip"),
             reply_parameters=ReplyParameters(card_message.message_id),
+            message_thread_id=_topic(card_message),
         )
         await self.inbound.ask(
             "telegram",
@@ -199,23 +222,37 @@ class TelegramChannel:
     async def _reply(self, message: Message, replied: Message) -> None:
         chat, text = str(message.chat.id), message.text or ""
         user_id = message.from_user.id  # type: ignore[union-attr]
+        # A photo or document: its caption is no decision (and no reason), whatever it says.
+        media = message.text is None
+        anonymous = message.sender_chat is not None or user_id in TELEGRAM_SERVICE_ACCOUNTS
         card = await self.inbound.card_at("telegram", chat, str(replied.message_id))
         to: str | None = None
         if card is not None:
-            parsed = telegram_card.parse_reply(text)
+            parsed = None if media else telegram_card.parse_reply(text)
             if parsed is None:
-                await self._say(message, telegram_card.HELP)
+                await self._say(message, MEDIA if media else telegram_card.HELP)
                 return
             action, note, to = parsed.action, parsed.note, parsed.to
         else:
             asked = await self.inbound.prompt_at("telegram", chat, str(replied.message_id))
             if asked is None:
+                if _topic_root(message, replied):
+                    # In a forum topic, every message that replies to nothing in particular
+                    # "replies" to the topic's root, which the bot may have opened: it is
+                    # conversation, not an answer to us.
+                    return
                 if replied.from_user is not None and replied.from_user.id == self.bot.id:
                     # One of our other messages (a notice, an answer, a question pruned
                     # after a week): say where a decision goes instead of staying silent.
                     await self._say(message, f"Nothing was decided. {telegram_card.HELP}")
                 return  # a reply to someone else's message is not ours to read
             prompt, card = asked
+            if media:
+                await self._say(message, MEDIA)
+                return
+            if anonymous:
+                await self._refuse_anonymous(card.approval_id, "reject", self._replier(message))
+                return
             if str(user_id) != prompt.asked:
                 await self._say(
                     message, "That question was for someone else; reply to the card itself."
@@ -223,6 +260,9 @@ class TelegramChannel:
                 return
             action = "reject"
             note = None if text.strip().casefold() == "skip" else text.strip() or None
+        if anonymous:
+            await self._refuse_anonymous(card.approval_id, action, self._replier(message))
+            return
         principal = self.directory.principal_for_telegram(user_id)
         actor = await self.chat.identify(principal, user_id, card.approval_id, action)
         if actor is None:
@@ -249,9 +289,14 @@ class TelegramChannel:
         async with self.chat.failures_told(self._replier(message)):
             command = message.text.split()[0].lstrip("/").split("@")[0].casefold()
             user_id = message.from_user.id
+            if message.sender_chat is not None or user_id in TELEGRAM_SERVICE_ACCOUNTS:
+                await self._say(message, ANONYMOUS)
+                return
             principal = self.directory.principal_for_telegram(user_id)
             if command in ("start", "help"):
                 text = self._welcome(user_id, principal)
+                if principal is not None and message.chat.type == "private":
+                    await self._after_start(principal)
             elif command == "web":
                 text = await self._sign_in_link(message, principal)
             else:
@@ -285,6 +330,78 @@ class TelegramChannel:
             "/delegations lists yours, /revoke ID ends one."
             + (" /web sends a sign-in link to your inbox in the browser." if self.web else "")
         )
+
+    async def _after_start(self, principal: Principal) -> None:
+        """Pressing Start opens the private chat: the cards Telegram refused to deliver before
+        (`not_started`: a bot may not write first) go out now, if still pending."""
+        target = str(Target.personal("telegram", principal.key))
+        async with self.inbound.store.write() as tx:
+            dead = await tx.list_jobs(states=["dead"], limit=_DEAD_SCAN)
+            for job in dead:
+                if (
+                    job.kind == "post_card"
+                    and job.payload.get("target") == target
+                    and "can't initiate conversation" in (job.last_error or "").casefold()
+                    and job.approval_id is not None
+                ):
+                    approval = await tx.get_approval(job.approval_id)
+                    if approval is not None and approval.state == State.PENDING:
+                        await tx.requeue_job(job.id, now=self.inbound.clock.now())
+                        log.info(
+                            "card for %s requeued: they pressed Start",
+                            target,
+                            extra={"approval_id": job.approval_id, "job_id": job.id},
+                        )
+
+    async def _refuse_anonymous(
+        self, approval_id: str, action: str, tell: conversation.Tell
+    ) -> None:
+        """Refuse an anonymous admin (recorded on the request), telling them how to decide."""
+        await self.chat.record(approval_id, "telegram:anonymous", action, NotAnApprover(ANONYMOUS))
+        await tell(ANONYMOUS, firmly=True)
+
+    # -- a group upgraded to a supergroup ---------------------------------------------------------
+
+    async def _on_migrate(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Telegram's service messages for a group upgraded to a supergroup: one in the old
+        group (`migrate_to_chat_id`), one in the new (`migrate_from_chat_id`). The cards
+        follow at once, so presses in the new chat find them."""
+        message = update.message
+        if message is None:
+            return
+        if message.migrate_to_chat_id is not None:
+            await self._moved(message.chat.id, message.migrate_to_chat_id, announce=True)
+        elif message.migrate_from_chat_id is not None:
+            await self._moved(message.migrate_from_chat_id, message.chat.id)
+
+    async def _moved(self, old: int | str | None, new: int, *, announce: bool = False) -> None:
+        """Move the card records of chat `old` to `new`, and tell the operator when a route
+        still names the old id (every new card would otherwise first fail there): when cards
+        moved, or when `announce` (once per migration, not for each of its two messages)."""
+        if old is None or str(old) == str(new):
+            return
+        async with self.inbound.store.write() as tx:
+            moved = await tx.move_card_messages("telegram", str(old), str(new))
+        stale = sorted(
+            {
+                str(target)
+                for route in self.directory.routes
+                for target in route.notify
+                if target.surface == "telegram" and target.chat == str(old)
+            }
+        )
+        if moved or (stale and announce):
+            log.warning(
+                "Telegram group %s was upgraded to a supergroup with chat id %s; %d card(s) "
+                "moved there.%s",
+                old,
+                new,
+                moved,
+                f" The configured notify target(s) {', '.join(stale)} name the old id: change "
+                f"them to telegram:{new}."
+                if stale
+                else "",
+            )
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update could not be handled", exc_info=context.error)
@@ -332,6 +449,8 @@ class TelegramChannel:
                     message.message_id, allow_sending_without_reply=True
                 ),
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
+                # Stay in the forum topic even if the message answered is gone meanwhile.
+                message_thread_id=_topic(message),
             )
         except TelegramError as exc:
             log.warning("could not reply in Telegram chat %s: %s", message.chat.id, exc)
@@ -341,34 +460,52 @@ class TelegramChannel:
     def _chat(self, target: Target) -> int:
         """The chat id to send to: the target's own, or a principal's private chat."""
         user = self.chat.account_of(target)
-        return int(user if user is not None else target.where)
+        return int(user if user is not None else target.chat)
 
     async def send_notice(self, target: Target, text: str) -> None:
         await self.transport.call(self.bot.send_message, chat_id=self._chat(target), text=text)
 
     async def post_card(self, card: Card, target: Target) -> MessageRef:
         chat_id = self._chat(target)
-        sent = await self.transport.call(
-            self.bot.send_message,
-            chat_id=chat_id,
-            text=telegram_card.html(card, self._page(card)),
-            parse_mode=ParseMode.HTML,
-            reply_markup=_markup(card),
-            link_preview_options=LinkPreviewOptions(is_disabled=True),
-        )
+        content = {
+            "text": telegram_card.html(card, self._page(card)),
+            "parse_mode": ParseMode.HTML,
+            "reply_markup": _markup(card),
+            "link_preview_options": LinkPreviewOptions(is_disabled=True),
+            # `telegram:CHAT_ID/THREAD_ID`: into that topic of a forum supergroup.
+            "message_thread_id": target.thread,
+        }
+        try:
+            sent = await self.transport.call(self.bot.send_message, chat_id=chat_id, **content)
+        except Migrated as exc:
+            # A configured group that became a supergroup: post where it lives now (and say
+            # that the config names the old id).
+            await self._moved(chat_id, exc.new_chat_id, announce=True)
+            sent = await self.transport.call(
+                self.bot.send_message, chat_id=exc.new_chat_id, **content
+            )
         return MessageRef("telegram", str(sent.chat.id), str(sent.message_id))
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:
+        content = {
+            "message_id": int(ref.message_id),
+            "text": telegram_card.html(card, self._page(card)),
+            "parse_mode": ParseMode.HTML,
+            "reply_markup": _markup(card),  # None removes the buttons
+            "link_preview_options": LinkPreviewOptions(is_disabled=True),
+        }
         try:
-            await self.transport.call(
-                self.bot.edit_message_text,
-                chat_id=int(ref.address),
-                message_id=int(ref.message_id),
-                text=telegram_card.html(card, self._page(card)),
-                parse_mode=ParseMode.HTML,
-                reply_markup=_markup(card),  # None removes the buttons
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            )
+            try:
+                await self.transport.call(
+                    self.bot.edit_message_text, chat_id=int(ref.address), **content
+                )
+            except Migrated as exc:
+                # The group's messages kept their ids in the supergroup: move the records
+                # (so presses there find their cards) and edit it there.
+                await self._moved(ref.address, exc.new_chat_id)
+                await self.transport.call(
+                    self.bot.edit_message_text, chat_id=exc.new_chat_id, **content
+                )
         except DeliveryFailed as exc:
             if "message is not modified" in str(exc).casefold():
                 return  # already shows this state: an update delivered twice
@@ -377,6 +514,21 @@ class TelegramChannel:
     def _page(self, card: Card) -> str | None:
         """The approval's page on the web surface, if there is one."""
         return self.web.approval_url(card.approval_id) if self.web is not None else None
+
+
+def _topic(message: MaybeInaccessibleMessage) -> int | None:
+    """The forum topic a message is in (None outside forums: a supergroup's reply threads
+    also carry a message_thread_id, which is not a topic)."""
+    if isinstance(message, Message) and message.is_topic_message:
+        return message.message_thread_id
+    return None
+
+
+def _topic_root(message: Message, replied: Message) -> bool:
+    """Whether `replied` is the root of the forum topic `message` was written in."""
+    if replied.forum_topic_created is not None:
+        return True
+    return bool(message.is_topic_message) and replied.message_id == message.message_thread_id
 
 
 def _markup(card: Card) -> InlineKeyboardMarkup | None:

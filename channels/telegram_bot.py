@@ -23,12 +23,12 @@ from typing import Any
 
 from aiohttp import web
 from telegram import Update
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, ChatMigrated, Forbidden, RetryAfter, TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
 from bot.config import TelegramConfig
-from bot.errors import ConfigError, DeliveryFailed, RetryLater
+from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
 from bot.inbound import Inbound
 from channels.bounded import cap_httpx_answer
 from channels.telegram_setup import ALLOWED_UPDATES, credentials
@@ -40,6 +40,41 @@ log = logging.getLogger("signoff.telegram")
 warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", module="telegram")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+# Refusals that would come back the same however often the call is made, by the words of
+# Telegram's description (it has no error codes finer than 400 and 403), and the reason the
+# outbox records for each. The job is dead at once; an operator who fixed the cause (unblocked,
+# gave the bot its rights back, corrected the chat id) requeues it with `signoff outbox retry`.
+PERMANENT = (
+    ("chat not found", "chat_not_found"),
+    ("bot was blocked by the user", "bot_blocked"),
+    ("not enough rights", "not_enough_rights"),
+    ("have no rights to send a message", "not_enough_rights"),
+    ("chat_write_forbidden", "not_enough_rights"),
+    ("bot was kicked", "bot_kicked"),
+    ("bot is not a member", "bot_not_member"),
+    ("user is deactivated", "user_deactivated"),
+    ("bot can't initiate conversation", "not_started"),
+    ("message thread not found", "thread_not_found"),
+    ("topic_closed", "topic_closed"),
+    ("topic_deleted", "thread_not_found"),
+    ("message to edit not found", "message_not_found"),
+)
+
+
+class Migrated(DeliveryFailed):
+    """The group was upgraded to a supergroup: its messages, ids unchanged, are now in the chat
+    `new_chat_id`, and the old id refuses every call."""
+
+    code = "telegram_chat_migrated"
+
+    def __init__(self, old_chat_id: int | str | None, new_chat_id: int) -> None:
+        super().__init__(
+            f"Telegram group {old_chat_id} was upgraded to a supergroup; its new chat id is "
+            f"{new_chat_id}"
+        )
+        self.old_chat_id = old_chat_id
+        self.new_chat_id = new_chat_id
 
 
 class TelegramBot:
@@ -145,16 +180,32 @@ class TelegramBot:
 
     async def call(self, method: Any, **kwargs: Any) -> Any:
         """A Bot API call for the outbox, its failures said as the runner understands them:
-        RetryLater for flood control, DeliveryFailed for everything else."""
+        RetryLater for flood control (its wait honoured, no attempt used up beyond the one),
+        Migrated for a group now living under another id, Undeliverable (with Telegram's
+        reason) for a refusal that would never change, DeliveryFailed for everything else."""
         try:
             await self.started()
             return await method(**kwargs)
         except RetryAfter as exc:
             raise RetryLater("Telegram flood control", _seconds(exc)) from exc
-        except BadRequest as exc:
+        except ChatMigrated as exc:
+            raise Migrated(kwargs.get("chat_id"), int(exc.new_chat_id)) from exc
+        except (BadRequest, Forbidden) as exc:
+            reason = permanent_reason(exc.message)
+            if reason is not None:
+                raise Undeliverable(
+                    f"Telegram refused the call for good: {exc.message}", reason=reason
+                ) from exc
             raise DeliveryFailed(f"Telegram refused the call: {exc.message}") from exc
-        except TelegramError as exc:  # network, 5xx, blocked by the user: try again later
+        except TelegramError as exc:  # network, 5xx: try again later
             raise DeliveryFailed(f"Telegram call failed: {exc.message}") from exc
+
+
+def permanent_reason(description: str) -> str | None:
+    """The reason a refusal is permanent (`chat_not_found`, `bot_blocked`, ...), or None for
+    one worth trying again."""
+    said = description.casefold()
+    return next((reason for words, reason in PERMANENT if words in said), None)
 
 
 def _seconds(exc: RetryAfter) -> float:

@@ -9,10 +9,12 @@ will not upgrade a reader's lock while another writer holds it.)
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -43,6 +45,19 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def resolve_sqlite_path(url: str, base: Path) -> str:
+    """A SQLite URL whose file path is relative, made absolute against `base` (the config
+    file's directory), so the database does not move with the directory a command runs in.
+    Absolute paths, `:memory:`, `file:` URIs and every other database are returned as given."""
+    if not normalize_url(url).startswith("sqlite+aiosqlite:"):
+        return url
+    scheme, sep, rest = url.partition(":///")
+    path, mark, query = rest.partition("?")
+    if not sep or not path or path.startswith(("/", "file:")) or path == ":memory:":
+        return url
+    return f"{scheme}:///{(base.absolute() / path).as_posix()}{mark}{query}"
+
+
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for a `sqlite+aiosqlite://` or `postgresql+asyncpg://` URL."""
     url = normalize_url(url)
@@ -65,13 +80,26 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
     connect_args = kwargs.pop("connect_args", {})
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
     engine = create_async_engine(url, connect_args=connect_args, **kwargs)
+    path = make_url(url).database or ""
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def _open(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+        except Exception as exc:
+            raise StoreUnavailable(_unopenable(path, exc)) from exc
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the driver so the "begin" hook decides.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        _use_wal(cursor)
+        try:
+            # The first statements that write: a file SQLite could open only for reading
+            # fails here, before any command starts.
+            _use_wal(cursor)
+        except Exception as exc:
+            raise StoreUnavailable(_unopenable(path, exc)) from exc
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -83,6 +111,25 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _unopenable(path: str, exc: Exception) -> str:
+    """One line naming the SQLite file and why it cannot be used, in the operator's terms."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return f"cannot open the SQLite database {path or ':memory:'}: {exc}"
+    file = Path(path).absolute()
+    where = f"cannot open the SQLite database {file}"
+    if not file.parent.is_dir():
+        return f"{where}: directory {file.parent} does not exist"
+    if file.is_dir():
+        return f"{where}: it is a directory"
+    # Beside the file SQLite creates its -wal and -shm files, so the directory must be
+    # writable too, not only the file.
+    if (file.exists() and not os.access(file, os.W_OK)) or "readonly" in str(exc):
+        return f"{where}: read-only ({exc})"
+    if not os.access(file.parent, os.W_OK):
+        return f"{where}: directory {file.parent} is read-only"
+    return f"{where}: {exc}"
 
 
 def _use_wal(cursor: Any) -> None:

@@ -566,12 +566,15 @@ class Tx:
         """Put a failed job back in the queue for another attempt at `run_after`."""
         return await self._settle(job_id, worker, run_after=run_after, last_error=error)
 
-    async def defer_job(self, job_id: int, worker: str, *, run_after: datetime) -> bool:
-        """Put a claimed job back untried until `run_after`, its attempt not counted (it was
-        over its fair share of the runner's slots)."""
-        return await self._settle(
-            job_id, worker, run_after=run_after, attempts=outbox.c.attempts - 1
-        )
+    async def defer_job(
+        self, job_id: int, worker: str, *, run_after: datetime, error: str | None = None
+    ) -> bool:
+        """Put a claimed job back until `run_after`, its attempt not counted (it was over its
+        fair share of the runner's slots, or the far side asked to wait: `error` says so)."""
+        values: dict[str, Any] = {"run_after": run_after, "attempts": outbox.c.attempts - 1}
+        if error is not None:
+            values["last_error"] = error
+        return await self._settle(job_id, worker, **values)
 
     async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
         """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
@@ -693,6 +696,23 @@ class Tx:
             .where(card_messages.c.id == card_message_id)
             .values(rendered_state=state, updated_at=now)
         )
+
+    async def move_card_messages(self, channel: str, old_address: str, new_address: str) -> int:
+        """Say that every card (and question) in `old_address` is now in `new_address`: a
+        Telegram group upgraded to a supergroup keeps its messages and their ids under a new
+        chat id. Returns how many cards moved."""
+        moved = await self.conn.execute(
+            update(card_messages)
+            .where(card_messages.c.channel == channel, card_messages.c.address == old_address)
+            .values(address=new_address)
+            .returning(card_messages.c.id)
+        )
+        await self.conn.execute(
+            update(reply_prompts)
+            .where(reply_prompts.c.channel == channel, reply_prompts.c.address == old_address)
+            .values(address=new_address)
+        )
+        return len(moved.all())
 
     # -- delegations ------------------------------------------------------------------------
 

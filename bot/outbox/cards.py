@@ -18,6 +18,7 @@ from bot.card import Card, card_for
 from bot.clock import Clock
 from bot.model import State
 from bot.outbox import jobs
+from bot.outbox.runner import SKIPPED
 from bot.routing import Directory
 from bot.target import Target
 from store.records import Approval, OutboxJob
@@ -45,16 +46,16 @@ class CardJobs:
     async def _card(self, approval: Approval) -> Card:
         return await card_for(self.store, self.directory, approval, self.clock.now())
 
-    async def post(self, job: OutboxJob) -> None:
+    async def post(self, job: OutboxJob) -> str | None:
         target = Target.parse(str(job.payload["target"]))
         channel = self._channel(target.surface, f"card to {target}", job.approval_id)
         if channel is None:
-            return
+            return SKIPPED
         assert job.approval_id is not None
         async with self.store.read() as tx:
             approval = await tx.get_approval(job.approval_id)
         if approval is None or approval.state != State.PENDING:
-            return  # decided before its card could go out: nothing left to ask
+            return None  # decided before its card could go out: nothing left to ask
         ref = await channel.post_card(await self._card(approval), target)
         now = self.clock.now()
         async with self.store.write() as tx:
@@ -80,33 +81,36 @@ class CardJobs:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.
                 await jobs.enqueue_card_update(tx, current, message.id, now)
+        return None
 
-    async def notice(self, job: OutboxJob) -> None:
+    async def notice(self, job: OutboxJob) -> str | None:
         """A plain message to one person ("slack:@alice"): a delegation starting or ending."""
         target = Target.parse(str(job.payload["target"]))
         channel = self._channel(target.surface, f"notice to {target}", None)
         if channel is None:
-            return
+            return SKIPPED
         await channel.send_notice(target, str(job.payload["text"]))
+        return None
 
-    async def update(self, job: OutboxJob) -> None:
+    async def update(self, job: OutboxJob) -> str | None:
         async with self.store.read() as tx:
             message = await tx.card_message(int(job.payload["card_message_id"]))
             approval = await tx.get_approval(message.approval_id) if message else None
         if message is None or approval is None:
-            return
+            return None
         channel = self._channel(message.channel, f"update of card {message.id}", approval.id)
         if channel is None:
-            return
+            return SKIPPED
         # The stored row has what a MessageRef holds: channel, address, message_id.
         await channel.update_card(message, await self._card(approval))
         async with self.store.write() as tx:
             await tx.mark_card_rendered(message.id, state=approval.state, now=self.clock.now())
+        return None
 
     def _channel(self, surface: str, what: str, approval_id: str | None) -> Channel | None:
         """The channel that delivers on `surface`; None (and a line for the operator, since
         the route or a principal names a surface this deployment does not run) if there is
-        none."""
+        none: the job is settled as skipped, which the metrics count apart from done."""
         channel = self.channels.get(surface)
         if channel is None:
             log.warning(

@@ -4,7 +4,12 @@ card posts and updates), from any replica, at least once.
 A worker claims a batch of due jobs with a lease (FOR UPDATE SKIP LOCKED on PostgreSQL, a
 conditional lease update inside SQLite's single-writer transaction), runs them, and settles
 each: done; back in the queue after an exponential backoff with jitter; or dead after
-`max_attempts`, until `signoff outbox retry ID`. A worker killed mid-job leaves its lease to
+`max_attempts`, until `signoff outbox retry ID`. A failure no retry can change
+(`Undeliverable`: a Slack channel that is gone, a Telegram bot that was blocked) is dead at
+once, with the platform's reason. A rate limit that says how long to wait (`RetryLater` with a
+delay: HTTP 429 with Retry-After, Telegram's flood control) waits that long without using up
+an attempt, for `rate_limited_for` after the job was queued; after that each wait counts, so
+a destination answering 429 forever still ends. A worker killed mid-job leaves its lease to
 run out, and any replica then picks the job up again. The settle is conditional on still
 holding the lease, so a slow worker can never overwrite the outcome of the one that took over.
 """
@@ -32,7 +37,13 @@ from store.repository import Store
 log = logging.getLogger("signoff.outbox")
 _PRUNE_EVERY = timedelta(minutes=10)
 
-Handler = Callable[[OutboxJob], Awaitable[None]]
+# A handler returns None when it did the job, or SKIPPED when there was nothing it could do
+# (a card for a chat surface this deployment does not run): the job is settled either way,
+# and the metrics tell the two apart.
+Handler = Callable[[OutboxJob], Awaitable[str | None]]
+SKIPPED = "skipped"
+# The dead-job reason when a job used up its attempts (an Undeliverable names its own).
+EXHAUSTED = "max_attempts"
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,9 @@ class OutboxSettings:
     per_tenant: int = 16
     kind_share: float = 0.75
     failing_after: int = 3
+    # A rate-limited job (RetryLater with a delay) waits without using up an attempt while it
+    # is younger than this; after it, each wait counts as an attempt.
+    rate_limited_for: timedelta = timedelta(hours=24)
 
 
 def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
@@ -152,14 +166,15 @@ class OutboxRunner:
         delivered = False
         try:
             try:
-                await self.handlers[job.kind](job)
+                outcome = await self.handlers[job.kind](job)
                 delivered = True
             except Exception as exc:  # any failure is retried; the error is kept on the job
                 await self._failed(job, exc)
                 return False
             async with self.store.write() as tx:
                 held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
-            self._count(job, "done" if held else "lost_lease")
+            result = SKIPPED if outcome == SKIPPED else "done"
+            self._count(job, result if held else "lost_lease")
         except Exception:
             # The outcome could not be recorded (database unavailable): the job comes back
             # after its lease and runs again, which receivers dedupe.
@@ -174,20 +189,44 @@ class OutboxRunner:
     async def _failed(self, job: OutboxJob, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"[:2000]
         now = self.clock.now()
+        extra = {"approval_id": job.approval_id, "job_id": job.id}
+        reason: str | None = None
+        if isinstance(exc, Undeliverable):
+            reason = str(exc.details.get("reason") or "undeliverable")
+        elif job.attempts >= self.settings.max_attempts and not self._waits_free(job, exc, now):
+            reason = EXHAUSTED
         async with self.store.write() as tx:
-            if job.attempts >= self.settings.max_attempts or isinstance(exc, Undeliverable):
+            if reason is not None:
                 held = await tx.bury_job(job.id, self.worker, now=now, error=error)
                 result = "dead"
                 log.error(
-                    "outbox job %d (%s, approval %s) is dead after %d attempt(s): %s; "
+                    "outbox job %d (%s, approval %s) is dead after %d attempt(s) (%s): %s; "
                     "requeue with `signoff outbox retry %d`",
                     job.id,
                     job.kind,
                     job.approval_id,
                     job.attempts,
+                    reason,
                     error,
                     job.id,
-                    extra={"approval_id": job.approval_id, "job_id": job.id},
+                    extra=extra | {"reason": reason},
+                )
+            elif self._waits_free(job, exc, now):
+                assert isinstance(exc, RetryLater) and exc.delay is not None
+                # Honour the far side's wait, within the configured ceiling; the attempt is
+                # given back, since the destination said "later", not "no".
+                delay = timedelta(seconds=min(exc.delay, self.settings.backoff_max.total_seconds()))
+                held = await tx.defer_job(job.id, self.worker, run_after=now + delay, error=error)
+                result = "rate_limited"
+                log.warning(
+                    "outbox job %d (%s, approval %s) rate limited: %s; next in %.0f s "
+                    "(attempt not counted)",
+                    job.id,
+                    job.kind,
+                    job.approval_id,
+                    error,
+                    delay.total_seconds(),
+                    extra=extra,
                 )
             else:
                 delay = backoff(job.attempts, self.settings, self._rand)
@@ -207,9 +246,20 @@ class OutboxRunner:
                     job.attempts,
                     error,
                     delay.total_seconds(),
-                    extra={"approval_id": job.approval_id, "job_id": job.id},
+                    extra=extra,
                 )
         self._count(job, result if held else "lost_lease")
+        if held and reason is not None and self.metrics is not None:
+            self.metrics.outbox_died.labels(job.kind, reason).inc()
+
+    def _waits_free(self, job: OutboxJob, exc: Exception, now: datetime) -> bool:
+        """Whether this failure is a rate limit that says how long to wait, for a job still
+        young enough that the wait does not use up an attempt."""
+        return (
+            isinstance(exc, RetryLater)
+            and exc.delay is not None
+            and now - job.created_at < self.settings.rate_limited_for
+        )
 
     def _count(self, job: OutboxJob, result: str) -> None:
         if self.metrics is not None:

@@ -295,23 +295,26 @@ def test_config_check(tmp_path: Path) -> None:
         "webhook_secret_env": "SIGNOFF_ACME_WEBHOOK_SECRET",  # left unset
     }
     tenants = [acme, {"name": "globex"}]
-    good = config_with(f"postgresql+asyncpg://signoff:{db_password}@db.internal/signoff")
+    good = config_with("sqlite+aiosqlite:///x.db")
     good["tenants"] = tenants
+    # config check opens the database as serve would: an unreachable one is refused, and its
+    # password is not shown in the refusal.
+    unreachable = config_with(f"postgresql+asyncpg://signoff:{db_password}@db.internal/signoff")
     typo = config_with("sqlite+aiosqlite:///x.db", server={"lisen": "127.0.0.1:8700"})
     unknown_approver = config_with("sqlite+aiosqlite:///x.db")
     unknown_approver["routes"][0]["approvers"] = ["group:finance", "zed"]
-    for name, config in (("good", good), ("typo", typo), ("unknown", unknown_approver)):
+    cases = (("good", good), ("unreachable", unreachable), ("typo", typo),
+             ("unknown", unknown_approver))  # fmt: skip
+    for name, config in cases:
         (tmp_path / f"{name}.toml").write_text(to_toml(config), "utf-8")
 
     env = base_env(SIGNOFF_ACME_API_KEY=secret)
     checked = Cli(cwd=tmp_path, env=env).run_all(
-        [
-            ["config", "check", "--config", "good.toml"],
-            ["config", "check", "--config", "typo.toml"],
-            ["config", "check", "--config", "unknown.toml"],
-        ]
+        [["config", "check", "--config", f"{name}.toml"] for name, _ in cases]
     )
-    ok, bad_key, bad_principal = checked
+    ok, down, bad_key, bad_principal = checked
+    assert down.returncode == 1, str(down)
+    assert db_password not in down.stdout + down.stderr
     assert ok.returncode == 0, str(ok)
     output = ok.stdout + ok.stderr
     assert secret not in output

@@ -60,6 +60,18 @@ and tdlib's MessageEntity.cpp, where its HTML parser lives):
   first with 409 ``Conflict: terminated by other getUpdates request; ...``, setWebhook ends it
   with ``Conflict: terminated by setWebhook request``, and getUpdates while a webhook is set
   answers 409 ``Conflict: can't use getUpdates method while webhook is active; ...``.
+- Forum topics: `FakeTelegram.create_forum_topic` (or the ``createForumTopic`` method) makes a
+  supergroup a forum and opens a topic whose root is the ``forum_topic_created`` service
+  message, its ``message_id`` the topic's ``message_thread_id``. ``sendMessage`` with
+  ``message_thread_id`` posts into the topic (``message thread not found`` for one that does
+  not exist), and a reply lands in the topic of the message it replies to; both answer
+  ``message_thread_id`` and ``is_topic_message``, as Telegram does in a forum.
+- A chat's fate can be set: `FakeTelegram.block` (403, e.g. ``Forbidden: bot was blocked by
+  the user``), `FakeTelegram.lose_chat` (400 ``chat not found``), `FakeTelegram.restrict`
+  (sendMessage answers 400 ``not enough rights to send text messages to the chat``) and
+  `FakeTelegram.migrate` (a basic group upgraded to a supergroup: every call naming the old id
+  answers 400 ``group chat was upgraded to a supergroup chat`` with
+  ``parameters.migrate_to_chat_id``, and its messages keep their ids under the new one).
 - Failures can be injected: `FakeTelegram.rate_limit_next` (HTTP 429 with ``Retry-After`` and
   ``"parameters": {"retry_after": N}``) and `FakeTelegram.fail_next` (HTTP 5xx with nginx's
   HTML page, no JSON).
@@ -109,12 +121,14 @@ from aiohttp import web
 from tests.fakes.recording import Call, RecordingFake
 
 __all__ = [
+    "ANONYMOUS_ADMIN",
     "RAW_TEXT",
     "SECRET_HEADER",
     "Call",
     "FakeTelegram",
     "callback_query",
     "group_chat",
+    "media_message",
     "private_chat",
     "text_message",
     "user",
@@ -124,6 +138,15 @@ __all__ = [
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 """The header in which Telegram sends a webhook the secret_token given to setWebhook."""
+
+ANONYMOUS_ADMIN = {
+    "id": 1087968824,
+    "is_bot": True,
+    "first_name": "Group",
+    "username": "GroupAnonymousBot",
+}
+"""Who Telegram names in ``from`` of an anonymous group admin's message (``sender_chat`` is
+the group itself)."""
 
 RAW_TEXT = "raw_text"
 """The non-API key of stored messages holding the text as last sent (HTML before parsing)."""
@@ -169,6 +192,7 @@ _METHODS = {
     name.lower(): name
     for name in (
         "getMe",
+        "createForumTopic",
         "logOut",
         "close",
         "sendMessage",
@@ -261,6 +285,10 @@ class FakeTelegram(RecordingFake):
         self._injected: dict[str | None, list[_Injected]] = {}
         self._chats: dict[int, dict[str, Any]] = {}
         self._blocked: dict[int, str] = {}
+        self._lost: set[int] = set()
+        self._restricted: set[int] = set()
+        self._migrated: dict[int, int] = {}
+        self._topics: dict[int, set[int]] = {}
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._next_message_id: dict[int, int] = {}
         self._updates: list[dict[str, Any]] = []
@@ -373,6 +401,87 @@ class FakeTelegram(RecordingFake):
     def unblock(self, chat_id: int) -> None:
         with self._lock:
             self._blocked.pop(int(chat_id), None)
+
+    def lose_chat(self, chat_id: int) -> None:
+        """Answer 400 ``chat not found`` for `chat_id` (the bot was never in it, or it is
+        gone)."""
+        with self._lock:
+            self._lost.add(int(chat_id))
+
+    def restrict(self, chat_id: int) -> None:
+        """The bot may no longer post in `chat_id` (an admin took its right to send messages):
+        sendMessage answers 400 ``not enough rights to send text messages to the chat``."""
+        with self._lock:
+            self._restricted.add(int(chat_id))
+
+    def migrate(
+        self, old_id: int, new_id: int, by: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Upgrade the basic group `old_id` to the supergroup `new_id`, as Telegram does: the
+        messages move with their ids, and every later call naming `old_id` answers 400 with
+        ``parameters.migrate_to_chat_id``. Returns the two service messages Telegram sends the
+        bot, ``migrate_to_chat_id`` in the old group and ``migrate_from_chat_id`` in the new
+        one (each an update for `push_update` or a webhook)."""
+        sender = dict(by) if by is not None else user(42, "Admin")
+        with self._lock:
+            old = self._chats.get(int(old_id)) or group_chat(old_id, type="group")
+            new = {**group_chat(new_id, str(old.get("title", "Group")), "supergroup")}
+            self._chats[int(new_id)] = new
+            for (chat_id, message_id), message in list(self._messages.items()):
+                if chat_id == int(old_id):
+                    moved = {**copy.deepcopy(message), "chat": copy.deepcopy(new)}
+                    self._messages[(int(new_id), message_id)] = moved
+            self._next_message_id[int(new_id)] = self._next_message_id.get(int(old_id), 1)
+            self._migrated[int(old_id)] = int(new_id)
+            now = int(time.time())
+            to_id = self._take_message_id(int(old_id))
+            from_id = self._take_message_id(int(new_id))
+            told = {
+                "message_id": to_id,
+                "from": sender,
+                "chat": copy.deepcopy(old),
+                "date": now,
+                "migrate_to_chat_id": int(new_id),
+            }
+            started = {
+                "message_id": from_id,
+                "from": sender,
+                "chat": copy.deepcopy(new),
+                "date": now,
+                "migrate_from_chat_id": int(old_id),
+            }
+            return (
+                {"update_id": next(self._update_seq), "message": told},
+                {"update_id": next(self._update_seq), "message": started},
+            )
+
+    def create_forum_topic(
+        self, chat_id: int, name: str = "Approvals", by: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Open a topic in the supergroup `chat_id` (made a forum), created by `by` (the bot
+        when None). Returns the topic's root message, the ``forum_topic_created`` service
+        message whose message_id is the topic's message_thread_id."""
+        with self._lock:
+            return self._open_topic(int(chat_id), name, by)
+
+    def _open_topic(self, chat_id: int, name: str, by: Mapping[str, Any] | None) -> dict[str, Any]:
+        chat = self._chat(chat_id)
+        if chat.get("type") != "supergroup":
+            raise _bad_request("the chat is not a forum")
+        chat["is_forum"] = True
+        thread_id = self._take_message_id(chat_id)
+        root = {
+            "message_id": thread_id,
+            "message_thread_id": thread_id,
+            "from": dict(by) if by is not None else self.bot_user,
+            "chat": copy.deepcopy(chat),
+            "date": int(time.time()),
+            "forum_topic_created": {"name": name, "icon_color": 7322096},
+            "is_topic_message": True,
+        }
+        self._topics.setdefault(chat_id, set()).add(thread_id)
+        self._messages[(chat_id, thread_id)] = root
+        return copy.deepcopy(root)
 
     def next_update_id(self) -> int:
         """A fresh update_id, above any pushed so far."""
@@ -643,6 +752,14 @@ class FakeTelegram(RecordingFake):
             return True, None
         if method == "sendMessage":
             return self._send_message(args), None
+        if method == "createForumTopic":
+            name = _text_arg(args.get("name"))
+            if not 1 <= len(name) <= 128:
+                missing = 'Parameter "name" is required'
+                raise _bad_request("TOPIC_NAME_INVALID" if name else missing)
+            root = self._open_topic(int(self._chat(args.get("chat_id"))["id"]), name, None)
+            forum_topic = {"message_thread_id": root["message_thread_id"], "name": name}
+            return {**forum_topic, "icon_color": root["forum_topic_created"]["icon_color"]}, None
         if method == "editMessageText":
             return self._edit_message_text(args), None
         if method == "editMessageReplyMarkup":
@@ -692,6 +809,14 @@ class FakeTelegram(RecordingFake):
         key = self._chat_key(chat_id)
         if key is None or key == 0:
             raise _bad_request("chat not found")
+        if key in self._lost:
+            raise _bad_request("chat not found")
+        if key in self._migrated:
+            raise _ApiError(
+                400,
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                {"migrate_to_chat_id": self._migrated[key]},
+            )
         chat = self._chats.get(key)
         if chat is None:
             if key > 0:
@@ -719,12 +844,20 @@ class FakeTelegram(RecordingFake):
         markup = _reply_markup(args.get("reply_markup"))
         chat = self._chat(args.get("chat_id"))
         chat_id = int(chat["id"])
+        if chat_id in self._restricted:
+            raise _bad_request("not enough rights to send text messages to the chat")
+        thread_id = _int(args.get("message_thread_id"))
+        if chat.get("is_forum") and thread_id and thread_id not in self._topics.get(chat_id, ()):
+            raise _bad_request("message thread not found")
         replied: dict[str, Any] | None = None
         if reply_id > 0:
             in_chat = chat_id if reply_chat is None else self._chat_key(reply_chat)
             replied = self._messages.get((in_chat, reply_id)) if in_chat is not None else None
             if replied is None and not allow_without:
                 raise _bad_request("message to be replied not found")
+        if chat.get("is_forum") and not thread_id and replied is not None:
+            # A reply lands in the topic of the message it answers.
+            thread_id = _int(replied.get("message_thread_id"))
         text, entities = _finish_text(*parsed)
         echoed = _check_markup_content(markup)
 
@@ -733,9 +866,18 @@ class FakeTelegram(RecordingFake):
             message["sender_chat"] = copy.deepcopy(chat)
         else:
             message["from"] = self.bot_user
+        if chat.get("is_forum") and thread_id:
+            message["message_thread_id"] = thread_id
         message.update({"chat": copy.deepcopy(chat), "date": int(time.time())})
         if replied is not None:
             message["reply_to_message"] = _without_reply(replied)
+        elif chat.get("is_forum") and thread_id:
+            # In a topic, a message that replies to nothing replies to the topic's root.
+            root = self._messages.get((chat_id, thread_id))
+            if root is not None:
+                message["reply_to_message"] = _without_reply(root)
+        if chat.get("is_forum") and thread_id:
+            message["is_topic_message"] = True
         message["text"] = text
         if entities:
             message["entities"] = entities
@@ -1930,6 +2072,7 @@ def _without_reply(message: Mapping[str, Any]) -> dict[str, Any]:
 
 _MESSAGE_ORDER = (
     "message_id",
+    "message_thread_id",
     "from",
     "sender_chat",
     "chat",
@@ -2008,26 +2151,88 @@ def text_message(
     reply_to: Mapping[str, Any] | None = None,
     date: int | None = None,
     entities: Sequence[Mapping[str, Any]] | None = None,
+    sender_chat: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The update of a user's text message, as Telegram posts it to a webhook.
 
     `reply_to` is the Message replied to (e.g. ``tg.message(chat_id, message_id)``); it is
-    nested as Telegram nests it, without its own reply. Telegram's automatic entities
+    nested as Telegram nests it, without its own reply. In a forum topic, Telegram sets
+    ``message_thread_id`` and ``is_topic_message`` from the message replied to, and a message
+    that answers nothing in particular replies to the topic's root (pass that root, from
+    `FakeTelegram.create_forum_topic`). `sender_chat` is the chat an anonymous admin
+    (`ANONYMOUS_ADMIN` in ``from``) or a channel posts as. Telegram's automatic entities
     (bot_command for ``/start``, url, mention, ...) are added unless `entities` is given.
     """
-    message: dict[str, Any] = {
-        "message_id": message_id,
-        "from": dict(from_user),
-        "chat": dict(chat),
-        "date": int(time.time()) if date is None else date,
-    }
-    if reply_to is not None:
-        message["reply_to_message"] = _without_reply(reply_to)
+    message = _user_message(message_id, chat, from_user, reply_to, date, sender_chat)
     message["text"] = text
     found = [dict(e) for e in entities] if entities is not None else _find_entities(text)
     if found:
         message["entities"] = found
     return {"update_id": update_id, "message": message}
+
+
+def media_message(
+    update_id: int,
+    *,
+    chat: Mapping[str, Any],
+    from_user: Mapping[str, Any],
+    caption: str | None,
+    message_id: int,
+    kind: str = "photo",
+    reply_to: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The update of a user's photo or document (`kind`) with an optional caption, as
+    Telegram posts it: no ``text``, the words in ``caption``."""
+    message = _user_message(message_id, chat, from_user, reply_to, None, None)
+    if kind == "photo":
+        message["photo"] = [
+            {
+                "file_id": f"AgACAgQAAxkBAAI{message_id}",
+                "file_unique_id": f"AQAD{message_id}",
+                "file_size": size * 40,
+                "width": size,
+                "height": size,
+            }
+            for size in (90, 320, 800)
+        ]
+    else:
+        message["document"] = {
+            "file_name": "invoice.pdf",
+            "mime_type": "application/pdf",
+            "file_id": f"BQACAgQAAxkBAAI{message_id}",
+            "file_unique_id": f"AgAD{message_id}",
+            "file_size": 48213,
+        }
+    if caption is not None:
+        message["caption"] = caption
+        found = _find_entities(caption)
+        if found:
+            message["caption_entities"] = found
+    return {"update_id": update_id, "message": message}
+
+
+def _user_message(
+    message_id: int,
+    chat: Mapping[str, Any],
+    from_user: Mapping[str, Any],
+    reply_to: Mapping[str, Any] | None,
+    date: int | None,
+    sender_chat: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"message_id": message_id}
+    thread = reply_to.get("message_thread_id") if reply_to is not None else None
+    if chat.get("is_forum") and thread:
+        message["message_thread_id"] = thread
+    message["from"] = dict(from_user)
+    if sender_chat is not None:
+        message["sender_chat"] = dict(sender_chat)
+    message["chat"] = dict(chat)
+    message["date"] = int(time.time()) if date is None else date
+    if reply_to is not None:
+        message["reply_to_message"] = _without_reply(reply_to)
+    if chat.get("is_forum") and thread:
+        message["is_topic_message"] = True
+    return message
 
 
 _query_seq = itertools.count(1)

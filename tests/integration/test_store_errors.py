@@ -15,17 +15,20 @@ from tests.conftest import approval_record
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "says"),
     [
-        "postgresql+asyncpg://postgres@127.0.0.1:1/signoff",
-        "sqlite+aiosqlite:///{tmp}/no/such/dir/signoff.db",
+        ("postgresql+asyncpg://postgres@127.0.0.1:1/signoff", "database unavailable"),
+        # A SQLite file that cannot be opened names its path and why.
+        ("sqlite+aiosqlite:///{tmp}/no/such/dir/signoff.db", "/no/such/dir does not exist"),
     ],
     ids=["postgres-refused", "sqlite-unopenable"],
 )
-async def test_unreachable_database_is_store_unavailable(url: str, tmp_path: Path) -> None:
+async def test_unreachable_database_is_store_unavailable(
+    url: str, says: str, tmp_path: Path
+) -> None:
     store = Store.from_url(url.format(tmp=tmp_path))
     try:
-        with pytest.raises(StoreUnavailable, match="database unavailable"):
+        with pytest.raises(StoreUnavailable, match=says):
             await ensure_current(store.engine)
         with pytest.raises(StoreUnavailable):
             await upgrade(store.engine)

@@ -51,7 +51,8 @@ def test_example_config_file_validates_and_means_what_it_says(tmp_path: Path) ->
     config = load_config(copied)
 
     assert config.server.listen == "127.0.0.1:8700"
-    assert config.database_url == "sqlite+aiosqlite:///signoff.db"
+    # A relative SQLite path sits beside the config file, wherever the command runs.
+    assert config.database_url == f"sqlite+aiosqlite:///{copied.parent}/signoff.db"
     assert [t.name for t in config.tenants] == ["acme"]
     assert config.tenants[0].api_key_env == "SIGNOFF_ACME_API_KEY"
     # [slack] and [telegram] ship commented out: the quick start needs no chat credentials.
@@ -106,7 +107,7 @@ def test_signoff_database_url_overrides_the_file(
 ) -> None:
     path = tmp_path / "db.toml"
     path.write_text('[database]\nurl = "sqlite+aiosqlite:///from-file.db"\n', encoding="utf-8")
-    assert load_config(path).database_url == "sqlite+aiosqlite:///from-file.db"
+    assert load_config(path).database_url == f"sqlite+aiosqlite:///{tmp_path}/from-file.db"
 
     monkeypatch.setenv("SIGNOFF_DATABASE_URL", "postgresql+asyncpg://app@db.internal/signoff")
 

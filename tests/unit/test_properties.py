@@ -61,6 +61,7 @@ from bot.outbox import jobs, webhooks
 from bot.target import Target
 from bot.validation import parse_json
 from channels import slack_card, telegram_card
+from store.engine import resolve_sqlite_path
 from store.records import Event
 from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record, request_body
 
@@ -1081,7 +1082,12 @@ def test_load_config_reads_toml_as_parse_config_reads_the_data(
     assert tomllib.loads(text) == data  # the helper writes what it means to
     path = tmp_path_factory.getbasetemp() / "properties-signoff.toml"
     path.write_text(text, encoding="utf-8")
-    expected = _parsed(data)
+    # load_config places a relative SQLite path beside the file, as parse_config cannot.
+    as_loaded = copy.deepcopy(data)
+    database = as_loaded.get("database")
+    if isinstance(database, dict) and isinstance(database.get("url"), str):
+        database["url"] = resolve_sqlite_path(database["url"], path.parent)
+    expected = _parsed(as_loaded)
     try:
         loaded: Config | ConfigError = load_config(path)
     except ConfigError as error:

@@ -1,0 +1,98 @@
+"""Config mistakes explained: an unknown key names the closest valid one and its line, every
+duration takes the "10s" form (plain seconds still work), SQLite paths sit beside the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import load_config
+from bot.errors import ConfigError
+
+TYPOS = """\
+[server]
+listen = "127.0.0.1:8700"
+claim_lese = "10m"
+
+[[tenants]]
+name = "acme"
+
+[[tenants]]
+name = "globex"
+api_key_envv = "GLOBEX_KEY"
+
+[principals.alice]
+name = "Alice"
+slak = "U0ALICE"
+"""
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "signoff.toml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    return caught.value.message
+
+
+def test_an_unknown_key_names_the_closest_valid_one_and_its_line(tmp_path: Path) -> None:
+    message = _error(tmp_path, TYPOS)
+    assert "server.claim_lese (line 3): unknown key, did you mean claim_lease?" in message
+    # A list of tables counts its entries; a named table is found by its header.
+    assert "tenants.1.api_key_envv (line 10): unknown key, did you mean api_key_env?" in message
+    assert "principals.alice.slak (line 14): unknown key, did you mean slack?" in message
+
+
+def test_an_unknown_table_and_a_key_nothing_resembles(tmp_path: Path) -> None:
+    message = _error(tmp_path, '[servr]\nlisten = "127.0.0.1:1"\n\n[sweeper]\nzzz = 1\n')
+    assert "servr (line 1): unknown key, did you mean server?" in message
+    assert "sweeper.zzz (line 5): unknown key;" in message or message.endswith(
+        "sweeper.zzz (line 5): unknown key"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [("2s", 2.0), ("1m", 60.0), (0.5, 0.5), (3, 3.0)],
+)
+def test_every_duration_takes_the_same_form(
+    tmp_path: Path, written: object, seconds: float
+) -> None:
+    value = f'"{written}"' if isinstance(written, str) else str(written)
+    path = tmp_path / "signoff.toml"
+    path.write_text(
+        f'[outbox]\nlease = "5m"\npoll_interval = {value}\nwebhook_timeout = {value}\n'
+        f"[sweeper]\ninterval = {value}\n",
+        "utf-8",
+    )
+    config = load_config(path)
+    assert config.outbox.poll_interval == seconds
+    assert config.outbox.webhook_timeout == seconds
+    assert config.sweeper.interval == seconds
+
+
+def test_a_bad_duration_says_both_forms_and_the_limits_still_hold(tmp_path: Path) -> None:
+    message = _error(tmp_path, '[sweeper]\ninterval = "5"\n')
+    assert "sweeper.interval (line 2)" in message
+    assert "number of seconds" in message and "'5s'" in message
+    message = _error(tmp_path, '[outbox]\npoll_interval = "2h"\n')
+    assert "outbox.poll_interval (line 2)" in message and "60" in message
+
+
+def test_sqlite_paths_resolve_against_the_config_files_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    monkeypatch.chdir(tmp_path)
+    cases = {
+        "sqlite+aiosqlite:///data/signoff.db": f"sqlite+aiosqlite:///{conf}/data/signoff.db",
+        "sqlite:///signoff.db?timeout=3": f"sqlite:///{conf}/signoff.db?timeout=3",
+        "sqlite+aiosqlite:////var/lib/signoff.db": "sqlite+aiosqlite:////var/lib/signoff.db",
+        "sqlite+aiosqlite:///:memory:": "sqlite+aiosqlite:///:memory:",
+        "postgresql+asyncpg://u@h/db": "postgresql+asyncpg://u@h/db",
+    }
+    for written, resolved in cases.items():
+        (conf / "signoff.toml").write_text(f'[database]\nurl = "{written}"\n', "utf-8")
+        assert load_config("etc/signoff.toml").database.url == resolved
