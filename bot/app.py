@@ -33,6 +33,7 @@ from bot.operator import Operator
 from bot.outbox.cards import CardJobs
 from bot.outbox.delegations import DelegationJobs
 from bot.outbox.jobs import JobKind
+from bot.outbox.reminders import ReminderJobs
 from bot.outbox.runner import Handler, OutboxRunner, OutboxSettings
 from bot.outbox.webhooks import WebhookSender, secret_problem
 from bot.routing import Directory
@@ -96,6 +97,7 @@ def outbox_handlers(
         JobKind.NOTICE: cards.notice,
         JobKind.DELEGATION_STARTED: delegations.on_started,
         JobKind.DELEGATION_ENDED: delegations.on_ended,
+        JobKind.REMINDER: ReminderJobs(store, directory, clock, channels).remind,
     }
     if session is not None:
         table[JobKind.WEBHOOK] = WebhookSender(

@@ -8,12 +8,13 @@ markup differs.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from bot.canonical import short_hash
 from bot.durations import format_duration
+from bot.errors import NoRoute
 from bot.model import State
 from bot.routing import Directory
 from store.records import Approval
@@ -53,6 +54,8 @@ class Card:
     assigned_note: str | None = None
     approvals_so_far: tuple[str, ...] = ()
     required_approvals: int = 1
+    # The route asks for a confirmation before Approve decides (`confirm = true`).
+    confirm: bool = False
 
     @property
     def progress(self) -> str | None:
@@ -146,7 +149,17 @@ async def card_for(
             votes = tuple(
                 v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
             )
-    return Card.from_approval(approval, now, directory, max_value, votes=votes)
+    card = Card.from_approval(approval, now, directory, max_value, votes=votes)
+    return replace(card, confirm=True) if confirms(directory, approval) else card
+
+
+def confirms(directory: Directory, approval: Approval) -> bool:
+    """Whether the route of `approval` asks for a confirmation before Approve decides (as the
+    config says now: a card posted before `confirm = true` was set asks too)."""
+    try:
+        return directory.route_for(approval.tenant, approval.capability).confirm
+    except NoRoute:  # the route was removed from the config since the request came
+        return False
 
 
 # -- the outcome a decided card shows ------------------------------------------------------

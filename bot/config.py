@@ -219,7 +219,21 @@ class RouteConfig(_Strict):
     grant_ttl: DurationText = "24h"
     required_approvals: Annotated[int, Field(ge=1)] = 1
     allow_self_approval: bool = False
+    # Approve asks "are you sure?" first (Slack's confirm dialog, a second tap on Telegram).
+    confirm: bool = False
     escalation: list[EscalationConfig] = []
+    # Nudge the assignees this long before a pending request expires (once, by the sweeper).
+    remind_before: DurationText | None = None
+
+    @model_validator(mode="after")
+    def _remind_before_ttl(self) -> RouteConfig:
+        remind = self.remind_before
+        if remind is not None and parse_duration(remind) >= parse_duration(self.approval_ttl):
+            raise ValueError(
+                f"remind_before {self.remind_before!r} must be shorter than "
+                f"approval_ttl {self.approval_ttl!r}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _notify_targets(self) -> RouteConfig:
@@ -346,6 +360,10 @@ class Config(_Strict):
                     grant_ttl=parse_duration(r.grant_ttl),
                     required_approvals=r.required_approvals,
                     allow_self_approval=r.allow_self_approval,
+                    confirm=r.confirm,
+                    remind_before=(
+                        parse_duration(r.remind_before) if r.remind_before is not None else None
+                    ),
                     escalation=tuple(
                         Escalation(after=parse_duration(e.after), to=e.to) for e in r.escalation
                     ),

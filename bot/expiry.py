@@ -141,8 +141,10 @@ def _interruption(row: Approval, route: Route | None) -> Draft:
         ttls = (route.approval_ttl, route.grant_ttl)
         escalation = route.escalation[0].after if route.escalation else None
         self_approval = route.allow_self_approval
+        remind_before = route.remind_before
     else:
         ttls, escalation, self_approval = (timedelta(hours=72), timedelta(hours=24)), None, False
+        remind_before = None
     return Draft(
         tenant=row.tenant,
         run_id=row.run_id,
@@ -160,6 +162,7 @@ def _interruption(row: Approval, route: Route | None) -> Draft:
         approval_ttl=ttls[0],
         grant_ttl=ttls[1],
         first_escalation=escalation,
+        remind_before=remind_before,
         step=row.step,
         preconditions=row.preconditions,
         resume=row.resume,

@@ -168,6 +168,7 @@ class Draft:
     # card and in the audit trail.
     delegated_to: str | None = None
     assigned_note: str | None = None
+    remind_before: timedelta | None = None  # the route's: its assignees are reminded then
 
 
 def new_approval(
@@ -225,6 +226,12 @@ def new_approval(
         "expires_at": expires_at,
         "escalate_at": now + draft.first_escalation if draft.first_escalation else None,
         "escalation_level": 0,
+        # None when the route does not remind, or the request's own TTL is too short to.
+        "remind_at": (
+            expires_at - draft.remind_before
+            if draft.remind_before and expires_at - draft.remind_before > now
+            else None
+        ),
         "assigned_note": draft.assigned_note,
         "grant_ttl_s": int(draft.grant_ttl.total_seconds()),
         "origin_id": draft.origin_id,
@@ -305,6 +312,7 @@ async def create_request(
             approval_ttl=approval_ttl,
             grant_ttl=grant_ttl,
             first_escalation=route.escalation[0].after if route.escalation else None,
+            remind_before=route.remind_before,
             step=body.step,
             preconditions=body.preconditions,
             resume=body.resume,

@@ -60,7 +60,10 @@ class Route:
     grant_ttl: timedelta = timedelta(hours=24)
     required_approvals: int = 1
     allow_self_approval: bool = False
+    confirm: bool = False  # Approve asks for confirmation first
     escalation: tuple[Escalation, ...] = ()
+    # How long before a pending request expires its assignees are reminded (None: never).
+    remind_before: timedelta | None = None
 
     def matches(self, tenant: str, capability: str) -> bool:
         return fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)

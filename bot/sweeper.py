@@ -2,7 +2,8 @@
 
 Each pass runs every clock by name: expiry of pending requests past their TTL and of grants
 past their grant TTL and lapsed execution leases (bot.expiry), and escalation of unanswered
-requests along their route's chain (bot.escalation). Each clock finds its due rows in a
+requests along their route's chain (bot.escalation), and reminders before expiry
+(bot.reminders). Each clock finds its due rows in a
 bounded batch of ids, then judges each row again in one short transaction that locks it, so
 a decision racing the sweeper on the same row produces exactly one outcome and a large
 backlog never holds a lock for long.
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from bot import escalation, expiry
+from bot import escalation, expiry, reminders
 from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.model import State
@@ -28,8 +29,9 @@ from store.repository import Store, Tx
 
 log = logging.getLogger("signoff.sweeper")
 
-# What a clock does to one due row, locked: a transition, or None if it is not due after all.
-Act = Callable[[Tx, Directory, Approval, datetime], Awaitable[Transition | None]]
+# What a clock does to one due row, locked: a transition, True for an effect that is not one
+# (a reminder queued), or None / False if it is not due after all.
+Act = Callable[[Tx, Directory, Approval, datetime], Awaitable[Transition | bool | None]]
 
 
 Scan = Callable[[Tx, datetime, int], Awaitable[list[str]]]
@@ -56,6 +58,9 @@ DEADLINES = (
     Deadline(
         "escalated", lambda tx, now, limit: tx.due_escalations(now, limit), escalation.escalate
     ),
+    Deadline(
+        "reminded", lambda tx, now, limit: tx.due_reminders(now, limit), reminders.remind_if_due
+    ),
 )
 
 
@@ -65,10 +70,11 @@ class SweepReport:
     grants_expired: int = 0
     lapsed: int = 0
     escalated: int = 0
+    reminded: int = 0
 
     @property
     def total(self) -> int:
-        return self.expired + self.grants_expired + self.lapsed + self.escalated
+        return self.expired + self.grants_expired + self.lapsed + self.escalated + self.reminded
 
 
 class Sweeper(Transitioner):
@@ -139,9 +145,10 @@ class Sweeper(Transitioner):
             if row is None:
                 return 0
             result = await act(tx, self.directory, row, self.clock.now())
-        if result is None:
+        if not result:
             return 0
-        self.committed(result)
+        if isinstance(result, Transition):
+            self.committed(result)
         return 1
 
     async def run(self, interval: float, stop: asyncio.Event) -> None:
@@ -152,11 +159,13 @@ class Sweeper(Transitioner):
                 report = await self.sweep()
                 if report.total:
                     log.info(
-                        "sweep: %d expired, %d grants expired, %d leases lapsed, %d escalated",
+                        "sweep: %d expired, %d grants expired, %d leases lapsed, %d escalated, "
+                        "%d reminded",
                         report.expired,
                         report.grants_expired,
                         report.lapsed,
                         report.escalated,
+                        report.reminded,
                     )
                     continue  # more may be due: go again without waiting
             except Exception:

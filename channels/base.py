@@ -46,3 +46,8 @@ class Channel(Protocol):
         """Send plain text (written by signoff, never markup) to one principal's direct
         messages ("slack:@alice")."""
         ...
+
+    async def send_reply(self, ref: MessageRef, text: str) -> None:
+        """Send plain text (written by signoff, never markup) as a reply to a posted card:
+        in its Slack thread, as a Telegram reply (a reminder before the request expires)."""
+        ...

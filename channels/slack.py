@@ -37,7 +37,7 @@ from bot.inbound import Inbound
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
-from channels import conversation, slack_card, web_inbox
+from channels import conversation, slack_card, slack_home, web_inbox
 from channels.base import MessageRef
 from channels.bounded import CappedResponse
 from channels.conversation import Conversation, Surface
@@ -99,6 +99,8 @@ class SlackChannel:
         base_url = config.api_base_url.rstrip("/") + "/"
         # Short calls: a card post (two calls for a DM) must end well inside its outbox lease.
         self.client = AsyncWebClient(token=token, base_url=base_url, timeout=10)
+        page = web.approval_url if web is not None else None
+        self.home = slack_home.SlackHome(self.client, self.chat, delegations, page)
 
         async def authorize(**_: Any) -> AuthorizeResult:
             # One workspace, one bot token: nothing to look up (Bolt would otherwise call
@@ -119,6 +121,7 @@ class SlackChannel:
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
         self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
         self.app.command(COMMAND)(self._on_command)
+        self.app.event("app_home_opened")(self._on_home_opened)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -154,7 +157,9 @@ class SlackChannel:
             if checked is not None:
                 actor, (approval_id, shown_hash) = checked
                 # Said on the card itself, which the outbox updates like after any transition.
-                await self.chat.decide("approve", approval_id, shown_hash, actor, tell)
+                done = await self.chat.decide("approve", approval_id, shown_hash, actor, tell)
+                if done is not None and channel == slack_home.HOME:
+                    await self.home.tell(user, done)  # the Home, without it, saying so
 
     async def _on_reject(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
@@ -233,8 +238,22 @@ class SlackChannel:
             done = await self.chat.decide(
                 action, approval_id, shown_hash, actor, tell, note=note, to=to
             )
-            if done is not None and action == "delegate":
-                await tell(done)  # a rejection shows on the card itself
+            home = meta.get("channel") == slack_home.HOME
+            if done is not None and (action == "delegate" or home):
+                await tell(done)  # a rejection shows on the card itself (and the Home says so)
+
+    # -- the App Home (channels.slack_home) -----------------------------------------------------
+
+    async def _on_home_opened(self, event: dict[str, Any]) -> None:
+        """`app_home_opened` on the Home tab: publish the person's Home (the gate has checked
+        the workspace)."""
+        user = event.get("user")
+        if event.get("tab", "home") != "home" or not isinstance(user, str):
+            return  # the Messages tab: nothing to show
+        try:
+            await self.home.publish(user)
+        except Exception:
+            log.exception("could not publish the Slack Home of %s", user)
 
     # -- the slash command ---------------------------------------------------------------------
 
@@ -314,6 +333,9 @@ class SlackChannel:
         """Tell one user something only they see, in the channel they clicked in."""
 
         async def tell(text: str, *, firmly: bool = False) -> None:
+            if channel == slack_home.HOME:  # a press on the Home tab: said at its top
+                await self.home.tell(user_id, text)
+                return
             if channel is None:
                 log.info("message for %s not shown (no channel): %s", user_id, text)
                 return
@@ -340,6 +362,17 @@ class SlackChannel:
     async def send_notice(self, target: Target, text: str) -> None:
         where = await self._conversation(target)
         await self._call(self.client.chat_postMessage, channel=where, text=slack_card.escape(text))
+        if target.principal is not None:  # a delegation starting or ending, say
+            await self.home.refresh_principals([target.principal])
+
+    async def send_reply(self, ref: MessageRef, text: str) -> None:
+        """Plain text in the card's thread."""
+        await self._call(
+            self.client.chat_postMessage,
+            channel=ref.address,
+            thread_ts=ref.message_id,
+            text=slack_card.escape(text),
+        )
 
     async def post_card(self, card: Card, target: Target) -> MessageRef:
         where = await self._conversation(target)
@@ -349,6 +382,7 @@ class SlackChannel:
             text=slack_card.fallback_text(card),
             blocks=slack_card.blocks(card, self._page(card)),
         )
+        await self.home.refresh_approval(card.approval_id)
         return MessageRef("slack", posted["channel"], posted["ts"])
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:
@@ -359,6 +393,7 @@ class SlackChannel:
             text=slack_card.fallback_text(card),
             blocks=slack_card.blocks(card, self._page(card)),
         )
+        await self.home.refresh_approval(card.approval_id)
 
     def _page(self, card: Card) -> str | None:
         """The approval's page on the web surface, if there is one."""
@@ -401,6 +436,9 @@ PERMANENT_ERRORS = frozenset(
 
 
 def _channel_of(body: dict[str, Any]) -> str | None:
+    """The channel a press came from; slack_home.HOME for the Home tab."""
+    if slack_home.from_home(body):
+        return slack_home.HOME
     return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
 
 

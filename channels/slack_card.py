@@ -61,6 +61,28 @@ def parse_button_value(value: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+def _approve_button(card: Card) -> dict[str, Any]:
+    """Approve; on a route with `confirm = true`, Slack first asks in a dialog naming the
+    request and its hash, and only "Approve" there sends the click."""
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": APPROVE,
+        "style": "primary",
+        "text": _plain("Approve"),
+        "value": button_value(card),
+    }
+    if card.confirm:
+        title = card.title if len(card.title) <= 200 else card.title[:199] + "…"
+        button["confirm"] = {
+            "title": _plain("Approve this request?", 100),
+            "text": _plain(f"Approve “{title}” (hash {card.short_hash})?", 300),
+            "confirm": _plain("Approve", 30),
+            "deny": _plain("Cancel", 30),
+            "style": "primary",
+        }
+    return button
+
+
 def fallback_text(card: Card) -> str:
     """The notification text (mrkdwn-parsed by Slack, hence escaped)."""
     what = "requested" if card.state == State.PENDING else card.state.replace("_", " ")
@@ -121,13 +143,7 @@ def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
                 "type": "actions",
                 "block_id": "signoff_decision",
                 "elements": [
-                    {
-                        "type": "button",
-                        "action_id": APPROVE,
-                        "style": "primary",
-                        "text": _plain("Approve"),
-                        "value": button_value(card),
-                    },
+                    _approve_button(card),
                     {
                         "type": "button",
                         "action_id": REJECT,

@@ -10,7 +10,8 @@ to answer 500 with a traceback. Here, in this order and before anything parses t
    200 and does nothing again; Slack never sends one request twice, an attacker with a
    captured request does;
 3. the shape every listener relies on (a JSON object with a user id, actions and objects
-   where objects belong): 400 otherwise;
+   where objects belong; for the Events API's JSON body, a JSON object whose event is one):
+   400 otherwise;
 4. the workspace, when `[slack] team_id` is configured: a click from another workspace is
    403 (a bot installed elsewhere with the same signing secret must not decide here).
 """
@@ -52,11 +53,16 @@ class SlackGate:
             log.warning("Slack request from %s replayed; answered without acting", request.remote)
             return web.Response()
         try:
-            form = parse_qs(body.decode(), keep_blank_values=True)
+            text = body.decode()
         except UnicodeDecodeError:
             return _error(400, "malformed", "the body is not UTF-8")
-        fields = {name: values[-1] for name, values in form.items()}
-        problem, team = _shape(fields)
+        if request.content_type == "application/json":
+            # The Events API (app_home_opened): JSON, never read as a form, where text an agent
+            # chose (a title in the Home view it carries) could pose as a form field.
+            problem, team = _event_shape(text)
+        else:
+            fields = {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+            problem, team = _shape(fields)
         if problem is not None:
             log.warning("signed Slack request refused: %s", problem)
             return _error(400, "malformed", problem)
@@ -89,6 +95,20 @@ def _shape(fields: dict[str, str]) -> tuple[str | None, str | None]:
         if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
             return "block_actions without actions", None
     team = (payload.get("team") or {}).get("id") or user.get("team_id")
+    return None, team if isinstance(team, str) else None
+
+
+def _event_shape(text: str) -> tuple[str | None, str | None]:
+    """What is wrong with an Events API body, and its workspace."""
+    try:
+        payload: Any = json.loads(text)
+    except (ValueError, RecursionError):
+        return "the body is not JSON", None
+    if not isinstance(payload, dict):
+        return "the body is not a JSON object", None
+    if payload.get("type") == "event_callback" and not isinstance(payload.get("event"), dict):
+        return "event_callback without an event", None
+    team = payload.get("team_id")
     return None, team if isinstance(team, str) else None
 
 

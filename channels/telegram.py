@@ -37,13 +37,14 @@ from telegram.ext import (
     filters,
 )
 
-from bot.card import Card
+from bot.card import Card, card_for, confirms
 from bot.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
 from bot.inbound import Inbound
 from bot.model import State
 from bot.operator import Operator
+from bot.outbox import jobs
 from bot.routing import Directory, Principal
 from bot.target import Target
 from channels import conversation, telegram_card, web_inbox
@@ -143,6 +144,8 @@ class TelegramChannel:
         # chat and id, which is all the card lookup needs.
         message = query.message
         card = await self._card_of(message)
+        if card is None and message is not None:
+            card = await self._adopt(message, pressed)
         user_id = query.from_user.id
         principal = self.directory.principal_for_telegram(user_id)
         if (
@@ -160,12 +163,27 @@ class TelegramChannel:
             )
             await self._answer(query, error.message, alert=True)
             return
+        if pressed.step == "cancel":
+            # Back from "Confirm approve / Cancel" to the card's own buttons; decides nothing.
+            await self._set_buttons(query, await self._markup_now(card.approval_id))
+            await self._answer(query, "Cancelled; nothing was decided.")
+            return
         if user_id in TELEGRAM_SERVICE_ACCOUNTS:
             await self._refuse_anonymous(card.approval_id, pressed.action, self._answerer(query))
             return
         actor = await self.chat.identify(principal, user_id, card.approval_id, pressed.action)
         if actor is None:
             await self._answer(query, self.chat.unlinked(user_id), alert=True)
+            return
+        if pressed.action == "approve" and pressed.step == "press" and await self._confirms(card):
+            # The route asks for a confirmation: Approve only turns the buttons into "Confirm
+            # approve / Cancel" (refused at once if the press could not decide anyway).
+            if await self.chat.precheck(
+                card.approval_id, card.shown_hash, actor, "approve", self._answerer(query)
+            ):
+                rows = telegram_card.confirm_keyboard(pressed)
+                await self._set_buttons(query, _keyboard(rows))
+                await self._answer(query, telegram_card.confirm_prompt(card.shown_hash))
             return
         if pressed.action == "approve":
             done = await self.chat.decide(
@@ -408,6 +426,73 @@ class TelegramChannel:
 
     # -- helpers for the handlers ---------------------------------------------------------------
 
+    async def _adopt(
+        self, message: MaybeInaccessibleMessage, pressed: telegram_card.Pressed
+    ) -> CardMessage | None:
+        """A press on a message of ours that card_messages does not know: a card sent just
+        before a crash, whose record was never written (the outbox then posted a second
+        copy). When its button names an approval whose hash starts as the button says (and
+        the message, where Telegram shows it, ends with that short hash), record it as that
+        approval's card, so the press decides against the hash it showed and every later
+        update edits this copy too; an approval decided meanwhile gets the card updated to
+        its outcome. None for anything else (refused as not matching)."""
+        if isinstance(message, Message) and (
+            message.from_user is None
+            or message.from_user.id != self.bot.id
+            or (message.text or "").splitlines()[-1:] != [f"sha256:{pressed.short_hash}"]
+        ):
+            return None
+        now = self.inbound.clock.now()
+        async with self.inbound.store.write() as tx:
+            approval = await tx.lock_approval(pressed.approval_id)
+            if approval is None or not approval.hash.startswith(pressed.short_hash):
+                return None
+            card = await tx.insert_card_message(
+                {
+                    "approval_id": approval.id,
+                    "channel": "telegram",
+                    "address": str(message.chat.id),
+                    "message_id": str(message.message_id),
+                    "shown_hash": approval.hash,
+                    "rendered_state": State.PENDING,  # it has buttons
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+            if approval.state != State.PENDING:
+                await jobs.enqueue_card_update(tx, approval, card.id, now)
+        log.warning(
+            "a Telegram card of %s that was never recorded (message %s in chat %s) was "
+            "pressed; recorded now",
+            approval.id,
+            message.message_id,
+            message.chat.id,
+            extra={"approval_id": approval.id},
+        )
+        return card
+
+    async def _confirms(self, card: CardMessage) -> bool:
+        async with self.inbound.store.read() as tx:
+            approval = await tx.get_approval(card.approval_id)
+        return approval is not None and confirms(self.directory, approval)
+
+    async def _markup_now(self, approval_id: str) -> InlineKeyboardMarkup | None:
+        """The buttons the card has as the approval stands now (None once decided)."""
+        async with self.inbound.store.read() as tx:
+            approval = await tx.get_approval(approval_id)
+        if approval is None:
+            return None
+        now = self.inbound.clock.now()
+        return _markup(await card_for(self.inbound.store, self.directory, approval, now))
+
+    async def _set_buttons(self, query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
+        """Swap the buttons of the card pressed (the text stays as it is)."""
+        try:
+            await query.edit_message_reply_markup(reply_markup=markup)
+        except TelegramError as exc:
+            if "message is not modified" not in str(exc).casefold():
+                log.warning("could not change the buttons of Telegram card: %s", exc)
+
     async def _card_of(self, message: MaybeInaccessibleMessage | None) -> CardMessage | None:
         if message is None:  # an inline-mode message: never one of our cards
             return None
@@ -464,6 +549,15 @@ class TelegramChannel:
 
     async def send_notice(self, target: Target, text: str) -> None:
         await self.transport.call(self.bot.send_message, chat_id=self._chat(target), text=text)
+
+    async def send_reply(self, ref: MessageRef, text: str) -> None:
+        """Plain text as a reply to the card (in the card's forum topic, if it is in one)."""
+        await self.transport.call(
+            self.bot.send_message,
+            chat_id=int(ref.address),
+            text=text,
+            reply_parameters=ReplyParameters(int(ref.message_id), allow_sending_without_reply=True),
+        )
 
     async def post_card(self, card: Card, target: Target) -> MessageRef:
         chat_id = self._chat(target)
@@ -533,8 +627,10 @@ def _topic_root(message: Message, replied: Message) -> bool:
 
 def _markup(card: Card) -> InlineKeyboardMarkup | None:
     rows = telegram_card.keyboard(card)
-    if rows is None:
-        return None
+    return None if rows is None else _keyboard(rows)
+
+
+def _keyboard(rows: list[list[tuple[str, str]]]) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup(
         [[InlineKeyboardButton(label, callback_data=data) for label, data in row] for row in rows]
     )

@@ -41,17 +41,29 @@ _ICONS = {
 }
 
 Action = Literal["approve", "reject"]
+# A press is the button itself, or, on a route with `confirm = true`, the second keyboard that
+# Approve brings up: "Confirm approve" (which decides) or "Cancel" (which puts Approve back).
+Step = Literal["press", "confirm", "cancel"]
 
 # callback_data is at most 64 bytes: a version tag, the action, the approval id as 32 hex
 # digits and the 12 hex digits of the short hash the card shows (51 bytes). The full hash is
 # not in the button: it is read from card_messages for the message the button is on.
 _CALLBACK_VERSION = "s1"
-_ACTIONS: dict[str, Action] = {"a": "approve", "r": "reject"}
-_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([ar]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+_CODES: dict[str, tuple[Action, Step]] = {
+    "a": ("approve", "press"),
+    "r": ("reject", "press"),
+    "c": ("approve", "confirm"),
+    "n": ("approve", "cancel"),
+}
+_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([arcn]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+
+
+def _data(code: str, approval_id: str, short: str) -> str:
+    return f"{_CALLBACK_VERSION}:{code}:{uuid.UUID(approval_id).hex}:{short}"
 
 
 def callback_data(action: Action, card: Card) -> str:
-    return f"{_CALLBACK_VERSION}:{action[0]}:{uuid.UUID(card.approval_id).hex}:{card.hash[:12]}"
+    return _data(action[0], card.approval_id, card.hash[:12])
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +73,7 @@ class Pressed:
     action: Action
     approval_id: str
     short_hash: str
+    step: Step = "press"
 
 
 def parse_callback(data: str | None) -> Pressed | None:
@@ -68,8 +81,9 @@ def parse_callback(data: str | None) -> Pressed | None:
     match = _CALLBACK.fullmatch(data or "")
     if match is None:
         return None
-    action, id_hex, short = match.groups()
-    return Pressed(_ACTIONS[action], str(uuid.UUID(hex=id_hex)), short)
+    code, id_hex, short = match.groups()
+    action, step = _CODES[code]
+    return Pressed(action, str(uuid.UUID(hex=id_hex)), short, step)
 
 
 def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
@@ -79,6 +93,22 @@ def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
     return [
         [("Approve", callback_data("approve", card)), ("Reject", callback_data("reject", card))]
     ]
+
+
+def confirm_keyboard(pressed: Pressed) -> list[list[tuple[str, str]]]:
+    """What Approve turns the card's buttons into on a route with `confirm = true`: the same
+    approval and hash, and only "Confirm approve" decides."""
+    return [
+        [
+            ("Confirm approve", _data("c", pressed.approval_id, pressed.short_hash)),
+            ("Cancel", _data("n", pressed.approval_id, pressed.short_hash)),
+        ]
+    ]
+
+
+def confirm_prompt(shown_hash: str) -> str:
+    """The callback answer to Approve on a route that asks for confirmation."""
+    return f"Press Confirm approve to approve {short_hash(shown_hash)}, or Cancel."
 
 
 def html(card: Card, url: str | None = None) -> str:

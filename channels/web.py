@@ -112,6 +112,9 @@ class WebChannel:
     async def send_notice(self, target: Target, text: str) -> None:
         return None
 
+    async def send_reply(self, ref: MessageRef, text: str) -> None:
+        return None
+
     def approval_url(self, approval_id: str) -> str:
         """The approval's page, for the "Open in browser" link on chat cards."""
         return f"{self.public_url}/web/approvals/{approval_id}"

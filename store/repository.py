@@ -1045,3 +1045,36 @@ class Tx:
             .subquery()
         )
         return select(binned.c.bin, func.count()).group_by(binned.c.bin)
+
+    # -- reminders
+
+    async def due_reminders(self, now: datetime, limit: int) -> list[str]:
+        """Ids of pending approvals whose reminder is due by `now` and not yet sent, soonest
+        first."""
+        stmt = (
+            select(approvals.c.id)
+            .where(
+                approvals.c.state == "pending",
+                approvals.c.reminded_at.is_(None),
+                approvals.c.remind_at <= now,
+            )
+            .order_by(approvals.c.remind_at)
+            .limit(limit)
+        )
+        return list((await self.conn.execute(stmt)).scalars().all())
+
+    async def mark_reminded(self, approval_id: str, now: datetime) -> bool:
+        """Record that the approval's reminder went out, only if it is still pending, due and
+        not yet reminded: True for the one caller that wins, so two sweepers never remind
+        twice."""
+        stmt = (
+            update(approvals)
+            .where(
+                approvals.c.id == approval_id,
+                approvals.c.state == "pending",
+                approvals.c.reminded_at.is_(None),
+                approvals.c.remind_at <= now,
+            )
+            .values(reminded_at=now)
+        )
+        return (await self.conn.execute(stmt)).rowcount == 1

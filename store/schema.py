@@ -98,6 +98,10 @@ approvals = Table(
     # on the card: "escalated to Carol Diaz after 24h", "handed over by Alice Ng").
     Column("escalate_at", UTCDateTime),
     Column("escalation_level", Integer, nullable=False, server_default=text("0")),
+    # When the sweeper reminds the assignees (the route's remind_before ahead of
+    # expires_at, fixed at creation; None: no reminder), and when it did (0008).
+    Column("remind_at", UTCDateTime),
+    Column("reminded_at", UTCDateTime),
     Column("assigned_note", Text),
     Column("grant_ttl_s", Integer),
     Column("decided_by", String(128)),
@@ -143,6 +147,12 @@ approvals = Table(
         "escalate_at",
         sqlite_where=text("state = 'pending'"),
         postgresql_where=text("state = 'pending'"),
+    ),
+    Index(
+        "ix_approvals_reminder",
+        "remind_at",
+        sqlite_where=text("state = 'pending' AND reminded_at IS NULL"),
+        postgresql_where=text("state = 'pending' AND reminded_at IS NULL"),
     ),
     # The sweeper's other scans: grants running out, execution leases lapsing.
     Index(

@@ -31,6 +31,7 @@ class JobKind(StrEnum):
     NOTICE = "notice"  # plain text to one person
     DELEGATION_STARTED = "delegation_started"  # due at a delegation's start
     DELEGATION_ENDED = "delegation_ended"  # due at its end, or at once on revocation
+    REMINDER = "reminder"  # a reminder before expiry: under one card, or to one assignee
 
 
 # Transitions the agent side must hear about: terminal, or actionable (approved: claim it).
@@ -199,3 +200,40 @@ async def enqueue_revocation(tx: Tx, delegation_id: str, now: datetime) -> None:
         now=now,
         dedupe_key=f"{JobKind.DELEGATION_ENDED}:{delegation_id}:revoked",
     )
+
+
+async def enqueue_reminders(
+    tx: Tx, directory: Directory, approval: Approval, now: datetime
+) -> None:
+    """A reminder before `approval` expires (bot.reminders): a reply under each card posted
+    for it, and a direct message to each assignee (the assignee, or each member of the
+    assignee group) on each chat surface the route notifies and they have an account on,
+    unless their card is in those direct messages (the reply under it reaches them)."""
+    for message in await tx.card_messages_for(approval.id):
+        await tx.enqueue(
+            JobKind.REMINDER,
+            {"card_message_id": message.id},
+            now=now,
+            approval_id=approval.id,
+            dedupe_key=f"{JobKind.REMINDER}:{approval.id}:card:{message.id}",
+        )
+    # Someone whose card is in their own direct messages has the reply there already.
+    carded = {
+        str(job.payload.get("target"))
+        for job in await tx.outbox_jobs(approval_id=approval.id)
+        if job.kind == JobKind.POST_CARD and job.state == "done"
+    }
+    surfaces = {target.surface for target in route_notify(directory, approval)}
+    for surface in _PERSONAL_SURFACES:
+        if surface not in surfaces:
+            continue
+        for principal in sorted(directory.members(approval.assignee)):
+            target = Target.personal(surface, principal)
+            if directory.reaches(principal, surface) and str(target) not in carded:
+                await tx.enqueue(
+                    JobKind.REMINDER,
+                    {"target": str(target)},
+                    now=now,
+                    approval_id=approval.id,
+                    dedupe_key=f"{JobKind.REMINDER}:{approval.id}:{target}",
+                )

@@ -4,7 +4,8 @@
 https://slack.com/api/ does, for the few methods signoff uses:
 
 - ``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-  ``conversations.open`` and ``views.open``; any other method answers ``unknown_method``.
+  ``conversations.open``, ``views.open`` and ``views.publish`` (a user's Home tab, kept per
+  user: `FakeSlack.home`); any other method answers ``unknown_method``.
 - Like Slack, it reads arguments from the query string, a form-encoded body or a JSON body.
   slack-sdk mixes these: ``chat.*`` and ``views.open`` go as JSON, while ``auth.test`` and
   ``conversations.open`` go as query parameters of a POST with an empty form body.
@@ -24,7 +25,9 @@ The module functions build what Slack sends to the app: `sign` gives the signatu
 (verified by ``slack_sdk.signature.SignatureVerifier`` and bolt's request verification),
 `block_action_body` and `view_submission_body` give the form-encoded ``payload=<json>``
 bodies of a button click and of a modal submission (`users_select` builds the state of a user
-picker for the latter), and `slash_command_body` the form-encoded fields of a slash command.
+picker for the latter), `slash_command_body` the form-encoded fields of a slash command, and
+`event_body` the JSON body of an Events API callback (`app_home_opened` for `app_home_opened`);
+`FakeSlack.home_click_body` is a press of a button on a user's published Home.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ from tests.fakes.recording import Call, RecordingFake
 __all__ = [
     "Call",
     "FakeSlack",
+    "app_home_opened",
     "block_action_body",
+    "event_body",
     "sign",
     "slash_command_body",
     "users_select",
@@ -66,6 +71,7 @@ _HANDLED = (
     "chat.postEphemeral",
     "conversations.open",
     "views.open",
+    "views.publish",
 )
 
 VERIFICATION_TOKEN = "fake-verification-token"
@@ -111,6 +117,7 @@ class FakeSlack(RecordingFake):
         self._injected: dict[str, list[_Injected]] = {}
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
+        self._homes: dict[str, dict[str, Any]] = {}
         self._opened_dms: set[str] = set()
         self._ts_seq = itertools.count(100, 100)
         self._view_seq = itertools.count(1)
@@ -139,6 +146,12 @@ class FakeSlack(RecordingFake):
         """A view opened with views.open, as answered, or None."""
         with self._lock:
             found = self._views.get(view_id)
+            return copy.deepcopy(found) if found is not None else None
+
+    def home(self, user_id: str) -> dict[str, Any] | None:
+        """The Home view last published for `user_id` with views.publish, or None."""
+        with self._lock:
+            found = self._homes.get(user_id)
             return copy.deepcopy(found) if found is not None else None
 
     # ----------------------------------------------------------------------------------------
@@ -205,6 +218,45 @@ class FakeSlack(RecordingFake):
             message=message,
             team_domain=self.team_domain,
         )
+
+    def home_click_body(
+        self, user_id: str, action_id: str, block_id: str, *, value: str | None = None
+    ) -> bytes:
+        """The block_actions body of `user_id` pressing button `action_id` in block `block_id`
+        of their published Home, as Slack sends it (no channel, no message: the view).
+        Raises LookupError if there is no such button."""
+        home = self.home(user_id)
+        if home is None:
+            raise LookupError(f"no Home published for {user_id}")
+        blocks = [b for b in home["blocks"] if b.get("block_id") == block_id]
+        button = _find_element(blocks, action_id)
+        if button is None:
+            raise LookupError(f"the Home of {user_id} has no {action_id!r} in {block_id!r}")
+        element = button[1]
+        action: dict[str, Any] = {
+            "action_id": action_id,
+            "block_id": block_id,
+            "text": element.get("text"),
+            "value": value if value is not None else element.get("value", ""),
+            "type": "button",
+            "action_ts": f"{time.time():.6f}",
+        }
+        if element.get("style"):
+            action["style"] = element["style"]
+        payload = {
+            "type": "block_actions",
+            "user": _user(user_id, self.team_id),
+            "api_app_id": APP_ID,
+            "token": VERIFICATION_TOKEN,
+            "container": {"type": "view", "view_id": home["id"]},
+            "trigger_id": _trigger_id(),
+            "team": {"id": self.team_id, "domain": self.team_domain},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "view": home,
+            "actions": [action],
+        }
+        return _form(payload)
 
     def submit_body(self, view_id: str, user_id: str, values: Mapping[str, Any]) -> bytes:
         """The view_submission body of `user_id` submitting a view opened with views.open."""
@@ -302,6 +354,8 @@ class FakeSlack(RecordingFake):
                 return self._post_ephemeral(args)
             if method == "conversations.open":
                 return self._conversations_open(args)
+            if method == "views.publish":
+                return self._views_publish(args)
             return self._views_open(args)
 
     def _auth_test(self) -> dict[str, Any]:
@@ -426,6 +480,54 @@ class FakeSlack(RecordingFake):
         }
         self._views[view_id] = opened
         return {"view": copy.deepcopy(opened)}
+
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A user's Home tab: one view per user, replaced by each publish (keeping its id),
+        refused as Slack refuses it (a missing user or view, a view that is not a Home, more
+        than 100 blocks, a stale `hash`)."""
+        user = str(args.get("user_id") or "")
+        view = args.get("view")
+        if not user or not isinstance(view, dict) or view.get("type") != "home":
+            raise _SlackError("invalid_arguments")
+        if user[0] not in "UW":
+            raise _SlackError("user_not_found")
+        blocks = view.get("blocks", [])
+        if not isinstance(blocks, list) or len(blocks) > 100:
+            raise _SlackError(
+                "invalid_arguments",
+                response_metadata={
+                    "messages": [
+                        "[ERROR] no more than 100 items allowed [json-pointer:/view/blocks]"
+                    ]
+                },
+            )
+        current = self._homes.get(user)
+        if args.get("hash") and current is not None and args["hash"] != current["hash"]:
+            raise _SlackError("hash_conflict")
+        view_id = current["id"] if current is not None else f"V{next(self._view_seq):08d}"
+        published = {
+            "id": view_id,
+            "team_id": self.team_id,
+            "type": "home",
+            "blocks": blocks,
+            "private_metadata": view.get("private_metadata", ""),
+            "callback_id": view.get("callback_id", ""),
+            "state": {"values": {}},
+            "hash": hashlib.sha1(f"{view_id}:{self._next_ts()}".encode()).hexdigest()[:20],
+            "title": {"type": "plain_text", "text": "View Title", "emoji": True},
+            "clear_on_close": False,
+            "notify_on_close": False,
+            "close": None,
+            "submit": None,
+            "previous_view_id": None,
+            "root_view_id": view_id,
+            "app_id": APP_ID,
+            "external_id": view.get("external_id", ""),
+            "app_installed_team_id": self.team_id,
+            "bot_id": self.bot_id,
+        }
+        self._homes[user] = published
+        return {"view": copy.deepcopy(published)}
 
 
 def _dm_for(channel: str) -> str:
@@ -674,3 +776,51 @@ def slash_command_body(
         "trigger_id": trigger_id or _trigger_id(),
     }
     return urlencode(fields).encode()
+
+
+def event_body(event: Mapping[str, Any], *, team_id: str = "T1") -> bytes:
+    """The JSON body Slack's Events API posts for `event` (send it with ``Content-Type:
+    application/json``, signed with `sign`)."""
+    now = int(time.time())
+    payload = {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team_id,
+        "api_app_id": APP_ID,
+        "event": dict(event),
+        "type": "event_callback",
+        "event_id": f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": now,
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": team_id,
+                "user_id": "UBOT",
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": f"4-{uuid.uuid4().hex[:16]}",
+    }
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def app_home_opened(
+    user_id: str,
+    *,
+    tab: str = "home",
+    team_id: str = "T1",
+    view: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The `app_home_opened` event of `user_id` opening the app's Home (or Messages) tab;
+    `view`, the Home published for them before (`FakeSlack.home`), which Slack includes."""
+    event: dict[str, Any] = {
+        "type": "app_home_opened",
+        "user": user_id,
+        "channel": "D" + user_id,
+        "tab": tab,
+        "event_ts": f"{time.time():.6f}",
+    }
+    if view is not None:
+        event["view"] = copy.deepcopy(dict(view))
+    return event_body(event, team_id=team_id)

@@ -1,0 +1,259 @@
+"""The Slack App Home, end to end: real slack-bolt and slack-sdk code against the fake Slack
+Web API (tests/fakes/slack.py, whose `views.publish` keeps each user's Home), events and
+presses signed as Slack signs them, on SQLite and PostgreSQL, with a FakeClock.
+
+Proves: opening the Home tab publishes the person's pending approvals (time left, the short
+hash, Approve and Reject carrying the card's own values) and their delegations; Approve on
+the Home decides exactly like the card's button, and the Home is republished without the
+request; a decision anywhere else takes it off the Homes of everyone it concerned when the
+card is updated; Reject on the Home goes through the card's modal; refusals are said on the
+Home; an unlinked Slack user's Home says their account is not linked; the Messages tab
+publishes nothing; the list stops at 20 and says how many more; with [web], each request
+links to its page; a route's `confirm` dialog is on the Home's Approve too; the event (which
+carries the Home, agent text and all) is read as JSON, never as a form; an event from another
+workspace is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.delegations import Delegations
+from channels import slack_home
+from store.repository import Store
+from tests.fakes.slack import FakeSlack, app_home_opened, sign
+from tests.integration.chat_server import serve
+from tests.integration.test_slack import API_KEY, CHANNEL, SECRET, Rig, _config, _texts
+
+PUBLIC_URL = "http://signoff.example.com"
+
+
+class HomeRig(Rig):
+    async def open_home(self, user_id: str, tab: str = "home", team_id: str = "T1") -> int:
+        """`user_id` opens the app's tab; the event carries their last Home, as Slack's does."""
+        body = app_home_opened(user_id, tab=tab, team_id=team_id, view=self.slack.home(user_id))
+        headers = {"Content-Type": "application/json"} | sign(SECRET, body)
+        async with self.http.post(f"{self.url}/slack/events", data=body, headers=headers) as r:
+            return r.status
+
+    def home(self, user_id: str) -> dict[str, Any]:
+        home = self.slack.home(user_id)
+        assert home is not None, f"no Home published for {user_id}"
+        return home
+
+    def listed(self, user_id: str) -> list[str]:
+        """The approval ids with buttons on `user_id`'s Home, in order."""
+        return [
+            str(b["block_id"]).removeprefix("signoff_home_")
+            for b in self.home(user_id)["blocks"]
+            if b["type"] == "actions"
+        ]
+
+    def text(self, user_id: str) -> str:
+        blocks = self.home(user_id)["blocks"]
+        return "\n".join(_texts(blocks, "plain_text") + _texts(blocks, "mrkdwn"))
+
+    async def press(self, user_id: str, action_id: str, approval_id: str) -> None:
+        body = self.slack.home_click_body(user_id, action_id, f"signoff_home_{approval_id}")
+        assert await self.send(body) == 200
+
+
+Start = Callable[..., Awaitable[HomeRig]]
+
+
+@pytest.fixture
+async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
+    monkeypatch.setenv("SIGNOFF_WEB_SECRET", "s" * 40)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeSlack() as slack:
+
+        async def one(
+            store: Store, *, web: bool = False, team_id: str | None = None, confirm: bool = False
+        ) -> HomeRig:
+            data = copy.deepcopy(_config(slack))
+            if team_id is not None:
+                data["slack"]["team_id"] = team_id
+            if confirm:
+                data["routes"][0]["confirm"] = True
+            if web:
+                data["server"] = {"public_url": PUBLIC_URL}
+                data["web"] = {}
+            config = parse_config(data)
+            return await serve(HomeRig, config, store, clock, API_KEY, cleanup, slack=slack)
+
+        yield one
+        for close in reversed(cleanup):
+            await close()
+
+
+@pytest.fixture
+async def rig(start: Start, store: Store) -> HomeRig:
+    return await start(store)
+
+
+async def test_opening_the_home_lists_pending_approvals_and_delegations(rig: HomeRig) -> None:
+    record = await rig.create()
+    await Delegations(rig.store, rig.directory, rig.clock).create(
+        "alice", "carol", created_by="alice"
+    )
+    assert await rig.open_home("U0ALICE") == 200
+    home = rig.home("U0ALICE")
+    assert home["type"] == "home"
+    assert rig.listed("U0ALICE") == [record["id"]]
+    text = rig.text("U0ALICE")
+    assert "Refund €120.00 to Zoë" in text
+    assert "left (until" in text
+    assert f"`sha256:{record['hash'][:12]}`" in text
+    assert "Carol Diaz decides for Alice Ng until revoked" in text
+    assert "Open in browser" not in text  # no [web]
+    [actions] = [b for b in home["blocks"] if b["type"] == "actions"]
+    buttons = {e["action_id"]: e for e in actions["elements"]}
+    assert sorted(buttons) == ["signoff_approve", "signoff_reject"]
+    assert {e["value"] for e in buttons.values()} == {f"{record['id']}:{record['hash']}"}
+
+    # Carol (a delegate of Alice, in group finance by delegation only) sees it too, and why.
+    assert await rig.open_home("U0CAROL") == 200
+    assert rig.listed("U0CAROL") == [record["id"]]
+    assert "You decide for Alice Ng" in rig.text("U0CAROL")
+    # Erin decides nothing.
+    assert await rig.open_home("U0ERIN") == 200
+    assert rig.listed("U0ERIN") == []
+    assert "Nothing is waiting for you." in rig.text("U0ERIN")
+    assert "No delegations made or received." in rig.text("U0ERIN")
+
+
+async def test_the_messages_tab_publishes_nothing(rig: HomeRig) -> None:
+    assert await rig.open_home("U0ALICE", tab="messages") == 200
+    assert rig.slack.calls_to("views.publish") == []
+
+
+async def test_an_unlinked_slack_user_is_told_their_account_is_not_linked(rig: HomeRig) -> None:
+    await rig.create()
+    assert await rig.open_home("U0NOBODY") == 200
+    assert rig.listed("U0NOBODY") == []
+    text = rig.text("U0NOBODY")
+    assert "Your Slack account (U0NOBODY) is not linked to a signoff principal" in text
+    assert "Refund" not in text
+
+
+async def test_approve_on_the_home_decides_and_the_home_drops_it(rig: HomeRig) -> None:
+    record = await rig.create()
+    other = await rig.create(run_id="run-2")
+    await rig.drain()  # the cards go out, and the Homes of the finance group with them
+    both = sorted([record["id"], other["id"]])  # the same deadline: in id order
+    assert rig.listed("U0ALICE") == rig.listed("U0BOB") == both
+
+    await rig.press("U0ALICE", "signoff_approve", record["id"])
+    await rig.settle(record["id"], 2)
+    approved = await rig.state(record["id"])
+    assert (approved.state, approved.decided_by) == ("approved", "alice")
+    assert (await rig.events(record["id"]))[-1].actor == "slack:alice"
+    # Republished at once, saying what happened, without the request.
+    assert rig.listed("U0ALICE") == [other["id"]]
+    assert "Approved" in rig.text("U0ALICE")
+    # Bob's Home drops it when the card is updated.
+    assert record["id"] in rig.listed("U0BOB")
+    await rig.drain()
+    assert rig.listed("U0BOB") == [other["id"]]
+    [update] = rig.slack.calls_to("chat.update", ok=True)
+    assert update.args["channel"] == CHANNEL  # the card itself shows the outcome
+
+
+async def test_a_decision_on_the_card_takes_it_off_every_home(rig: HomeRig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    assert rig.listed("U0ALICE") == [record["id"]]
+    await rig.send(rig.slack.click_body("U0BOB", CHANNEL, card["ts"], "signoff_approve"))
+    await rig.settle(record["id"], 2)
+    await rig.drain()
+    assert rig.listed("U0ALICE") == []
+    assert rig.listed("U0BOB") == []
+    assert "Nothing is waiting for you." in rig.text("U0ALICE")
+
+
+async def test_a_press_on_a_stale_home_is_refused_on_the_home(rig: HomeRig) -> None:
+    record = await rig.create()
+    await rig.drain()
+    stale = rig.slack.home_click_body("U0BOB", "signoff_approve", f"signoff_home_{record['id']}")
+    await rig.press("U0ALICE", "signoff_approve", record["id"])
+    await rig.settle(record["id"], 2)
+    assert await rig.send(stale) == 200  # Bob's Home still showed it
+    await rig.settle(record["id"], 3)
+    events = await rig.events(record["id"])
+    assert (events[-1].type, events[-1].actor) == ("refused", "slack:bob")
+    assert "already" in rig.text("U0BOB").casefold()
+    assert (await rig.state(record["id"])).decided_by == "alice"
+
+
+async def test_reject_on_the_home_asks_for_a_reason_then_rejects(rig: HomeRig) -> None:
+    record = await rig.create()
+    await rig.drain()
+    await rig.press("U0ALICE", "signoff_reject", record["id"])
+    [opened] = rig.slack.calls_to("views.open", ok=True)
+    view_id = opened.response["view"]["id"]  # type: ignore[index]
+    submit = rig.slack.submit_body(view_id, "U0ALICE", {"reason": {"reason": "not today"}})
+    assert await rig.send(submit) == 200
+    await rig.settle(record["id"], 2)
+    rejected = await rig.state(record["id"])
+    assert (rejected.state, rejected.decision_note) == ("rejected", "not today")
+    assert rig.listed("U0ALICE") == []
+    assert "Rejected." in rig.text("U0ALICE")
+
+
+async def test_the_home_lists_twenty_and_says_how_many_more(rig: HomeRig) -> None:
+    for n in range(23):
+        await rig.create(run_id=f"run-{n}")
+    assert await rig.open_home("U0ALICE") == 200
+    home = rig.home("U0ALICE")
+    assert len(home["blocks"]) <= 100
+    assert len(rig.listed("U0ALICE")) == slack_home.SHOWN == 20
+    assert "… and 3 more waiting for you, due later" in rig.text("U0ALICE")
+
+
+async def test_with_web_each_request_opens_in_the_browser(start: Start, store: Store) -> None:
+    rig = await start(store, web=True)
+    record = await rig.create()
+    assert await rig.open_home("U0ALICE") == 200
+    assert f"<{PUBLIC_URL}/web/approvals/{record['id']}|Open in browser>" in rig.text("U0ALICE")
+
+
+async def test_agent_text_in_the_home_cannot_pose_as_a_form_field(rig: HomeRig) -> None:
+    """The event carries the Home it replaces, titles and all: it is read as JSON only."""
+    title = "Refund&payload=%7Bnot-json&command=/signoff&team_id=T9"
+    record = await rig.create(presentation={"title": title})
+    assert await rig.open_home("U0ALICE") == 200
+    assert title in rig.text("U0ALICE")
+    await rig.create(run_id="run-2")
+    assert await rig.open_home("U0ALICE") == 200  # the event now carries that title
+    assert record["id"] in rig.listed("U0ALICE")
+    assert len(rig.listed("U0ALICE")) == 2
+
+
+async def test_a_home_opened_in_another_workspace_is_refused(start: Start, store: Store) -> None:
+    rig = await start(store, team_id="T1ACME")
+    assert await rig.open_home("U0ALICE", team_id="T9OTHER") == 403
+    assert rig.slack.home("U0ALICE") is None
+    assert await rig.open_home("U0ALICE", team_id="T1ACME") == 200
+    assert rig.slack.home("U0ALICE") is not None
+
+
+async def test_approve_on_the_home_asks_first_where_the_route_says_so(
+    start: Start, store: Store
+) -> None:
+    rig = await start(store, confirm=True)
+    record = await rig.create()
+    assert await rig.open_home("U0ALICE") == 200
+    [actions] = [b for b in rig.home("U0ALICE")["blocks"] if b["type"] == "actions"]
+    approve = actions["elements"][0]
+    assert approve["action_id"] == "signoff_approve"
+    assert approve["value"] == f"{record['id']}:{record['hash']}"
+    assert approve["confirm"]["confirm"]["text"] == "Approve"  # Slack's dialog, as on the card
