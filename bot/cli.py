@@ -42,6 +42,8 @@ from store.migrate import ensure_current, upgrade
 from store.records import Approval, Delegation, OutboxJob
 from store.repository import Store
 
+log = logging.getLogger("signoff.cli")
+
 EXIT_REFUSED = 1
 _HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 # Agent-chosen text must not drive the terminal (ANSI escapes, carriage returns) nor reorder
@@ -446,10 +448,43 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
         await prepare_schema(store, dry_run=True)
     finally:
         await store.close()
+    await _check_telegram_chats(config)
     _emit_json(config.masked())
     warned = f", {counter.count} warning(s) above" if counter.count else ""
     print(f"config OK: serve would start{warned}", file=sys.stderr)
     return 0
+
+
+async def _check_telegram_chats(config: Config) -> None:
+    """Warn about a `telegram:CHAT_ID` notify target whose group Telegram has upgraded to a
+    supergroup (asking Telegram; serve only finds out when a card is refused)."""
+    if config.telegram is None:
+        return
+    from channels.telegram_setup import migrated_chats  # only Telegram deployments load PTB
+
+    chats = sorted(
+        {
+            int(target.chat)
+            for route in config.directory().routes
+            for target in route.notify
+            if target.surface == "telegram" and target.chat.lstrip("-").isdigit()
+        }
+    )
+    if not chats:
+        return
+    try:
+        moved = await migrated_chats(config.telegram, chats)
+    except SignoffError as exc:
+        log.warning("could not ask Telegram about the configured chats: %s", exc.message)
+        return
+    for old, new in moved.items():
+        log.warning(
+            "notify target telegram:%s is stale: that group became the supergroup %s; cards "
+            "follow it, but write telegram:%s in the config",
+            old,
+            new,
+            new,
+        )
 
 
 async def _serve(config: Config, args: argparse.Namespace) -> None:
@@ -624,6 +659,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="act without being an entitled approver (recorded in the audit trail)",
         )
         p.add_argument("--json", action="store_true", help="print the record as JSON")
+        p.add_argument(
+            "--log-format",
+            choices=["text", "json"],
+            default=None,
+            help="also log the decision to stderr, as the server logs its own (json: one "
+            "object per line, for the same log pipeline); default: no log line",
+        )
         p.set_defaults(handler=handler)
 
     p = commands.add_parser(
@@ -748,6 +790,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return 0
         if getattr(args, "offline", None) is not None:  # needs no database
             return asyncio.run(args.offline(config, args))
+        if getattr(args, "log_format", None) is not None:
+            # A decision made here is logged like the server's, for monitoring to see.
+            logs.setup(args.log_format)
         return asyncio.run(_run(config, args))
     except SignoffError as exc:
         # Messages quote input (unknown keys, bad values): never let it drive the terminal.

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from telegram import Bot
-from telegram.error import InvalidToken, TelegramError
+from telegram.error import ChatMigrated, InvalidToken, TelegramError
 
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, DeliveryFailed
@@ -62,6 +62,23 @@ async def delete_webhook(config: TelegramConfig) -> str:
     async with _setup_bot(token, config) as bot:
         await bot.delete_webhook()
         return bot.username
+
+
+async def migrated_chats(config: TelegramConfig, chat_ids: list[int]) -> dict[int, int]:
+    """Which of these group chats Telegram says became a supergroup: old id -> new id. A
+    notify target naming the old id still works (cards follow the migration), but the config
+    should say the new one."""
+    token, _ = credentials(config, webhook=False)
+    moved: dict[int, int] = {}
+    async with _setup_bot(token, config) as bot:
+        for chat_id in chat_ids:
+            try:
+                await bot.get_chat(chat_id)
+            except ChatMigrated as exc:
+                moved[chat_id] = int(exc.new_chat_id)
+            except TelegramError:
+                continue  # not ours to judge here: posting says why, with the job's reason
+    return moved
 
 
 @asynccontextmanager

@@ -5,6 +5,7 @@ checks `serve` runs. The CLI runs as a subprocess, against both databases where 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import socket
 import subprocess
@@ -192,3 +193,30 @@ def test_config_check_refuses_where_serve_would_refuse(
     # A PostgreSQL schema behind this signoff: serve refuses it (it upgrades only SQLite).
     behind = _config_file(tmp_path, pg_empty_url)
     refused(cli.run("config", "check", "--config", str(behind)), "signoff db upgrade")
+
+
+def test_a_decision_at_the_cli_is_logged_as_the_server_logs_it(
+    tmp_path: Path, db_url: str
+) -> None:
+    deploy = deployment(tmp_path, db_url, None)
+    record = deploy.request(run_id="logged-1")
+    approved = deploy.cli.run(
+        "approvals", "approve", record["id"], "--hash", record["hash"], "--as", "alice",
+        "--log-format", "json",
+    )  # fmt: skip
+    assert approved.returncode == 0, str(approved)
+    lines = [json.loads(line) for line in approved.stderr.splitlines() if line.startswith("{")]
+    [decided] = [line for line in lines if line.get("event") == "approved"]
+    assert (decided["approval_id"], decided["actor"], decided["state"]) == (
+        record["id"],
+        "cli:alice",
+        "approved",
+    )
+    assert decided["tenant"] == "acme" and decided["level"] == "info"
+    # Without the option the CLI stays as quiet as before: the answer, no log line.
+    other = deploy.request(run_id="logged-2")
+    rejected_quietly = deploy.cli.run(
+        "approvals", "reject", other["id"], "--hash", other["hash"], "--as", "alice",
+    )  # fmt: skip
+    assert rejected_quietly.returncode == 0, str(rejected_quietly)
+    assert "approval" not in rejected_quietly.stderr

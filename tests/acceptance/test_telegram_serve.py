@@ -215,3 +215,26 @@ def test_serve_refuses_to_start_without_the_webhook_secret(
     result = Cli(cwd=tmp_path, env=env).run("serve")
     line = assert_refused(result, "TELEGRAM_WEBHOOK_SECRET")
     assert "[telegram]" in line, line
+
+
+def test_config_check_says_a_configured_group_became_a_supergroup(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    old_group = -4001234
+    with FakeTelegram.in_thread(TOKEN) as tg:
+        shutil.copy(sqlite_template, tmp_path / "signoff.db")
+        config = telegram_config(sqlite_url(tmp_path / "signoff.db"), "http://127.0.0.1:9/",
+                                 tg.base_url)  # fmt: skip
+        config["routes"][0]["notify"] = [f"telegram:{old_group}", f"telegram:{GROUP}"]
+        path = write_config(tmp_path / "signoff.toml", config)
+        cli = Cli(cwd=tmp_path, env={**service_env(path), **TELEGRAM_ENV})
+
+        before = cli.run("config", "check")
+        assert before.returncode == 0, before
+        assert "stale" not in before.stderr
+
+        tg.migrate(old_group, GROUP)
+        after = cli.run("config", "check")
+        assert after.returncode == 0, after  # serve would still start: cards follow it
+        assert f"notify target telegram:{old_group} is stale" in after.stderr
+        assert f"write telegram:{GROUP} in the config" in after.stderr

@@ -192,6 +192,7 @@ _METHODS = {
     name.lower(): name
     for name in (
         "getMe",
+        "getChat",
         "createForumTopic",
         "logOut",
         "close",
@@ -750,6 +751,9 @@ class FakeTelegram(RecordingFake):
             return self._get_me(), None
         if method in ("logOut", "close"):
             return True, None
+        if method == "getChat":  # a ChatFullInfo: the chat and the fields Telegram always sends
+            chat = copy.deepcopy(self._chat(args.get("chat_id")))
+            return {**chat, "accent_color_id": 0, "max_reaction_count": 11}, None
         if method == "sendMessage":
             return self._send_message(args), None
         if method == "createForumTopic":
