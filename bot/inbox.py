@@ -5,8 +5,8 @@ The database hands over, in deadline order along its index of pending rows and a
 batch at a time, only the rows whose assignee or approvers name the person, someone they
 stand in for, or one of those people's groups (`Tx.pending_naming`); each is then judged by
 `Directory.check_eligible` (approving=False, so a requester who may still reject or hand on
-their request sees it). Used by the Slack App Home (channels.slack_home); the web inbox
-(channels.web_inbox) applies the same query and rule.
+their request sees it). Used by the web inbox (channels.web_inbox) and the Slack App Home
+(channels.slack_home).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from store.records import Approval, Delegation
 from store.repository import Store
 
 _BATCH = 200  # candidate rows read per query
-_SCAN = 2000  # at most this many candidates examined for one call
+# At most this many candidates examined for one call: when many fail the exact rule (a
+# delegation's scope, say), stop and let the caller continue from the last row examined.
+_SCAN = 2000
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ of pending rows and a bounded batch at a time, only the rows whose assignee or a
 name the person, someone they stand in for, or one of those people's groups; each is then
 judged by the eligibility rule the Operator applies (`Directory.check_eligible`), so the
 inbox never lists what a click would refuse for want of standing, and never reads other
-people's requests to find out.
+people's requests to find out (bot/inbox.py, shared with the Slack App Home).
 
 `GET /web/approvals/{id}` shows the card the chat surfaces show (bot.card), with Approve,
 Reject and Delegate forms only when the Operator's precheck says the visitor may decide;
@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from bot import inbox
 from bot.card import Card, card_for, outcome_lines
 from bot.errors import (
     AlreadyVoted,
@@ -43,7 +44,7 @@ from bot.errors import (
 )
 from bot.model import State
 from bot.operator import Action, Actor
-from bot.routing import GROUP_PREFIX, Principal, Standing, covers
+from bot.routing import Principal, Standing, covers
 from channels.conversation import refusal_text
 from store.records import Approval, Delegation
 
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
     from channels.web import Visitor, WebChannel
 
 PAGE = 50  # requests on one inbox page
-_BATCH = 200  # candidate rows read per query while filling a page
-_SCAN = 2000  # at most this many candidates examined for one page; the rest is "More"
 
 # What the page says after a decision (?done=...): fixed sentences, never text from the URL.
 DONE = {
@@ -130,47 +129,12 @@ class InboxPages:
         self, principal: str, now: datetime, after: str | None = None
     ) -> tuple[list[InboxItem], str | None]:
         """One page of the pending requests `principal` may decide, soonest deadline first,
-        after the request `after`; and the id to continue after, if there may be more."""
-        items: list[InboxItem] = []
-        async with self.store.read() as tx:
-            delegations = await tx.delegations_to(principal, now)
-            keys = self._keys(principal, delegations)
-            cursor: tuple[datetime, str] | None = None
-            if after is not None:
-                previous = await tx.get_approval(after)
-                if previous is not None:
-                    cursor = (previous.expires_at, previous.id)
-            scanned = 0
-            while True:
-                batch = await tx.pending_naming(keys, now, cursor, _BATCH)
-                for row in batch:
-                    cursor = (row.expires_at, row.id)
-                    scanned += 1
-                    standing = self._standing(row, principal, delegations)
-                    if standing is None:
-                        continue
-                    if len(items) == PAGE:
-                        return items, items[-1].card.approval_id  # one more exists
-                    items.append(self._item(row, now, standing))
-                if len(batch) < _BATCH:
-                    return items, None
-                if scanned >= _SCAN:
-                    # Many candidates fail the exact rule (a delegation's scope, say): stop
-                    # here, and let "More" continue from the last row examined.
-                    assert cursor is not None
-                    return items, cursor[1]
-
-    def _keys(self, principal: str, delegations: list[Delegation]) -> set[str]:
-        """What a request's assignee or approvers must name to possibly be `principal`'s:
-        them, whoever they stand in for now, and those people's groups. A superset, for
-        the database to filter on; `_standing` then applies the exact rule."""
-        people = {principal} | {d.principal for d in delegations}
-        groups = {
-            f"{GROUP_PREFIX}{name}"
-            for name, members in self.directory.groups.items()
-            if people & set(members)
-        }
-        return people | groups
+        after the request `after`; and the id to continue after, if there may be more (the
+        same query and rule as the Slack Home: bot.inbox)."""
+        found, more = await inbox.pending_for(
+            self.store, self.directory, principal, now, limit=PAGE, after=after
+        )
+        return [self._item(p.approval, now, p.standing) for p in found], more
 
     def _item(self, row: Approval, now: datetime, standing: Standing) -> InboxItem:
         whom = standing.on_behalf_of
@@ -178,19 +142,6 @@ class InboxPages:
             Card.from_approval(row, now, self.directory),
             self.directory.name_of(whom) if whom is not None else None,
         )
-
-    def _standing(
-        self, row: Approval, principal: str, delegations: list[Delegation]
-    ) -> Standing | None:
-        """The Operator's own eligibility rule; approving=False, so a requester who may
-        still reject or hand on their request sees it (its page says why Approve is not
-        offered)."""
-        try:
-            return self.directory.check_eligible(
-                row, principal, approving=False, delegations=delegations
-            )
-        except NotAnApprover:
-            return None
 
     # -- the approval's page ------------------------------------------------------------------
 

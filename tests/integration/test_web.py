@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
+from bot import inbox
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -401,8 +402,8 @@ async def test_the_inbox_is_paged(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> 
     # Small pages and batches, so a handful of requests crosses every boundary: a full page,
     # the scan limit on candidates the exact rule turns down, the last page.
     monkeypatch.setattr(web_inbox, "PAGE", 2)
-    monkeypatch.setattr(web_inbox, "_BATCH", 2)
-    monkeypatch.setattr(web_inbox, "_SCAN", 4)
+    monkeypatch.setattr(inbox, "_BATCH", 2)
+    monkeypatch.setattr(inbox, "_SCAN", 4)
     mine = []
     for n in range(5):
         mine.append(await rig.create(run_id=f"mine-{n}", approval_ttl=f"{10 + n}h"))
