@@ -28,7 +28,7 @@ from bot.clock import Clock
 from bot.config import WebConfig
 from bot.delegations import Delegations
 from bot.durations import parse_duration
-from bot.errors import SignInRefused
+from bot.errors import ConfigError, SignInRefused
 from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.signin import LOGIN_PATH, SignInLinks
@@ -49,8 +49,6 @@ def web_secret(config: WebConfig, environ: Mapping[str, str] = os.environ) -> st
     """The cookie-signing key; ConfigError at startup if it is unset or short."""
     [secret] = credentials("web", [config.secret_env], "the key that signs sessions", environ)
     if len(secret) < MIN_SECRET:
-        from bot.errors import ConfigError
-
         raise ConfigError(
             f"${config.secret_env} is {len(secret)} characters; the key that signs web "
             f"sessions needs {MIN_SECRET} or more (e.g. `python -c 'import secrets; "
