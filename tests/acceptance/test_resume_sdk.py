@@ -1,5 +1,5 @@
 """Resuming an approved call (issue 12) as an agent does it: through the SDK
-(`bot.client.SignoffClient`) against `signoff serve` as a subprocess, with the humans' decisions
+(`signoff_client.SignoffClient`) against `signoff serve` as a subprocess, with the humans' decisions
 made by the `signoff` CLI, on SQLite and on PostgreSQL (every test runs on both).
 
 What this proves, with real processes, real HTTP and the server's real clock:
