@@ -1,11 +1,13 @@
-"""Create and claim through the agent HTTP API: requests per second and latency.
+"""Create, claim and complete through the agent HTTP API: requests per second and latency.
 
-The real application (`bot.app.build_app`, background work off) on a loopback port, driven
-by 32 concurrent aiohttp clients: N creates, then (decided in bulk through the Operator, as
-a human would, not timed) N claims and N completes. Shows what the HTTP layer, auth,
-validation and JSON add on top of the core figures in decide_throughput.py.
+`signoff serve` in its own process (bench/service.py's Server: cards and webhooks on, the
+fake Slack and the webhook receiver in bench/edge.py's process), driven by 32 concurrent
+aiohttp clients in this process: N creates, then (decided in bulk through the Operator on
+the same database, as a human would, not timed) N claims and N completes. bench/service.py
+measures creates, clicks and cards with the load in processes of its own; this one adds the
+claim and the completion an agent makes after a decision.
 
-    python bench/api_throughput.py [--n 2000] [--clients 32] [--postgres URL]
+    python bench/api_throughput.py [--n 2000] [--clients 32] [--workers N] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -18,24 +20,14 @@ import tempfile
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import postgres_database, quantiles, run_concurrently
-from bot.app import build_app
-from bot.config import parse_config
+from bench.service import API_KEY, CHILDREN, Edge, Server, write_config
+from bot.config import load_config
 from bot.operator import Actor, Operator
-from store.engine import create_engine
-from store.migrate import upgrade
 from store.repository import Store
-
-KEY = "bench-key"
-CONFIG = {
-    "tenants": [{"name": "acme", "api_key_env": "SIGNOFF_BENCH_KEY"}],
-    "principals": {"alice": {"name": "Alice"}},
-    "routes": [{"tenant": "acme", "capability": "payments.*", "approvers": ["alice"]}],
-}
 
 
 def body(i: int) -> dict:
@@ -52,17 +44,21 @@ def line(name: str, rate: float, latencies: list[float]) -> str:
     return f"  {name:<9} {rate:7,.0f}/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms"
 
 
-async def bench(url: str, n: int, clients: int) -> None:
-    engine = create_engine(url)
-    await upgrade(engine)
-    await engine.dispose()
-    store = Store.from_url(url, pool_size=clients, max_overflow=10)
-    config = parse_config(CONFIG)
-    runner = web.AppRunner(build_app(config, store, background=False), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    base = f"http://127.0.0.1:{runner.addresses[0][1]}/v1/approvals"
-    headers = {"Authorization": f"Bearer {KEY}"}
+async def bench(url: str, n: int, clients: int, workers: int | None, tmp: Path) -> None:
+    edge = Edge()
+    config_path = Path(tmp, "signoff.toml")
+    write_config(config_path, url, edge.url)
+    server = Server(config_path, workers)
+    try:
+        await drive(url, server.url, n, clients, config_path)
+    finally:
+        server.stop()
+        edge.stop()
+
+
+async def drive(url: str, server_url: str, n: int, clients: int, config_path: Path) -> None:
+    base = f"{server_url}/v1/approvals"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
     records: dict[int, dict] = {}
     tokens: dict[int, str] = {}
     connector = aiohttp.TCPConnector(limit=clients)
@@ -84,7 +80,8 @@ async def bench(url: str, n: int, clients: int) -> None:
                 assert response.status == 200, await response.text()
 
         print(line("create", *await run_concurrently(n, clients, create)))
-        operator = Operator(store, config.directory())
+        store = Store.from_url(url, pool_size=clients, max_overflow=10)
+        operator = Operator(store, load_config(config_path).directory())
         await run_concurrently(
             n,
             clients,
@@ -92,27 +89,35 @@ async def bench(url: str, n: int, clients: int) -> None:
                 records[i]["id"], records[i]["hash"], Actor("alice", "cli")
             ),
         )
+        await store.close()
         print(line("claim", *await run_concurrently(n, clients, claim)))
         print(line("complete", *await run_concurrently(n, clients, complete)))
-    await runner.cleanup()
-    await store.close()
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get(
+            "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+    )
     args = parser.parse_args()
-    os.environ["SIGNOFF_BENCH_KEY"] = KEY
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} approvals, {args.clients} clients over HTTP")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients)
+        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients, args.workers, tmp)
     async with postgres_database(args.postgres) as url:
         if url is not None:
-            print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
-            await bench(url, args.n, args.clients)
+            with tempfile.TemporaryDirectory() as tmp:
+                print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
+                await bench(url, args.n, args.clients, args.workers, tmp)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        CHILDREN.stop_all()

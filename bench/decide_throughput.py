@@ -16,13 +16,15 @@ decisions offered at a fixed rate (default 100/s, the expected click load) and t
 p50/p99 (target: p99 under 50 ms; here without the HTTP layer in front).
 
     python bench/decide_throughput.py [--n 2000] [--clients 32] [--rate 100] [--seconds 10]
-                                      [--postgres URL]
+                                      [--databases sqlite,postgresql] [--postgres URL]
+                                      [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -274,31 +276,45 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--rate", type=float, default=100.0, help="offered decisions per second")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the paced run")
+    parser.add_argument("--databases", default="sqlite,postgresql")
     parser.add_argument(
         "--postgres",
         default=os.environ.get(
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
+    parser.add_argument("--json", help="also write the figures to this file (bench/run_all.py)")
     args = parser.parse_args()
     print(
         f"n={args.n} clients={args.clients} rate={args.rate:.0f}/s for {args.seconds:.0f} s "
         f"cpus={os.cpu_count()}"
     )
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    databases = args.databases.split(",")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ours_db, bare_db = Path(tmp, "signoff.db"), Path(tmp, "bare.db")
-        await migrated(f"sqlite+aiosqlite:///{ours_db}")
-        await migrated(f"sqlite+aiosqlite:///{bare_db}")
-        ours = await bench_signoff(
-            f"sqlite+aiosqlite:///{ours_db}", args.n, args.clients, args.rate, args.seconds
-        )
-        bare = await bench_bare_sqlite(str(bare_db), args.n, args.clients)
-        report("SQLite (aiosqlite, WAL, BEGIN IMMEDIATE)", ours, bare, args.rate)
-        print(
-            f"  stored per approval (row, events, outbox job): {await bytes_per_approval(ours_db)}"
-        )
+    if "sqlite" in databases:
+        with tempfile.TemporaryDirectory() as tmp:
+            ours_db, bare_db = Path(tmp, "signoff.db"), Path(tmp, "bare.db")
+            await migrated(f"sqlite+aiosqlite:///{ours_db}")
+            await migrated(f"sqlite+aiosqlite:///{bare_db}")
+            ours = await bench_signoff(
+                f"sqlite+aiosqlite:///{ours_db}", args.n, args.clients, args.rate, args.seconds
+            )
+            bare = await bench_bare_sqlite(str(bare_db), args.n, args.clients)
+            report("SQLite (aiosqlite, WAL, BEGIN IMMEDIATE)", ours, bare, args.rate)
+            print(
+                "  stored per approval (row, events, outbox job): "
+                f"{await bytes_per_approval(ours_db)}"
+            )
+            figures["sqlite"] = {"signoff": ours, "bare": bare}
 
+    if "postgresql" in databases:
+        await bench_postgres(args, figures)
+    if args.json:
+        await asyncio.to_thread(Path(args.json).write_text, json.dumps(figures, indent=2))
+
+
+async def bench_postgres(args: argparse.Namespace, figures: dict) -> None:
     try:
         ours_name, ours_url = await fresh_postgres(args.postgres)
         bare_name, bare_url = await fresh_postgres(args.postgres)
@@ -311,6 +327,7 @@ async def main() -> None:
         ours = await bench_signoff(ours_url, args.n, args.clients, args.rate, args.seconds)
         bare = await bench_bare_postgres(bare_url, args.n, args.clients)
         report("PostgreSQL (asyncpg)", ours, bare, args.rate)
+        figures["postgresql"] = {"signoff": ours, "bare": bare}
     finally:
         await drop_postgres(args.postgres, ours_name)
         await drop_postgres(args.postgres, bare_name)

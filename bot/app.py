@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -281,12 +281,14 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[METRICS]
-    try:
-        await registry.refresh(request.app[STORE], request.app[CLOCK].now())
-    except Exception:
-        log.exception("metrics: could not read the database gauges")
-    return web.Response(body=registry.render(), headers={"Content-Type": CONTENT_TYPE})
+    """Answers from the last background read of the database figures (bot.metrics); a read
+    that fails is logged there and the page keeps the figures it had."""
+    body = await request.app[METRICS].scrape(request.app[STORE], request.app[CLOCK])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def stop_metrics(app: web.Application) -> None:
+    await app[METRICS].close()
 
 
 def build_app(
@@ -303,7 +305,7 @@ def build_app(
     fetches Telegram updates instead of serving its webhook (one process only)."""
     clock = clock or SystemClock()
     directory = config.directory()
-    registry = metrics_registry or Metrics(since=clock.now())
+    registry = metrics_registry or Metrics(since=clock.now(), refresh=config.metrics.refresh)
     app = web.Application(
         middlewares=[errors_middleware],
         # One byte over the limit still reaches us, so the 413 names the real limit.
@@ -339,6 +341,7 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.on_cleanup.append(stop_metrics)
 
     async def channel_lifetime(_app: web.Application) -> AsyncIterator[None]:
         async with channels_running(channels):
@@ -483,15 +486,29 @@ def _signals(stop: asyncio.Event) -> None:
 
 
 async def run_server(
-    config: Config, listen: str | None = None, *, telegram_polling: bool = False
+    config: Config,
+    listen: str | None = None,
+    *,
+    telegram_polling: bool = False,
+    sockets: list[socket.socket] | None = None,
+    migrate: bool = True,
+    announce_port: bool = True,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
-    stop: no new connections, in-flight requests finish, claimed outbox jobs are released."""
-    check_config(config, telegram_polling=telegram_polling)
-    sockets = listening_sockets(listen or config.server.listen)
+    stop: no new connections, in-flight requests finish, claimed outbox jobs are released.
+
+    `sockets` already bound (by `serve --workers`, whose processes share them) replace
+    `listen` (and stay open: they are the caller's); a worker of `serve --workers` neither
+    migrates nor announces the port, its parent did both once."""
+    owned = sockets is None
+    if owned:
+        check_config(config, telegram_polling=telegram_polling)
+    sockets = listening_sockets(listen or config.server.listen) if owned else sockets
     store = Store.from_url(config.database_url)
     try:
-        await prepare_schema(store)
+        if migrate:
+            await prepare_schema(store)
         app = build_app(config, store, telegram_polling=telegram_polling)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         # Starts the channels and the background tasks: only once the port is ours.
@@ -500,16 +517,25 @@ async def run_server(
             await web.SockSite(runner, sock).start()
         stop = asyncio.Event()
         _signals(stop)
-        for address in runner.addresses:
-            # Tests and scripts read the bound port from this line (listen = "HOST:0").
-            log.info("signoff listening on http://%s:%d", address[0], address[1])
+        if announce_port:
+            announce(sockets)
+        if on_ready is not None:
+            on_ready()
         await stop.wait()
         log.info("shutting down")
         await runner.cleanup()
     finally:
-        for sock in sockets:
-            sock.close()
+        if owned:
+            for sock in sockets:
+                sock.close()
         await store.close()
+
+
+def announce(sockets: Iterable[socket.socket]) -> None:
+    for sock in sockets:
+        host, port = sock.getsockname()[:2]
+        # Tests and scripts read the bound port from this line (listen = "HOST:0").
+        log.info("signoff listening on http://%s:%d", host, port)
 
 
 async def run_worker(config: Config) -> None:
@@ -519,7 +545,8 @@ async def run_worker(config: Config) -> None:
     try:
         await prepare_schema(store)
         clock = SystemClock()
-        directory, registry = config.directory(), Metrics(since=clock.now())
+        directory = config.directory()
+        registry = Metrics(since=clock.now(), refresh=config.metrics.refresh)
         channels = build_channels(config, store, directory, clock, registry)
         work = Background(config, store, directory, clock, registry, channels)
         stop = asyncio.Event()
@@ -552,6 +579,7 @@ async def serve_metrics(
     app[METRICS], app[STORE], app[CLOCK] = registry, store, clock
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    app.on_cleanup.append(stop_metrics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, _, port = listen.rpartition(":")

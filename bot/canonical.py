@@ -49,6 +49,8 @@ def _check(value: Any, path: str, depth: int, most: int = MAX_DEPTH) -> None:
             f"{path}: integer {value} is outside ±(2^53 - 1), which a double cannot hold "
             "exactly; send it as a string"
         )
+    elif isinstance(value, str) and not _is_utf8(value):
+        raise NotCanonical(f"{path}: the string contains a lone surrogate")
     elif not isinstance(value, _SCALARS):
         raise NotCanonical(f"{path}: {type(value).__name__} is not a JSON value")
 
@@ -69,6 +71,13 @@ def canonical_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
         raise NotCanonical(f"cannot canonicalise: {exc}") from exc
+
+
+def check_canonical(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
+    """NotCanonical exactly when canonical_json would refuse `value`, without serialising
+    it: for input that is checked whole but hashed in part (a create body), so the request
+    is canonicalised once, for its hash."""
+    _check(value, "$", 0, max_depth)
 
 
 def sha256_hex(data: bytes) -> str:

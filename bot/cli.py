@@ -4,43 +4,43 @@ The CLI runs with direct database access: it is the operator's own authority. De
 the deciding principal with `--as NAME` and go through the Operator like every other surface
 (recorded as `cli:NAME`). Expected failures print one line saying what happened and what to
 do, and exit 1; usage errors exit 2.
+
+Whatever a command alone needs is imported inside that command: every run pays for the
+imports at the top of this module, and `approvals list` should not wait for the HTTP server,
+the chat platforms' SDKs or the migration tool to load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
+import gc
 import json
 import logging
 import os
 import re
-import secrets
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot import audit, logs
-from bot.api import tenant_keys
-from bot.app import check_config, prepare_schema, run_server, run_worker
-from bot.card import Card, card_for
-from bot.clock import Clock, SystemClock, utc_iso
-from bot.config import Config, TelegramConfig, load_config
-from bot.delegations import Delegations
-from bot.durations import parse_duration, parse_moment
+from bot import logs
+from bot.clock import utc_iso
 from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
-from bot.intake import create_request, parse_request
 from bot.model import State, public_record
-from bot.operator import Actor, Decision, Operator
-from bot.routing import Directory
-from bot.signin import SignInLinks
-from store.migrate import ensure_current, upgrade
-from store.records import Approval, Delegation, OutboxJob
-from store.repository import Store
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from bot.card import Card
+    from bot.clock import Clock
+    from bot.config import Config, TelegramConfig
+    from bot.delegations import Delegations
+    from bot.operator import Actor, Decision, Operator
+    from bot.routing import Directory
+    from store.records import Approval, Delegation, OutboxJob
+    from store.repository import Store
 
 log = logging.getLogger("signoff.cli")
 
@@ -63,10 +63,14 @@ class Context:
 
     @property
     def operator(self) -> Operator:
+        from bot.operator import Operator
+
         return Operator(self.store, self.directory, self.clock)
 
     @property
     def delegations(self) -> Delegations:
+        from bot.delegations import Delegations
+
         return Delegations(self.store, self.directory, self.clock)
 
 
@@ -148,6 +152,8 @@ def _row(approval: Approval) -> str:
 
 
 async def cmd_db_upgrade(ctx: Context, args: argparse.Namespace) -> int:
+    from store.migrate import upgrade
+
     before, after = await upgrade(ctx.store.engine)
     if before == after:
         print(f"schema already at {after}; nothing to do")
@@ -165,6 +171,8 @@ def _read_file(name: str) -> bytes:
 
 
 async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
+    from bot.intake import create_request, parse_request
+
     parsed = parse_request(_read_file(args.file), ctx.config.server.max_body_bytes)
     result = await create_request(ctx.store, ctx.directory, ctx.clock, args.tenant, parsed)
     _emit_json(public_record(result.approval))
@@ -202,6 +210,8 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(public_record(approval))
     else:
+        from bot.card import card_for
+
         # The terminal is where a human reviews before deciding: show every value in full.
         card = await card_for(ctx.store, ctx.directory, approval, ctx.clock.now(), max_value=None)
         print(render_card(card))
@@ -243,6 +253,8 @@ def _report(ctx: Context, args: argparse.Namespace, decision: Decision) -> int:
 
 
 def _actor(args: argparse.Namespace) -> Actor:
+    from bot.operator import Actor
+
     return Actor(principal=args.as_, via="cli", break_glass=args.break_glass)
 
 
@@ -269,6 +281,8 @@ async def cmd_hand_off(ctx: Context, args: argparse.Namespace) -> int:
 def _moment(ctx: Context, text: str | None, option: str) -> datetime | None:
     if text is None:
         return None
+    from bot.durations import parse_moment
+
     try:
         return parse_moment(text, ctx.clock.now())
     except ValueError as exc:
@@ -337,6 +351,9 @@ async def cmd_delegations_revoke(ctx: Context, args: argparse.Namespace) -> int:
 
 async def cmd_web_login(ctx: Context, args: argparse.Namespace) -> int:
     """A single-use sign-in link for one principal: whoever runs this vouches for them."""
+    from bot.durations import parse_duration
+    from bot.signin import SignInLinks
+
     web = ctx.config.web
     if web is None:
         raise ConfigError("the web surface is off: add a [web] table to the configuration")
@@ -352,6 +369,8 @@ async def cmd_web_login(ctx: Context, args: argparse.Namespace) -> int:
 
 
 async def cmd_audit_verify(ctx: Context, args: argparse.Namespace) -> int:
+    from bot import audit
+
     report = await audit.verify(ctx.store, args.id)
     if report.ok:
         print(
@@ -438,6 +457,10 @@ class _Counter(logging.Handler):
 async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     """Every check `serve` makes when it starts, through the very functions it calls: a
     refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
+    from bot.api import tenant_keys
+    from bot.app import check_config, prepare_schema
+    from store.repository import Store
+
     logs.setup("text", logging.WARNING)
     counter = _Counter()
     logging.getLogger().addHandler(counter)
@@ -487,8 +510,14 @@ async def _check_telegram_chats(config: Config) -> None:
         )
 
 
-async def _serve(config: Config, args: argparse.Namespace) -> None:
-    await run_server(config, args.listen, telegram_polling=args.telegram_polling)
+def _serve(config: Config, args: argparse.Namespace) -> int:
+    from bot.workers import default_workers, serve
+
+    if args.workers is not None:
+        workers = args.workers
+    else:  # polling runs in one process; otherwise one worker per core
+        workers = 1 if args.telegram_polling else default_workers()
+    return serve(config, args.listen, workers=workers, telegram_polling=args.telegram_polling)
 
 
 def _telegram(config: Config) -> TelegramConfig:
@@ -524,11 +553,16 @@ async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) 
 
 def cmd_webhook_secret() -> int:
     """32 random bytes in the `whsec_<base64>` form every Standard Webhooks library reads."""
+    import base64
+    import secrets
+
     print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
     return 0
 
 
 async def _work(config: Config, args: argparse.Namespace) -> None:
+    from bot.app import run_worker
+
     await run_worker(config)
 
 
@@ -548,6 +582,8 @@ async def cmd_demo(config: Config, args: argparse.Namespace) -> None:
 
 def installed_version() -> str:
     """The version of the installed `signoff` distribution (what pip reports)."""
+    from importlib import metadata
+
     try:
         return metadata.version("signoff")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
@@ -594,6 +630,13 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="fetch Telegram updates instead of serving the webhook "
                 "(development, one process, SQLite only)",
+            )
+            p.add_argument(
+                "--workers",
+                type=int,
+                metavar="N",
+                help="server processes sharing the port, each with its own database pool "
+                "(default: one per core; one with --telegram-polling)",
             )
         p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
         p.set_defaults(process=process)
@@ -751,6 +794,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
+    from bot.clock import SystemClock
+    from store.migrate import ensure_current
+    from store.repository import Store
+
     store = Store.from_url(config.database_url)
     try:
         if getattr(args, "check_schema", True):
@@ -783,9 +830,20 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "standalone", None) is not None:  # needs no configuration
         return int(args.standalone())
     try:
-        config = load_config(args.config)
+        # Loading the config loads SQLAlchemy and pydantic: thousands of long-lived objects,
+        # which the collector would otherwise scan over and over while they are made (about
+        # 20 ms of `approvals list`). It is back on before any command starts.
+        gc.disable()
+        try:
+            from bot.config import load_config
+
+            config = load_config(args.config)
+        finally:
+            gc.enable()
         if getattr(args, "process", None) is not None:
             logs.setup(args.log_format)
+            if args.process is _serve:  # runs its own event loop, one per worker process
+                return _serve(config, args)
             asyncio.run(args.process(config, args))
             return 0
         if getattr(args, "offline", None) is not None:  # needs no database

@@ -143,6 +143,12 @@ class SweeperConfig(_Strict):
     batch: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
+class MetricsConfig(_Strict):
+    # Seconds between reads of the database gauges (each process reads them in the
+    # background while it is being scraped; a scrape answers from the last read).
+    refresh: Annotated[Seconds, Field(gt=0, le=3600)] = 5.0
+
+
 def _database_url(value: str) -> str:
     if not normalize_url(value).startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
         raise ValueError(
@@ -264,6 +270,7 @@ class Config(_Strict):
     outbox: OutboxConfig = OutboxConfig()
     sweeper: SweeperConfig = SweeperConfig()
     worker: WorkerConfig = WorkerConfig()
+    metrics: MetricsConfig = MetricsConfig()
     tenants: list[TenantConfig] = []
     slack: SlackConfig | None = None
     telegram: TelegramConfig | None = None

@@ -11,14 +11,14 @@ event.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
 
 from bot import audit, transitions
-from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, sha256_hex
+from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical, sha256_hex
 from bot.clock import Clock, utc_iso
 from bot.destinations import url_problem
 from bot.durations import format_duration, parse_duration
@@ -104,7 +104,7 @@ def validate_request(document: Any) -> ParsedRequest:
     # with a level to spare: its decision webhook carries the record one level deeper
     # ({"approval": {..., "tool": {"arguments": ...}}}), and what was accepted must be
     # deliverable.
-    canonical_json(document, max_depth=MAX_DEPTH - WEBHOOK_ENVELOPE)
+    check_canonical(document, max_depth=MAX_DEPTH - WEBHOOK_ENVELOPE)
     return ParsedRequest(body=body, raw_presentation=document["presentation"])
 
 
@@ -290,40 +290,48 @@ async def create_request(
         body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
     )
     now = clock.now()
-    # Approvers who are away: their delegates get the card too; if the assignee is one of
-    # them, the card and the trail say who decides in their place.
-    away = await delegations_of(store, directory, approvers, body.capability, now)
-    delegated = away.get(approvers[0])
-    values, requested = new_approval(
-        Draft(
-            tenant=tenant,
-            run_id=body.run_id,
-            kind=Kind(body.kind),
-            capability=body.capability,
-            tool_name=body.tool.name,
-            tool_args=body.tool.arguments,
-            presentation=request.raw_presentation,
-            hash=hash_,
-            reason=body.reason,
-            requested_by=body.requested_by,
-            approvers=approvers,
-            required_approvals=required,
-            allow_self_approval=route.allow_self_approval,
-            approval_ttl=approval_ttl,
-            grant_ttl=grant_ttl,
-            first_escalation=route.escalation[0].after if route.escalation else None,
-            remind_before=route.remind_before,
-            step=body.step,
-            preconditions=body.preconditions,
-            resume=body.resume,
-            callback_url=body.callback_url,
-            delegated_to=delegated.delegate if delegated else None,
-            assigned_note=away_note(directory, delegated) if delegated else None,
-        ),
-        now=now,
-        actor=f"agent:{tenant}",
+    draft = Draft(
+        tenant=tenant,
+        run_id=body.run_id,
+        kind=Kind(body.kind),
+        capability=body.capability,
+        tool_name=body.tool.name,
+        tool_args=body.tool.arguments,
+        presentation=request.raw_presentation,
+        hash=hash_,
+        reason=body.reason,
+        requested_by=body.requested_by,
+        approvers=approvers,
+        required_approvals=required,
+        allow_self_approval=route.allow_self_approval,
+        approval_ttl=approval_ttl,
+        grant_ttl=grant_ttl,
+        first_escalation=route.escalation[0].after if route.escalation else None,
+        remind_before=route.remind_before,
+        step=body.step,
+        preconditions=body.preconditions,
+        resume=body.resume,
+        callback_url=body.callback_url,
     )
+    actor = f"agent:{tenant}"
+    # Built before the transaction, as if nobody were away (the usual case), to keep the
+    # write lock short; rebuilt inside it when someone is.
+    values, requested = new_approval(draft, now=now, actor=actor)
     async with store.write() as tx:
+        # Read in the transaction that inserts, not one of its own: a delegation that
+        # committed before this request did is seen, from whichever replica made it.
+        away = await delegations_of(tx, directory, approvers, body.capability, now)
+        delegated = away.get(approvers[0])
+        if delegated is not None:
+            values, requested = new_approval(
+                replace(
+                    draft,
+                    delegated_to=delegated.delegate,
+                    assigned_note=away_note(directory, delegated),
+                ),
+                now=now,
+                actor=actor,
+            )
         if values["step_key"] is not None:
             await tx.lock_step(tenant, body.run_id, values["step_key"])
         approval = await tx.insert_approval(values)
@@ -334,6 +342,8 @@ async def create_request(
         await tx.insert_event(requested)
         superseded = await _replace_older(tx, directory, approval, now)
         await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
+        # Approvers who are away: their delegates get the card too; if the assignee is one
+        # of them, the card and the trail say who decides in their place.
         for delegation in away.values():
             await jobs.enqueue_personal_cards(
                 tx, directory, approval, delegation.delegate, approval.created_at
@@ -374,12 +384,11 @@ async def _replace_older(
 
 
 async def delegations_of(
-    store: Store, directory: Directory, approvers: list[str], capability: str, now: datetime
+    tx: Tx, directory: Directory, approvers: list[str], capability: str, now: datetime
 ) -> dict[str, Delegation]:
     """For each principal among `approvers` (group members included) with an active
     delegation covering `capability`: that delegation, the earliest started if several."""
-    async with store.read() as tx:
-        active = await tx.delegations_from(directory.expand(approvers), now)
+    active = await tx.delegations_from(directory.expand(approvers), now)
     found: dict[str, Delegation] = {}
     for delegation in sorted(active, key=lambda d: (d.starts_at, d.id)):
         if covers(delegation, capability):

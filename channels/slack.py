@@ -132,6 +132,7 @@ class SlackChannel:
         self.client.session = aiohttp.ClientSession(response_class=CappedResponse)
 
     async def stop(self) -> None:
+        await self.home.close()
         session, self.client.session = self.client.session, None
         if session is not None:
             await session.close()

@@ -18,6 +18,9 @@ The view is published (`views.publish`) when:
 - a notice reaches someone in Slack direct messages (a delegation starting or ending);
 - they press Approve or Reject on the Home: it is republished with what happened, or why not.
 
+One person's Home is published once at a time; what changes meanwhile is shown by one more
+publish after a pause in proportion to the last one's duration (`_republish`).
+
 A request whose cards all go to other surfaces is on a Slack user's Home the next time they
 open it. Slack allows 100 blocks a view: the first 20 requests are listed, with how many
 more there are.
@@ -54,6 +57,10 @@ _PEOPLE = 50  # at most this many Homes refreshed for one request
 _CONCURRENT = 5
 _BUDGET = 8.0  # seconds a refresh may take, so a card job ends well inside its lease
 _REMEMBERED = 2000  # request states whose Homes were refreshed, remembered to skip repeats
+# Between two publishes of one person's Home, a pause of this many times the last one's
+# duration (at most _PAUSE_MAX seconds): a Home takes a bounded share of the server.
+_PAUSE = 4
+_PAUSE_MAX = 2.0
 
 
 class SlackHome:
@@ -73,6 +80,9 @@ class SlackHome:
         self.clock = delegations.clock
         self.page = page
         self._refreshed: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        # Per Slack user: the publish under way, and whether something changed since it began.
+        self._publishing: dict[str, asyncio.Task[None]] = {}
+        self._stale: set[str] = set()
 
     async def publish(self, user_id: str, *, note: str | None = None) -> None:
         """Publish `user_id`'s Home; `note`, a line at the top (what a press did, or why not)."""
@@ -179,13 +189,54 @@ class SlackHome:
 
         async def one(user: str) -> None:
             async with gate:
-                await self._publish_quietly(user)
+                await self._republish(user)
 
         try:
             async with asyncio.timeout(_BUDGET):
                 await asyncio.gather(*(one(u) for u in users))
         except TimeoutError:
             log.warning("refreshing %d Slack Homes took over %ss; left", len(users), _BUDGET)
+
+    async def _republish(self, user_id: str) -> None:
+        """See that `user_id`'s Home is published as it is now.
+
+        One publish per person is under way at a time; calls made meanwhile share the next
+        one, which starts after a pause in proportion to how long the last one took, so a
+        burst of decisions costs a person's Home a few renderings, not one per card. The
+        call that asks for that next publish waits for it; the calls after it, which it
+        covers too, return at once, so card jobs do not queue up behind a Home."""
+        running = self._publishing.get(user_id)
+        if running is not None and not running.done():
+            if user_id in self._stale:
+                return  # the next publish is asked for already, and starts after this call
+            self._stale.add(user_id)
+        else:
+            running = asyncio.create_task(self._publish_until_fresh(user_id))
+            self._publishing[user_id] = running
+            running.add_done_callback(lambda t: self._forget(user_id, t))
+        # Shielded: a caller out of time stops waiting, the publish goes on for the others.
+        await asyncio.shield(running)
+
+    def _forget(self, user_id: str, task: asyncio.Task[None]) -> None:
+        if self._publishing.get(user_id) is task:
+            del self._publishing[user_id]
+
+    async def _publish_until_fresh(self, user_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._stale.discard(user_id)
+            began = loop.time()
+            await self._publish_quietly(user_id)
+            if user_id not in self._stale:
+                return
+            await asyncio.sleep(min((loop.time() - began) * _PAUSE, _PAUSE_MAX))
+
+    async def close(self) -> None:
+        """Stop the publishes under way (shutdown)."""
+        tasks = list(self._publishing.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _concerned(self, approval_id: str) -> set[str]:
         """Who may see `approval_id` on their Home: those entitled, their active delegates and

@@ -9,6 +9,8 @@ will not upgrade a reader's lock while another writer holds it.)
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 import re
 import time
@@ -19,12 +21,27 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    ProgrammingError,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Pool sizes per process. SQLite: its one writer and this many readers (WAL lets readers run
+# beside the writer). PostgreSQL: the process is CPU-bound long before ten connections are
+# busy; more would only hold server memory.
+SQLITE_READERS = 4
+POSTGRES_POOL = 10
+# A pooled PostgreSQL connection unused for this long is pinged before it is handed out
+# (the server may have restarted or a proxy dropped it meanwhile); a busy one is not, which
+# spares a round trip on almost every checkout under load.
+PING_WHEN_IDLE_FOR = 10.0
 # SQLite reports a missing table or column as an OperationalError, like a lost connection;
 # PostgreSQL says undefined_table / undefined_column.
 _SCHEMA_MISMATCH = re.compile(r"no such (table|column)")
@@ -66,14 +83,46 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     except ArgumentError as exc:
         raise ConfigError(f"database.url: cannot parse {url!r}") from exc
     if parsed.drivername == "sqlite+aiosqlite":
+        # One writer at a time (Store queues them) plus readers, and never more: a
+        # connection opened past the pool's size is closed again on return, and with it
+        # its aiosqlite thread, to be opened afresh on the next burst.
+        if parsed.database not in (None, "", ":memory:") and "mode=memory" not in url:
+            kwargs.setdefault("pool_size", 1 + SQLITE_READERS)
+            kwargs.setdefault("max_overflow", 0)
         return _sqlite_engine(url, **kwargs)
     if parsed.drivername == "postgresql+asyncpg":
-        kwargs.setdefault("pool_pre_ping", True)
-        return create_async_engine(url, **kwargs)
+        kwargs.setdefault("pool_size", POSTGRES_POOL)
+        kwargs.setdefault("max_overflow", 0)
+        engine = create_async_engine(url, **kwargs)
+        _ping_when_idle(engine)
+        return engine
     raise ConfigError(
         f"database.url: unsupported driver {parsed.drivername!r}; "
         "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB"
     )
+
+
+def _ping_when_idle(engine: AsyncEngine) -> None:
+    """`pool_pre_ping`, but only for connections idle longer than PING_WHEN_IDLE_FOR: one
+    that fails its ping is discarded and the pool hands out another (DisconnectionError is
+    the pool's signal to retry the checkout)."""
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _returned(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["signoff_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _handed_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("signoff_idle_since")
+        if since is None or time.monotonic() - since < PING_WHEN_IDLE_FOR:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # the driver's own error for a dead connection
+            raise DisconnectionError(f"stale pooled connection: {exc}") from exc
+        if not alive:
+            raise DisconnectionError("stale pooled connection")
 
 
 def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
@@ -150,6 +199,66 @@ def _use_wal(cursor: Any) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(0.01)
+
+
+class WriterLock:
+    """The SQLite writers of every signoff process on one file, one at a time, in the order
+    they asked (an flock on a file beside the database), so that the processes of
+    `serve --workers` queue for the write lock instead of meeting in SQLite's busy handler,
+    which polls with sleeps of up to 100 ms. Any other writer (the sqlite3 shell) still
+    waits on busy_timeout, as before.
+
+    Taking it costs no thread hop when it is free; a process finding it held waits in a
+    thread, and if its task is cancelled meanwhile, releases it as soon as it gets it."""
+
+    def __init__(self, database_path: str) -> None:
+        self.path = f"{database_path}-writer"
+        self._fd: int | None = None
+
+    @classmethod
+    def for_engine(cls, engine: AsyncEngine) -> WriterLock | None:
+        path = engine.url.database or ""
+        if not is_sqlite(engine) or not path or path == ":memory:" or path.startswith("file:"):
+            return None
+        return cls(path)
+
+    def _open(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"cannot open the SQLite writer lock {self.path}: {exc}"
+                ) from exc
+        return self._fd
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            taking = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+            try:
+                await asyncio.shield(taking)
+            except asyncio.CancelledError:
+                taking.add_done_callback(
+                    lambda f: f.cancelled() or f.exception() or self._release()
+                )
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

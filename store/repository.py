@@ -10,16 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import deque
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, bindparam, delete, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import (
+    Select,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.engine import BEGIN_MODE, create_engine, is_sqlite, translated_errors
+from store.driver import DriverStatement
+from store.driver import run as driver_run
+from store.engine import BEGIN_MODE, WriterLock, create_engine, is_sqlite, translated_errors
 from store.records import (
     Approval,
     CardMessage,
@@ -43,6 +58,54 @@ from store.schema import (
 )
 
 
+class WriteTurns:
+    """This process's SQLite writers, one at a time: a waiting foreground writer goes before
+    every waiting background one, except that a background writer passed over
+    `_PASSED_OVER` times in a row goes next, so the outbox is slowed, never starved."""
+
+    _PASSED_OVER = 8
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._foreground: deque[asyncio.Future[None]] = deque()
+        self._background: deque[asyncio.Future[None]] = deque()
+        self._passed_over = 0
+
+    @asynccontextmanager
+    async def turn(self, background: bool = False) -> AsyncIterator[None]:
+        if self._busy or self._foreground or self._background:
+            waiter = asyncio.get_running_loop().create_future()
+            queue = self._background if background else self._foreground
+            queue.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._next()  # the turn was handed to us as we were cancelled: pass it on
+                else:
+                    queue.remove(waiter)
+                raise
+        else:
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._next()
+
+    def _next(self) -> None:
+        """Hand the turn to the next waiter, or mark it free."""
+        if self._background and (not self._foreground or self._passed_over >= self._PASSED_OVER):
+            queue = self._background
+            self._passed_over = 0
+        elif self._foreground:
+            queue = self._foreground
+            self._passed_over += 1 if self._background else 0
+        else:
+            self._busy = False
+            return
+        queue.popleft().set_result(None)
+
+
 class Store:
     """A database handle: opens transactions, owns the engine."""
 
@@ -53,7 +116,9 @@ class Store:
         # SQLite admits one writer per file. Queueing this process's writers here, instead of
         # letting them all contend for the file lock, spares them SQLite's busy-wait sleeps
         # (which grow to 100 ms); other processes still wait on busy_timeout.
-        self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite else None
+        self._write_turn: WriteTurns | None = WriteTurns() if sqlite else None
+        # ... and across processes on one host (`serve --workers`), an flock beside the file.
+        self._file_turn = WriterLock.for_engine(engine)
 
     @classmethod
     def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
@@ -61,13 +126,20 @@ class Store:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._file_turn is not None:
+            self._file_turn.close()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[Tx]:
-        """A write transaction; commits when the block exits normally, rolls back otherwise."""
+    async def write(self, *, background: bool = False) -> AsyncIterator[Tx]:
+        """A write transaction; commits when the block exits normally, rolls back otherwise.
+
+        `background`: work nobody is waiting on (the outbox's claims and settles). On SQLite
+        its turn comes after the turns of writers someone waits on (a click, an API call),
+        so a burst of outbox work does not queue in front of a person's decision."""
         async with (
-            self._write_turn or nullcontext(),
+            self._write_turn.turn(background) if self._write_turn else nullcontext(),
             translated_errors(),
+            self._file_turn.held() if self._file_turn else nullcontext(),
             self._writer.begin() as conn,
         ):
             yield Tx(conn)
@@ -79,8 +151,15 @@ class Store:
 
 
 def _insert(dialect: str, table: Table) -> Any:
-    """INSERT with the dialect's ON CONFLICT support (both speak the same clause)."""
-    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+    """INSERT with the dialect's ON CONFLICT support (both speak the same clause). Imported
+    here: the CLI on SQLite never loads the PostgreSQL dialect."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
 
 
 # Statements used on every request are built once: building and keying a SQLAlchemy
@@ -111,6 +190,79 @@ _CARD_MESSAGES_FOR = (
     .where(card_messages.c.approval_id == bindparam("approval_id"))
     .order_by(card_messages.c.id)
 )
+_CARD_MESSAGE = select(card_messages).where(card_messages.c.id == bindparam("id"))
+_LOCK_APPROVALS_OR_FAIL = (
+    select(approvals.c.id)
+    .where(approvals.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(approvals.c.id)
+    .with_for_update(nowait=True)
+)
+_MARK_CARD_RENDERED = (
+    update(card_messages)
+    .where(card_messages.c.id == bindparam("w_id"))
+    .values(
+        rendered_state=bindparam("v_state", type_=card_messages.c.rendered_state.type),
+        updated_at=bindparam("v_at", type_=card_messages.c.updated_at.type),
+    )
+)
+# The outbox runner's own statements, run on every claim and settle.
+_DUE_JOBS = (
+    select(outbox.c.id)
+    .where(
+        outbox.c.state == "queued",
+        outbox.c.kind.in_(bindparam("kinds", expanding=True)),
+        outbox.c.run_after <= bindparam("now"),
+        or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
+    )
+    .order_by(outbox.c.run_after, outbox.c.id)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM_JOBS = (
+    update(outbox)
+    .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
+    .values(
+        locked_by=bindparam("w_worker", type_=outbox.c.locked_by.type),
+        locked_until=bindparam("w_lease_until", type_=outbox.c.locked_until.type),
+        attempts=outbox.c.attempts + 1,
+    )
+    .returning(outbox)
+)
+_HELD_JOBS = and_(
+    outbox.c.id.in_(bindparam("ids", expanding=True)),
+    outbox.c.locked_by == bindparam("worker"),
+)
+_FINISH_JOBS = (
+    update(outbox)
+    .where(_HELD_JOBS)
+    .values(
+        locked_by=None,
+        locked_until=None,
+        state="done",
+        done_at=bindparam("w_done_at", type_=outbox.c.done_at.type),
+    )
+    .returning(outbox.c.id)
+)
+_DEFER_JOBS = (
+    update(outbox)
+    .where(_HELD_JOBS)
+    .values(
+        locked_by=None,
+        locked_until=None,
+        run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
+        attempts=outbox.c.attempts - 1,
+    )
+    .returning(outbox.c.id)
+)
+
+
+@functools.cache
+def _insert_card_message(dialect: str) -> Any:
+    return (
+        _insert(dialect, card_messages)
+        .on_conflict_do_nothing(index_elements=["channel", "address", "message_id"])
+        .returning(card_messages)
+    )
 
 
 @functools.cache
@@ -120,6 +272,78 @@ def _insert_approval(dialect: str) -> Any:
         .on_conflict_do_nothing(index_elements=["tenant", "run_id", "hash"])
         .returning(approvals)
     )
+
+
+# Columns the database fills in when an INSERT leaves them out: an insert through the driver
+# path builds its record from the values it sent, so it only takes values that name these.
+_SERVER_DEFAULTED = frozenset(c.name for c in approvals.c if c.server_default is not None)
+
+
+@functools.cache
+def _driver_insert_approval(dialect: Dialect, keys: tuple[str, ...]) -> DriverStatement:
+    statement = (
+        _insert(dialect.name, approvals)
+        .on_conflict_do_nothing(index_elements=["tenant", "run_id", "hash"])
+        .returning(approvals.c.id)
+    )
+    return DriverStatement(statement, dialect, keys=keys, returns=[approvals.c.id])
+
+
+@functools.cache
+def _driver_insert_event(dialect: Dialect, keys: tuple[str, ...]) -> DriverStatement:
+    statement = approval_events.insert().returning(approval_events.c.id)
+    return DriverStatement(statement, dialect, keys=keys, returns=[approval_events.c.id])
+
+
+@functools.cache
+def _driver_enqueue(dialect: Dialect) -> DriverStatement:
+    return DriverStatement(_enqueue(dialect.name), dialect, keys=_JOB_KEYS)
+
+
+@functools.cache
+def _driver_approval(dialect: Dialect, statement: Any) -> DriverStatement:
+    return DriverStatement(statement, dialect, returns=list(approvals.c))
+
+
+@functools.cache
+def _delegations_from(count: int) -> Any:
+    """Active delegations by any of `count` principals (:p0 ... :pN-1) at :now: one statement
+    per count, so it is built and compiled once, not per request."""
+    now = bindparam("now", type_=delegations.c.starts_at.type)
+    return select(delegations).where(
+        delegations.c.principal.in_([bindparam(f"p{i}") for i in range(count)]),
+        delegations.c.starts_at <= now,
+        or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
+        delegations.c.revoked_at.is_(None),
+    )
+
+
+_DELEGATIONS_TO = select(delegations).where(
+    delegations.c.delegate == bindparam("delegate"),
+    delegations.c.starts_at <= bindparam("now", type_=delegations.c.starts_at.type),
+    or_(
+        delegations.c.ends_at.is_(None),
+        delegations.c.ends_at > bindparam("now", type_=delegations.c.starts_at.type),
+    ),
+    delegations.c.revoked_at.is_(None),
+)
+
+
+@functools.cache
+def _driver_delegations(dialect: Dialect, statement: Any) -> DriverStatement:
+    return DriverStatement(statement, dialect, returns=list(delegations.c))
+
+
+_JOB_KEYS = (
+    "kind",
+    "approval_id",
+    "payload",
+    "dedupe_key",
+    "state",
+    "attempts",
+    "run_after",
+    "created_at",
+)
 
 
 @functools.cache
@@ -137,12 +361,14 @@ def _enqueue(dialect: str) -> Any:
 
 
 @functools.cache
-def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) -> Any:
-    """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (...)
-    [AND version] [AND hash] RETURNING *, one statement per shape."""
+def _update_approval(
+    columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool
+) -> Any:
+    """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (:w_s0
+    ... :w_sN-1) [AND version] [AND hash] RETURNING *, one statement per shape."""
     conditions = [
         approvals.c.id == bindparam("w_id"),
-        approvals.c.state.in_(bindparam("w_states", expanding=True)),
+        approvals.c.state.in_([bindparam(f"w_s{i}") for i in range(states)]),
     ]
     if by_version:
         conditions.append(approvals.c.version == bindparam("w_version"))
@@ -156,6 +382,11 @@ def _update_approval(columns: tuple[str, ...], by_version: bool, by_hash: bool) 
 
 
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
+# Written as SQL literals, not parameters: a partial index (WHERE state = 'pending') is only
+# chosen when the query's own condition says so in the text, on SQLite and in PostgreSQL's
+# generic plans alike.
+_PENDING = approvals.c.state == literal_column("'pending'")
+_ZERO = literal_column("0")
 # Any constant, the same in every replica: the advisory lock key of delegation writes.
 _DELEGATIONS_LOCK = 0x5160FF_DE1E
 # The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
@@ -175,6 +406,27 @@ class Tx:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
         self._dialect = conn.dialect.name
+        self._raw: Any = None
+
+    async def _driver(self) -> Any | None:
+        """The driver's connection for the hot statements (store/driver.py), or None while
+        no transaction is open on it yet: the caller then takes the Core path, which opens
+        one."""
+        if self._raw is None:
+            self._raw = (await self.conn.get_raw_connection()).driver_connection
+        if self._dialect == "sqlite":
+            return self._raw if self._raw.in_transaction else None
+        return self._raw if self._raw.is_in_transaction() else None
+
+    async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
+        """One approval through the driver path (or Core when it cannot be taken)."""
+        driver = await self._driver()
+        if driver is None:
+            row = await self._one(statement, params)
+            return Approval.from_row(row) if row else None
+        compiled = _driver_approval(self.conn.dialect, statement)
+        rows = await driver_run(driver, self._dialect, compiled, params)
+        return Approval.from_row(compiled.mapping(rows[0])) if rows else None
 
     async def _one(self, stmt: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # Count returned rows, not rowcount: SQLite reports -1 with RETURNING.
@@ -187,8 +439,15 @@ class Tx:
 
     async def insert_approval(self, values: Mapping[str, Any]) -> Approval | None:
         """Insert a new approval; None when (tenant, run_id, hash) already exists."""
-        row = await self._one(_insert_approval(self._dialect), values)
-        return Approval.from_row(row) if row else None
+        driver = await self._driver() if _SERVER_DEFAULTED <= values.keys() else None
+        if driver is None:
+            row = await self._one(_insert_approval(self._dialect), values)
+            return Approval.from_row(row) if row else None
+        statement = _driver_insert_approval(self.conn.dialect, tuple(values))
+        if not await driver_run(driver, self._dialect, statement, values):
+            return None
+        # What RETURNING * would give back: the values sent, NULL where none was.
+        return Approval.from_row({c.name: values.get(c.name) for c in approvals.c})
 
     async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
         """The approval for one call in one run (the idempotency key)."""
@@ -198,10 +457,8 @@ class Tx:
     async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
         """One approval, optionally only if it belongs to `tenant`."""
         if tenant is None:
-            row = await self._one(_GET_APPROVAL, {"id": approval_id})
-        else:
-            row = await self._one(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
-        return Approval.from_row(row) if row else None
+            return await self._driver_row(_GET_APPROVAL, {"id": approval_id})
+        return await self._driver_row(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
 
     async def lock_step(self, tenant: str, run_id: str, step_key: str) -> None:
         """Take the lock of one (tenant, run, step) until this transaction ends, so two new
@@ -245,8 +502,7 @@ class Tx:
         another transaction holds reads as None instead of being waited for (PostgreSQL;
         SQLite's write transaction already excludes every other writer)."""
         stmt = _LOCK_APPROVAL_OR_SKIP if skip_locked else _LOCK_APPROVAL
-        row = await self._one(stmt, {"id": approval_id})
-        return Approval.from_row(row) if row else None
+        return await self._driver_row(stmt, {"id": approval_id})
 
     async def update_approval(
         self,
@@ -259,17 +515,18 @@ class Tx:
     ) -> Approval | None:
         """The conditional transition: UPDATE ... WHERE id AND state IN expected [AND version]
         [AND hash], bumping version. None when the row did not match (someone else won)."""
+        states = sorted(expect_states)
         stmt = _update_approval(
-            tuple(sorted(values)), expect_version is not None, expect_hash is not None
+            tuple(sorted(values)), len(states), expect_version is not None, expect_hash is not None
         )
         params: dict[str, Any] = {f"v_{name}": value for name, value in values.items()}
-        params |= {"w_id": approval_id, "w_states": list(expect_states)}
+        params |= {f"w_s{i}": state for i, state in enumerate(states)}
+        params["w_id"] = approval_id
         if expect_version is not None:
             params["w_version"] = expect_version
         if expect_hash is not None:
             params["w_hash"] = expect_hash
-        row = await self._one(stmt, params)
-        return Approval.from_row(row) if row else None
+        return await self._driver_row(stmt, params)
 
     async def page_approvals(
         self,
@@ -281,18 +538,24 @@ class Tx:
     ) -> list[Approval]:
         """One page of a tenant's approvals, newest first, after the cursor `before`
         ((created_at, id) of the last row of the previous page). `filters` are equality
-        conditions on state, run_id, capability, assignee."""
+        conditions on state, run_id, capability, assignee.
+
+        With a state (and nothing else) the page is a range of the (tenant, state,
+        created_at, id) index read backwards from the cursor (0009): its cost follows
+        `limit`, not how many rows the tenant has, or how few are in that state."""
         stmt: Select[Any] = select(approvals).where(approvals.c.tenant == tenant)
         for name, value in filters.items():
             if name not in _PAGE_FILTERS:
                 raise ValueError(f"cannot filter approvals on {name!r}")
             stmt = stmt.where(approvals.c[name] == value)
         if before is not None:
-            created, last_id = before
+            # A row value, which both databases turn into one index range (an OR of two
+            # conditions is a filter over every row before the cursor on SQLite).
             stmt = stmt.where(
-                or_(
-                    approvals.c.created_at < created,
-                    and_(approvals.c.created_at == created, approvals.c.id < last_id),
+                tuple_(approvals.c.created_at, approvals.c.id)
+                < tuple_(
+                    bindparam("before_at", before[0], type_=approvals.c.created_at.type),
+                    bindparam("before_id", before[1], type_=approvals.c.id.type),
                 )
             )
         stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
@@ -328,13 +591,12 @@ class Tx:
         )
 
     async def past_last_escalation(self) -> list[tuple[str, int]]:
-        """(tenant, count) of pending approvals that escalated and have no step left."""
+        """(tenant, count) of pending approvals that escalated and have no step left: a
+        range of the partial index that holds only those rows (0009)."""
         stmt = (
             select(approvals.c.tenant, func.count())
             .where(
-                approvals.c.state == "pending",
-                approvals.c.escalation_level > 0,
-                approvals.c.escalate_at.is_(None),
+                _PENDING, approvals.c.escalation_level > _ZERO, approvals.c.escalate_at.is_(None)
             )
             .group_by(approvals.c.tenant)
         )
@@ -351,7 +613,8 @@ class Tx:
         return [Approval.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
 
     async def pending_summary(self) -> list[tuple[str, str, int, datetime]]:
-        """(tenant, capability, pending count, oldest created_at) for the metrics."""
+        """(tenant, capability, pending count, oldest created_at) for the metrics: read from
+        the partial index of pending rows in its own order (0009), never from the table."""
         stmt = (
             select(
                 approvals.c.tenant,
@@ -359,7 +622,7 @@ class Tx:
                 func.count(),
                 func.min(approvals.c.created_at),
             )
-            .where(approvals.c.state == "pending")
+            .where(_PENDING)
             .group_by(approvals.c.tenant, approvals.c.capability)
         )
         return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
@@ -382,9 +645,14 @@ class Tx:
     async def insert_event(self, values: Mapping[str, Any]) -> Event:
         """Append one audit event (bot.audit computed its chain hashes; the caller moved the
         approval's chain head in the same transaction)."""
-        row = await self._one(_INSERT_EVENT, values)
-        assert row is not None
-        return Event.from_row(row)
+        driver = await self._driver()
+        if driver is None:
+            row = await self._one(_INSERT_EVENT, values)
+            assert row is not None
+            return Event.from_row(row)
+        statement = _driver_insert_event(self.conn.dialect, tuple(values))
+        (row,) = await driver_run(driver, self._dialect, statement, values)
+        return Event.from_row({**values, **statement.mapping(row)})
 
     async def events_for(self, approval_id: str) -> list[Event]:
         """One approval's audit trail, oldest first."""
@@ -506,7 +774,11 @@ class Tx:
             "run_after": run_after or now,
             "created_at": now,
         }
-        await self.conn.execute(_enqueue(self._dialect), job)
+        driver = await self._driver()
+        if driver is None:
+            await self.conn.execute(_enqueue(self._dialect), job)
+        else:
+            await driver_run(driver, self._dialect, _driver_enqueue(self.conn.dialect), job)
 
     async def outbox_jobs(
         self, *, approval_id: str | None = None, state: str | None = None
@@ -534,31 +806,30 @@ class Tx:
         SKIP LOCKED); on SQLite the write transaction already excludes every other writer,
         and the lease condition keeps a second process off a job the first one holds.
         """
-        due = (
-            select(outbox.c.id)
-            .where(
-                outbox.c.state == "queued",
-                outbox.c.kind.in_(list(kinds)),
-                outbox.c.run_after <= now,
-                or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= now),
-            )
-            .order_by(outbox.c.run_after, outbox.c.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        stmt = (
-            update(outbox)
-            .where(outbox.c.id.in_(due.scalar_subquery()))
-            .values(locked_by=worker, locked_until=lease_until, attempts=outbox.c.attempts + 1)
-            .returning(outbox)
-        )
-        rows = (await self.conn.execute(stmt)).mappings().all()
+        params = {
+            "kinds": sorted(kinds),
+            "now": now,
+            "limit": limit,
+            "w_worker": worker,
+            "w_lease_until": lease_until,
+        }
+        rows = await self._all(_CLAIM_JOBS, params)
         return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
     async def finish_job(self, job_id: int, worker: str, *, now: datetime) -> bool:
         """Mark a job done; False if `worker` no longer holds it (its lease ran out and
         another worker took it: that one reports the outcome)."""
         return await self._settle(job_id, worker, state="done", done_at=now)
+
+    async def finish_jobs(
+        self, job_ids: Collection[int], worker: str, *, now: datetime
+    ) -> set[int]:
+        """`finish_job` for many jobs in one statement; the ids `worker` still held (and so
+        marked done)."""
+        if not job_ids:
+            return set()
+        params = {"ids": sorted(job_ids), "worker": worker, "w_done_at": now}
+        return {row[0] for row in (await self.conn.execute(_FINISH_JOBS, params)).all()}
 
     async def reschedule_job(
         self, job_id: int, worker: str, *, run_after: datetime, error: str
@@ -575,6 +846,15 @@ class Tx:
         if error is not None:
             values["last_error"] = error
         return await self._settle(job_id, worker, **values)
+
+    async def defer_jobs(
+        self, job_ids: Collection[int], worker: str, *, run_after: datetime
+    ) -> set[int]:
+        """`defer_job` for many jobs in one statement; the ids `worker` still held."""
+        if not job_ids:
+            return set()
+        params = {"ids": sorted(job_ids), "worker": worker, "w_run_after": run_after}
+        return {row[0] for row in (await self.conn.execute(_DEFER_JOBS, params)).all()}
 
     async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
         """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
@@ -632,10 +912,11 @@ class Tx:
         return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
 
     async def outbox_summary(self) -> list[tuple[str, str, int]]:
-        """(kind, state, count) of jobs not yet done, for the metrics."""
+        """(kind, state, count) of queued and dead jobs, for the metrics: two ranges of the
+        (state, run_after) index, so the week of done jobs kept is never read."""
         stmt = (
             select(outbox.c.kind, outbox.c.state, func.count())
-            .where(outbox.c.state != "done")
+            .where(outbox.c.state.in_(["queued", "dead"]))
             .group_by(outbox.c.kind, outbox.c.state)
         )
         return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
@@ -656,12 +937,7 @@ class Tx:
 
     async def insert_card_message(self, values: Mapping[str, Any]) -> CardMessage:
         """Record a posted card; posting the same message twice records it once."""
-        stmt = (
-            _insert(self._dialect, card_messages)
-            .on_conflict_do_nothing(index_elements=["channel", "address", "message_id"])
-            .returning(card_messages)
-        )
-        row = await self._one(stmt, values)
+        row = await self._one(_insert_card_message(self._dialect), values)
         if row is not None:
             return CardMessage.from_row(row)
         existing = await self.card_message_at(
@@ -670,10 +946,16 @@ class Tx:
         assert existing is not None  # the conflict that skipped our insert is this row
         return existing
 
+    async def lock_approvals_or_fail(self, approval_ids: Collection[str]) -> None:
+        """Lock these approvals' rows until commit, or fail at once (PostgreSQL's NOWAIT) if
+        another transaction holds one: for a transaction that takes several row locks in
+        an order of its own (the outbox's batch settle), so it never waits while holding
+        some and so can never be half of a deadlock. SQLite's write lock covers it."""
+        if self._dialect == "postgresql" and approval_ids:
+            await self.conn.execute(_LOCK_APPROVALS_OR_FAIL, {"ids": sorted(approval_ids)})
+
     async def card_message(self, card_message_id: int) -> CardMessage | None:
-        row = await self._one(
-            select(card_messages).where(card_messages.c.id == card_message_id), {}
-        )
+        row = await self._one(_CARD_MESSAGE, {"id": card_message_id})
         return CardMessage.from_row(row) if row else None
 
     async def card_message_at(
@@ -691,11 +973,8 @@ class Tx:
         return CardMessage.from_row(row) if row else None
 
     async def mark_card_rendered(self, card_message_id: int, *, state: str, now: datetime) -> None:
-        await self.conn.execute(
-            update(card_messages)
-            .where(card_messages.c.id == card_message_id)
-            .values(rendered_state=state, updated_at=now)
-        )
+        params = {"w_id": card_message_id, "v_state": state, "v_at": now}
+        await self.conn.execute(_MARK_CARD_RENDERED, params)
 
     async def move_card_messages(self, channel: str, old_address: str, new_address: str) -> int:
         """Say that every card (and question) in `old_address` is now in `new_address`: a
@@ -745,23 +1024,31 @@ class Tx:
 
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         """Delegations naming `delegate` that are active at `now`."""
-        return await self._active_delegations(delegations.c.delegate == delegate, now)
+        params = {"delegate": delegate, "now": now}
+        driver = await self._driver()
+        if driver is None:
+            return [Delegation.from_row(r) for r in await self._all(_DELEGATIONS_TO, params)]
+        compiled = _driver_delegations(self.conn.dialect, _DELEGATIONS_TO)
+        rows = await driver_run(driver, self._dialect, compiled, params)
+        return [Delegation.from_row(compiled.mapping(r)) for r in rows]
 
     async def delegations_from(
         self, principals: Collection[str], now: datetime
     ) -> list[Delegation]:
         """Delegations by any of `principals` that are active at `now` (one query however
         many approvers a request has)."""
-        return await self._active_delegations(delegations.c.principal.in_(principals), now)
-
-    async def _active_delegations(self, who: Any, now: datetime) -> list[Delegation]:
-        stmt = select(delegations).where(
-            who,
-            delegations.c.starts_at <= now,
-            or_(delegations.c.ends_at.is_(None), delegations.c.ends_at > now),
-            delegations.c.revoked_at.is_(None),
-        )
-        return [Delegation.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+        if not principals:
+            return []
+        names = sorted(principals)
+        params: dict[str, Any] = {f"p{i}": name for i, name in enumerate(names)}
+        params["now"] = now
+        statement = _delegations_from(len(names))
+        driver = await self._driver()
+        if driver is None:
+            return [Delegation.from_row(r) for r in await self._all(statement, params)]
+        compiled = _driver_delegations(self.conn.dialect, statement)
+        rows = await driver_run(driver, self._dialect, compiled, params)
+        return [Delegation.from_row(compiled.mapping(r)) for r in rows]
 
     async def revoke_delegation(
         self, delegation_id: str, *, now: datetime, by: str

@@ -56,6 +56,9 @@ def _json(nullable: bool = True) -> JSON:
     return JSON(none_as_null=nullable)
 
 
+# Pending, escalated, and no step left: what signoff_pending_past_last_escalation counts.
+_PAST_LAST_ESCALATION = "state = 'pending' AND escalation_level > 0 AND escalate_at IS NULL"
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -134,6 +137,28 @@ approvals = Table(
     Column("audit_head", String(64), nullable=False, server_default=text("'" + "0" * 64 + "'")),
     UniqueConstraint("tenant", "run_id", "hash"),
     Index("ix_approvals_tenant_created", "tenant", "created_at"),
+    # The API's list by state, newest first from the cursor: a page is a range (0009).
+    Index("ix_approvals_tenant_state_created", "tenant", "state", "created_at", "id"),
+    # The metrics: pending count and oldest per (tenant, capability), read from this index
+    # alone, and the few pending rows past their last escalation step (0009). `state` leads
+    # though each holds one state: SQLite without ANALYZE picks an index by its leading
+    # equality, and would otherwise read the table through ix_approvals_pending_expiry.
+    Index(
+        "ix_approvals_pending_summary",
+        "state",
+        "tenant",
+        "capability",
+        "created_at",
+        sqlite_where=text("state = 'pending'"),
+        postgresql_where=text("state = 'pending'"),
+    ),
+    Index(
+        "ix_approvals_past_last_escalation",
+        "state",
+        "tenant",
+        sqlite_where=text(_PAST_LAST_ESCALATION),
+        postgresql_where=text(_PAST_LAST_ESCALATION),
+    ),
     # The sweeper's scan: only pending rows, ordered by when they run out.
     Index(
         "ix_approvals_pending_expiry",

@@ -4,8 +4,9 @@ plain `notice` messages.
 They are channel-agnostic: each job names a target ("slack:C0FINANCE", "slack:@alice"), the
 channel registered under the target's surface renders and sends it, and the message is
 recorded in `card_messages` with the hash it showed, so a click or reply on it later can be
-tied to exactly what that human saw. Every transition queues an `update_card` per recorded
-message (bot.outbox.jobs), so cards follow the row.
+tied to exactly what that human saw. That record is written in the transaction that settles
+the job (bot.outbox.runner.Record), not in one of its own. Every transition queues an
+`update_card` per recorded message (bot.outbox.jobs), so cards follow the row.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from bot.card import Card, card_for
 from bot.clock import Clock
 from bot.model import State
 from bot.outbox import jobs
-from bot.outbox.runner import SKIPPED
+from bot.outbox.runner import SKIPPED, Record
 from bot.routing import Directory
 from bot.target import Target
 from store.records import Approval, OutboxJob
-from store.repository import Store
+from store.repository import Store, Tx
 
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; app.py hands them in
     from channels.base import Channel
@@ -46,7 +47,7 @@ class CardJobs:
     async def _card(self, approval: Approval) -> Card:
         return await card_for(self.store, self.directory, approval, self.clock.now())
 
-    async def post(self, job: OutboxJob) -> str | None:
+    async def post(self, job: OutboxJob) -> str | Record | None:
         target = Target.parse(str(job.payload["target"]))
         channel = self._channel(target.surface, f"card to {target}", job.approval_id)
         if channel is None:
@@ -58,7 +59,8 @@ class CardJobs:
             return None  # decided before its card could go out: nothing left to ask
         ref = await channel.post_card(await self._card(approval), target)
         now = self.clock.now()
-        async with self.store.write() as tx:
+
+        async def record(tx: Tx) -> None:
             # Lock the row before recording the message: a transition committing meanwhile
             # either came first (its version is newer than the one rendered) or waits and then
             # sees this message and queues its update. (Inserting first would take a key-share
@@ -81,7 +83,10 @@ class CardJobs:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.
                 await jobs.enqueue_card_update(tx, current, message.id, now)
-        return None
+
+        # Written with the job's settle. Within a batch, an approval's row is locked before
+        # its card rows (see `update`), in approval order, as on every replica.
+        return Record(record, (approval.id, 0), locks=approval.id)
 
     async def notice(self, job: OutboxJob) -> str | None:
         """A plain message to one person ("slack:@alice"): a delegation starting or ending."""
@@ -92,7 +97,7 @@ class CardJobs:
         await channel.send_notice(target, str(job.payload["text"]))
         return None
 
-    async def update(self, job: OutboxJob) -> str | None:
+    async def update(self, job: OutboxJob) -> str | Record | None:
         async with self.store.read() as tx:
             message = await tx.card_message(int(job.payload["card_message_id"]))
             approval = await tx.get_approval(message.approval_id) if message else None
@@ -103,9 +108,12 @@ class CardJobs:
             return SKIPPED
         # The stored row has what a MessageRef holds: channel, address, message_id.
         await channel.update_card(message, await self._card(approval))
-        async with self.store.write() as tx:
-            await tx.mark_card_rendered(message.id, state=approval.state, now=self.clock.now())
-        return None
+        now = self.clock.now()
+
+        async def record(tx: Tx) -> None:
+            await tx.mark_card_rendered(message.id, state=approval.state, now=now)
+
+        return Record(record, (approval.id, 1))
 
     def _channel(self, surface: str, what: str, approval_id: str | None) -> Channel | None:
         """The channel that delivers on `surface`; None (and a line for the operator, since

@@ -12,11 +12,18 @@ an attempt, for `rate_limited_for` after the job was queued; after that each wai
 a destination answering 429 forever still ends. A worker killed mid-job leaves its lease to
 run out, and any replica then picks the job up again. The settle is conditional on still
 holding the lease, so a slow worker can never overwrite the outcome of the one that took over.
+
+The outbox is kept cheap and out of the way of people's requests: outcomes that arrive
+together are settled in one write transaction, with what their handlers had to write down
+(`Record`: a posted card's message); its writes are background ones, which on SQLite wait
+behind the requests' (store.repository.WriteTurns); and while the event loop runs late, few
+jobs are in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -32,16 +39,42 @@ from bot.errors import RetryLater, Undeliverable
 from bot.metrics import Metrics
 from bot.outbox.shares import Shares
 from store.records import OutboxJob
-from store.repository import Store
+from store.repository import Store, Tx
 
 log = logging.getLogger("signoff.outbox")
+
+
+def _put_back(future: asyncio.Future[bool]) -> None:
+    """Log a job over its share that could not be put back (it returns after its lease)."""
+    if not future.cancelled() and future.exception() is not None:
+        log.error("could not put back an outbox job over its share: %s", future.exception())
+
+
 _PRUNE_EVERY = timedelta(minutes=10)
 
-# A handler returns None when it did the job, or SKIPPED when there was nothing it could do
-# (a card for a chat surface this deployment does not run): the job is settled either way,
-# and the metrics tell the two apart.
-Handler = Callable[[OutboxJob], Awaitable[str | None]]
 SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a handler that did its job still has to write down (the message a card was
+    posted as): `write` runs in the transaction that settles the job, whoever holds its lease
+    by then (what was sent was sent), so the job costs one write, not two. Records of one
+    batch are written in `order`, so two replicas settling at once take row locks in the
+    same order."""
+
+    write: Callable[[Tx], Awaitable[None]]
+    order: tuple[str, int] = ("", 0)
+    # The approval whose row `write` locks, if it does: a batch takes all of them first, or
+    # none (see `_Settler._write`).
+    locks: str | None = None
+
+
+# A handler returns None when it did the job, SKIPPED when there was nothing it could do (a
+# card for a chat surface this deployment does not run), or a Record when it did the job and
+# has something to write down: the job is settled in each case, and the metrics tell done
+# from skipped.
+Handler = Callable[[OutboxJob], Awaitable[str | Record | None]]
 # The dead-job reason when a job used up its attempts (an Undeliverable names its own).
 EXHAUSTED = "max_attempts"
 
@@ -55,6 +88,11 @@ class OutboxSettings:
     batch: int = 20
     # Jobs in flight at once per worker (each a webhook POST or a chat API call).
     concurrency: int = 32
+    # While the event loop runs late by more than `busy_lag` seconds (requests are waiting
+    # for it), at most `busy_concurrency` jobs are in flight: a burst of card updates waits
+    # for the clicks, not the other way round.
+    busy_lag: float = 0.01
+    busy_concurrency: int = 4
     poll_interval: float = 1.0
     # Done jobs are kept this long (to answer "was it sent?"), then deleted in batches.
     keep_done: timedelta = timedelta(days=7)
@@ -68,6 +106,9 @@ class OutboxSettings:
     # A rate-limited job (RetryLater with a delay) waits without using up an attempt while it
     # is younger than this; after it, each wait counts as an attempt.
     rate_limited_for: timedelta = timedelta(hours=24)
+    # Outcomes are settled together: the first to end waits this long (seconds) for others,
+    # then all of them (up to `batch`) are written in one transaction.
+    settle_window: float = 0.005
 
 
 def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
@@ -82,6 +123,153 @@ def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class _Outcome:
+    """How one attempt ended, waiting to be written: `state` is done, retry (due again at
+    `run_after`), defer (the same, its attempt given back) or dead."""
+
+    job: OutboxJob
+    state: str
+    future: asyncio.Future[bool]
+    run_after: datetime | None = None
+    error: str | None = None
+    record: Record | None = None
+
+
+class _LoopLag:
+    """How late this event loop runs a callback that is due: a probe every `every` seconds,
+    smoothed. Late means the loop has more to do than it can do at once (requests wait)."""
+
+    def __init__(self, every: float = 0.01) -> None:
+        self.every = every
+        self.late = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_later(every, self._probe, self._loop.time() + every)
+
+    def _probe(self, due: float) -> None:
+        now = self._loop.time()
+        self.late = 0.7 * self.late + 0.3 * max(0.0, now - due)
+        self._handle = self._loop.call_later(self.every, self._probe, now + self.every)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+class _Settler:
+    """Writes the outcomes of a worker's attempts together: one write transaction for every
+    outcome that arrived within `window` seconds of the first (at most `batch`), each
+    conditional on the worker still holding the job's lease. Each outcome's future gets
+    whether the lease was still held, or the error that kept it from being written (the job
+    then comes back after its lease, as after a crash)."""
+
+    def __init__(self, store: Store, worker: str, clock: Clock, window: float, batch: int) -> None:
+        self.store = store
+        self.worker = worker
+        self.clock = clock
+        self.window = window
+        self.batch = max(1, batch)
+        self._pending: list[_Outcome] = []
+        self._full = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, job: OutboxJob, state: str, **details: Any) -> asyncio.Future[bool]:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(_Outcome(job, state, future, **details))
+        if len(self._pending) >= self.batch:
+            self._full.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._flush(), name="outbox-settle")
+        return future
+
+    async def drain(self) -> None:
+        """Write whatever is waiting now, without waiting out the window."""
+        self._full.set()
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            if not self._full.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.window):
+                        await self._full.wait()
+            batch, self._pending = self._pending[: self.batch], self._pending[self.batch :]
+            if len(self._pending) < self.batch:
+                self._full.clear()
+            await self._settle(batch)
+
+    async def _settle(self, batch: list[_Outcome]) -> None:
+        try:
+            try:
+                async with self.store.write(background=True) as tx:
+                    held = await self._write(tx, batch)
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                # One outcome the database refused must not take the others down with it:
+                # each is written on its own.
+                for outcome in batch:
+                    await self._settle([outcome])
+                return
+            for outcome in batch:
+                if not outcome.future.done():
+                    outcome.future.set_result(outcome.job.id in held)
+        except BaseException as exc:
+            for outcome in batch:
+                if not outcome.future.done():
+                    outcome.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _write(self, tx: Tx, batch: list[_Outcome]) -> set[int]:
+        """The batch's records, then its settles; the ids of the jobs still held."""
+        recorded = sorted(
+            (o for o in batch if o.record is not None),
+            key=lambda o: (o.record.order if o.record else ("", 0), o.job.id),
+        )
+        if len(batch) > 1:
+            # The rows the records lock, all at once or not at all: a batch that waited for
+            # one while holding others could deadlock with a transition locking two
+            # approvals; failing here, its outcomes are written one per transaction.
+            await tx.lock_approvals_or_fail(
+                {o.record.locks for o in recorded if o.record is not None and o.record.locks}
+            )
+        for outcome in recorded:
+            assert outcome.record is not None
+            await outcome.record.write(tx)
+        now = self.clock.now()
+        done = [o.job.id for o in batch if o.state == "done"]
+        held = await tx.finish_jobs(done, self.worker, now=now)
+        # Jobs over their share, put back together (one statement per moment they are due).
+        over: dict[datetime, list[int]] = {}
+        for o in batch:
+            if o.state == "defer" and o.error is None and o.run_after is not None:
+                over.setdefault(o.run_after, []).append(o.job.id)
+        for run_after, ids in sorted(over.items()):
+            held |= await tx.defer_jobs(ids, self.worker, run_after=run_after)
+        for outcome in sorted(batch, key=lambda o: o.job.id):
+            job, error = outcome.job, outcome.error or ""
+            if outcome.state == "defer" and outcome.error is None:
+                continue
+            if outcome.state == "retry":
+                assert outcome.run_after is not None
+                ok = await tx.reschedule_job(
+                    job.id, self.worker, run_after=outcome.run_after, error=error
+                )
+            elif outcome.state == "defer":
+                assert outcome.run_after is not None
+                ok = await tx.defer_job(
+                    job.id, self.worker, run_after=outcome.run_after, error=outcome.error
+                )
+            elif outcome.state == "dead":
+                ok = await tx.bury_job(job.id, self.worker, now=now, error=error)
+            else:
+                continue
+            if ok:
+                held.add(job.id)
+        return held
 
 
 class OutboxRunner:
@@ -105,6 +293,9 @@ class OutboxRunner:
         self._rand = rand
         self._wake = asyncio.Event()
         self.shares = Shares(self.settings, lambda n: backoff(n, self.settings, self._rand))
+        self._settler = _Settler(
+            store, self.worker, self.clock, self.settings.settle_window, self.settings.batch
+        )
 
     def wake(self) -> None:
         """New jobs were committed in this process: look now, not at the next poll."""
@@ -112,7 +303,7 @@ class OutboxRunner:
 
     async def _claim(self, limit: int) -> list[OutboxJob]:
         now = self.clock.now()
-        async with self.store.write() as tx:
+        async with self.store.write(background=True) as tx:
             return await tx.claim_jobs(
                 self.worker,
                 now=now,
@@ -130,28 +321,44 @@ class OutboxRunner:
             await asyncio.gather(*(self._attempt(job) for job in jobs))
         return len(jobs)
 
-    async def _admitted(self, jobs: list[OutboxJob]) -> list[OutboxJob]:
-        """The claimed jobs that may run now within their shares (bot.outbox.shares); the
-        others go back to the queue untried, their attempt not counted."""
+    async def _admitted(
+        self,
+        jobs: list[OutboxJob],
+        parked: dict[int, tuple[OutboxJob, datetime]],
+        slots: int,
+    ) -> tuple[list[OutboxJob], bool]:
+        """The jobs that may run now within their shares (bot.outbox.shares), parked ones
+        first, and whether any went back to the queue. A job over its share only because its
+        destination, tenant or kind has jobs in flight is parked (kept, leased, in memory),
+        while there is room among the parked and half its lease is left, to start when a slot
+        frees up; the others go back to the queue untried, their attempt not counted."""
         now = self.clock.now()
         admitted: list[OutboxJob] = []
         waiting: list[tuple[OutboxJob, datetime]] = []
+        stale = now - self.settings.lease / 2
+        for job_id, (job, since) in list(parked.items()):
+            until = self.shares.admit(job, now) if len(admitted) < slots else now
+            if until is None:
+                del parked[job_id]
+                admitted.append(job)
+            elif since < stale or self.shares.resting(job, now):
+                del parked[job_id]
+                waiting.append((job, until))
         for job in jobs:
-            until = self.shares.admit(job, now)
+            until = self.shares.admit(job, now) if len(admitted) < slots else now
             if until is None:
                 admitted.append(job)
+            elif len(parked) < self.settings.concurrency and not self.shares.resting(job, now):
+                parked[job.id] = (job, now)
             else:
                 waiting.append((job, until))
-        if waiting:
-            try:
-                async with self.store.write() as tx:
-                    for job, until in waiting:
-                        await tx.defer_job(job.id, self.worker, run_after=until)
-            except Exception:
-                log.exception("could not put back %d outbox job(s) over their share", len(waiting))
-            for job, _ in waiting:
-                self._count(job, "deferred")
-        return admitted
+        for job, until in waiting:
+            # Settled with the next batch; the loop goes on meanwhile (the job stays leased
+            # to this worker until then, so nobody takes it twice).
+            future = self._settler.submit(job, "defer", run_after=until)
+            future.add_done_callback(_put_back)
+            self._count(job, "deferred")
+        return admitted, bool(waiting)
 
     async def _shared(self, job: OutboxJob) -> None:
         """`_attempt` for a job `_admitted` let in: its slots are given back at the end."""
@@ -171,8 +378,8 @@ class OutboxRunner:
             except Exception as exc:  # any failure is retried; the error is kept on the job
                 await self._failed(job, exc)
                 return False
-            async with self.store.write() as tx:
-                held = await tx.finish_job(job.id, self.worker, now=self.clock.now())
+            record = outcome if isinstance(outcome, Record) else None
+            held = await self._settler.submit(job, "done", record=record)
             result = SKIPPED if outcome == SKIPPED else "done"
             self._count(job, result if held else "lost_lease")
         except Exception:
@@ -195,59 +402,56 @@ class OutboxRunner:
             reason = str(exc.details.get("reason") or "undeliverable")
         elif job.attempts >= self.settings.max_attempts and not self._waits_free(job, exc, now):
             reason = EXHAUSTED
-        async with self.store.write() as tx:
-            if reason is not None:
-                held = await tx.bury_job(job.id, self.worker, now=now, error=error)
-                result = "dead"
-                log.error(
-                    "outbox job %d (%s, approval %s) is dead after %d attempt(s) (%s): %s; "
-                    "requeue with `signoff outbox retry %d`",
-                    job.id,
-                    job.kind,
-                    job.approval_id,
-                    job.attempts,
-                    reason,
-                    error,
-                    job.id,
-                    extra=extra | {"reason": reason},
-                )
-            elif self._waits_free(job, exc, now):
-                assert isinstance(exc, RetryLater) and exc.delay is not None
-                # Honour the far side's wait, within the configured ceiling; the attempt is
-                # given back, since the destination said "later", not "no".
-                delay = timedelta(seconds=min(exc.delay, self.settings.backoff_max.total_seconds()))
-                held = await tx.defer_job(job.id, self.worker, run_after=now + delay, error=error)
-                result = "rate_limited"
-                log.warning(
-                    "outbox job %d (%s, approval %s) rate limited: %s; next in %.0f s "
-                    "(attempt not counted)",
-                    job.id,
-                    job.kind,
-                    job.approval_id,
-                    error,
-                    delay.total_seconds(),
-                    extra=extra,
-                )
-            else:
-                delay = backoff(job.attempts, self.settings, self._rand)
-                if isinstance(exc, RetryLater) and exc.delay is not None:
-                    # Honour the far side's wait, within the configured ceiling.
-                    asked = min(exc.delay, self.settings.backoff_max.total_seconds())
-                    delay = max(delay, timedelta(seconds=asked))
-                held = await tx.reschedule_job(
-                    job.id, self.worker, run_after=now + delay, error=error
-                )
-                result = "retry"
-                log.warning(
-                    "outbox job %d (%s, approval %s) attempt %d failed: %s; next in %.0f s",
-                    job.id,
-                    job.kind,
-                    job.approval_id,
-                    job.attempts,
-                    error,
-                    delay.total_seconds(),
-                    extra=extra,
-                )
+        if reason is not None:
+            held = await self._settler.submit(job, "dead", error=error)
+            result = "dead"
+            log.error(
+                "outbox job %d (%s, approval %s) is dead after %d attempt(s) (%s): %s; "
+                "requeue with `signoff outbox retry %d`",
+                job.id,
+                job.kind,
+                job.approval_id,
+                job.attempts,
+                reason,
+                error,
+                job.id,
+                extra=extra | {"reason": reason},
+            )
+        elif self._waits_free(job, exc, now):
+            assert isinstance(exc, RetryLater) and exc.delay is not None
+            # Honour the far side's wait, within the configured ceiling; the attempt is
+            # given back, since the destination said "later", not "no".
+            delay = timedelta(seconds=min(exc.delay, self.settings.backoff_max.total_seconds()))
+            held = await self._settler.submit(job, "defer", run_after=now + delay, error=error)
+            result = "rate_limited"
+            log.warning(
+                "outbox job %d (%s, approval %s) rate limited: %s; next in %.0f s "
+                "(attempt not counted)",
+                job.id,
+                job.kind,
+                job.approval_id,
+                error,
+                delay.total_seconds(),
+                extra=extra,
+            )
+        else:
+            delay = backoff(job.attempts, self.settings, self._rand)
+            if isinstance(exc, RetryLater) and exc.delay is not None:
+                # Honour the far side's wait, within the configured ceiling.
+                asked = min(exc.delay, self.settings.backoff_max.total_seconds())
+                delay = max(delay, timedelta(seconds=asked))
+            held = await self._settler.submit(job, "retry", run_after=now + delay, error=error)
+            result = "retry"
+            log.warning(
+                "outbox job %d (%s, approval %s) attempt %d failed: %s; next in %.0f s",
+                job.id,
+                job.kind,
+                job.approval_id,
+                job.attempts,
+                error,
+                delay.total_seconds(),
+                extra=extra,
+            )
         self._count(job, result if held else "lost_lease")
         if held and reason is not None and self.metrics is not None:
             self.metrics.outbox_died.labels(job.kind, reason).inc()
@@ -274,7 +478,9 @@ class OutboxRunner:
         jobs, not everybody's webhooks.
         """
         running: dict[int, asyncio.Task[None]] = {}
+        parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
+        lag = _LoopLag()
         try:
             while not stop.is_set():
                 if self.clock.now() >= next_prune:
@@ -287,7 +493,10 @@ class OutboxRunner:
                         )
                 # Cleared before claiming: a commit landing during the claim wakes the wait.
                 self._wake.clear()
-                room = min(self.settings.batch, self.settings.concurrency - len(running))
+                limit = self.settings.concurrency
+                if lag.late > self.settings.busy_lag:
+                    limit = min(limit, self.settings.busy_concurrency)
+                room = min(self.settings.batch, limit - len(running))
                 claimed: list[OutboxJob] = []
                 if room > 0:
                     try:
@@ -296,14 +505,21 @@ class OutboxRunner:
                         log.exception("outbox claim failed; retrying")
                 # Our own lease ran out mid-attempt and we took a job again: the attempt in
                 # flight settles it.
-                fresh = [job for job in claimed if job.id not in running]
-                for job in await self._admitted(fresh):
+                fresh = [job for job in claimed if job.id not in running and job.id not in parked]
+                admitted, put_back = await self._admitted(fresh, parked, limit - len(running))
+                for job in admitted:
                     task = asyncio.create_task(self._shared(job), name=f"outbox-{job.id}")
                     running[job.id] = task
                     task.add_done_callback(lambda _t, job_id=job.id: running.pop(job_id, None))
-                if claimed and len(claimed) == room:
+                # Jobs went back for being over their share: claiming again before a slot
+                # frees up would only put more back (a write each), so the next claim waits
+                # for a job to end.
+                held_back = put_back and bool(running)
+                if claimed and len(claimed) == room and not held_back:
                     continue  # a full batch: more may be due now
-                await self._idle(stop, list(running.values()), full=room <= 0)
+                await self._idle(
+                    stop, list(running.values()), full=room <= 0 or held_back, parked=bool(parked)
+                )
             if running:
                 await asyncio.wait(list(running.values()), timeout=drain)
         finally:
@@ -311,14 +527,26 @@ class OutboxRunner:
             for task in left:
                 task.cancel()
             await asyncio.gather(*left, return_exceptions=True)
+            lag.stop()
+            # What ended is written down before the rest is handed back (a job handed back
+            # unsettled would run again).
+            await self._settler.drain()
             await self.release()
 
     async def _idle(
-        self, stop: asyncio.Event, running: list[asyncio.Task[None]], full: bool
+        self,
+        stop: asyncio.Event,
+        running: list[asyncio.Task[None]],
+        full: bool,
+        parked: bool = False,
     ) -> None:
-        """Wait for stop, a wake-up, the poll interval, or (when at capacity) a job ending."""
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
-        watched: list[asyncio.Future[Any]] = [*waiters, *(running if full else [])]
+        """Wait for stop, the poll interval, a job ending when `full` (at capacity, or jobs
+        went back for want of a slot) or when jobs are parked, and a wake-up unless full."""
+        waiters = [asyncio.ensure_future(stop.wait())]
+        if not full:
+            waiters.append(asyncio.ensure_future(self._wake.wait()))
+        ending = running if full or parked else []
+        watched: list[asyncio.Future[Any]] = [*waiters, *ending]
         try:
             await asyncio.wait(
                 watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
@@ -332,7 +560,7 @@ class OutboxRunner:
         delivery ids and reply prompts as old go too: chat platforms redeliver for a day at
         most, so a week of memory is plenty."""
         before = self.clock.now() - self.settings.keep_done
-        async with self.store.write() as tx:
+        async with self.store.write(background=True) as tx:
             await tx.prune_deliveries(received_before=before)
             return await tx.prune_jobs(done_before=before, limit=limit)
 
@@ -340,7 +568,7 @@ class OutboxRunner:
         """Hand back jobs this worker still holds (shutdown), so another replica can run them
         at once instead of after the lease. Attempts in flight are not counted."""
         try:
-            async with self.store.write() as tx:
+            async with self.store.write(background=True) as tx:
                 released = await tx.release_jobs(self.worker)
         except Exception:
             log.exception("could not release outbox jobs; they return after their lease")

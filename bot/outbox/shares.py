@@ -10,9 +10,10 @@ webhooks and every chat card wait behind them. With shares:
 - a destination whose deliveries failed `failing_after` times in a row rests (backing off
   like a job does) and its jobs are not tried meanwhile.
 
-A job over its share is not attempted: it goes back to the queue for a moment without
-counting an attempt and without holding a slot (`OutboxRunner` does that with the time
-`admit` returns).
+A job over its share is not attempted yet: `OutboxRunner.run` keeps a few such jobs (still
+leased to it) and starts them as slots free up, and puts the others back in the queue for a
+moment (the time `admit` returns) without counting an attempt and without holding a slot, as
+it does with every job of a destination that is resting.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ class Shares:
         for key, _ in limits:
             self._in_flight[key] += 1
         return None
+
+    def resting(self, job: OutboxJob, now: datetime) -> bool:
+        """Whether `job`'s destination is resting (rather than only busy) at `now`."""
+        host = _host(job)
+        rest = self._rests.get(host) if host is not None else None
+        return rest is not None and rest.until is not None and now < rest.until
 
     def done(self, job: OutboxJob, ok: bool, now: datetime) -> None:
         """Give back `job`'s slots; count a failure or a success against its destination."""

@@ -89,8 +89,13 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         env = {**service_env(self.config_path), **self.extra_env}
+        args = list(self.args)
+        if self.command == "serve" and "--workers" not in args:
+            # One process, so a test's kill9() or log reading sees the whole server; the
+            # worker tests (test_workers.py) ask for more.
+            args += ["--workers", "1"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", self.command, *self.args],
+            [sys.executable, "-m", "bot.cli", self.command, *args],
             cwd=self.cwd,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -47,9 +47,25 @@ class RecordingFake:
         self._calls: list[Call] = []
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._peers: set[tuple[str, int]] = set()
 
     def _routes(self, app: web.Application) -> None:
         raise NotImplementedError
+
+    @web.middleware
+    async def _note_connection(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer is not None:
+            with self._lock:
+                self._peers.add((str(peer[0]), int(peer[1])))
+        return await handler(request)
+
+    @property
+    def connections(self) -> int:
+        """How many TCP connections requests came over (a client that keeps its connections
+        open sends many requests over each)."""
+        with self._lock:
+            return len(self._peers)
 
     def _canonical(self, method: str) -> str:
         return method
@@ -57,7 +73,7 @@ class RecordingFake:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> Self:
-        app = web.Application()
+        app = web.Application(middlewares=[self._note_connection])
         self._routes(app)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from bot.canonical import MAX_DEPTH, approval_hash, canonical_json
+from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical
 from bot.errors import NotCanonical, SignoffError
 
 # --------------------------------------------------------------------------------------
@@ -516,6 +516,14 @@ REFUSED = [
 def test_canonical_json_refuses(value: Any) -> None:
     with pytest.raises(NotCanonical):
         canonical_json(value)
+
+
+@pytest.mark.parametrize("value", REFUSED)
+def test_check_canonical_refuses_what_canonical_json_refuses(value: Any) -> None:
+    # A create body is checked whole with check_canonical and hashed in part, so the two
+    # must refuse the same things (test_properties.py compares them on generated values).
+    with pytest.raises(NotCanonical):
+        check_canonical(value)
 
 
 def test_not_canonical_is_a_signoff_error() -> None:

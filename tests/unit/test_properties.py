@@ -36,7 +36,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from bot.canonical import MAX_DEPTH, MAX_SAFE_INTEGER, approval_hash, canonical_json
+from bot.canonical import (
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    approval_hash,
+    canonical_json,
+    check_canonical,
+)
 from bot.card import Card
 from bot.config import (
     Config,
@@ -1153,3 +1159,31 @@ def test_an_accepted_notify_target_is_one_signoff_can_send_to(target: str) -> No
         assert parsed.surface in ("slack", "telegram", "web")
         assert parsed.where == parsed.where.strip()
         assert (parsed.surface == "web") == (parsed.where == "")
+
+
+# Scalars JCS may refuse (lone surrogates, integers beyond 2^53, NaN and infinities) among
+# ones it accepts, under keys that may hold a lone surrogate too.
+_any_scalars = json_scalars | any_texts | st.integers() | st.floats()
+_any_values = st.recursive(
+    _any_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_texts, children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@_settings(300)
+@given(value=_any_values | deep_json, limit=st.integers(min_value=0, max_value=MAX_DEPTH + 2))
+def test_check_canonical_refuses_exactly_what_canonical_json_refuses(
+    value: Any, limit: int
+) -> None:
+    # A create body is checked whole by check_canonical and only part of it is serialised
+    # (for its hash): an accepted body must be one canonical_json accepts, and the reverse.
+    try:
+        canonical_json(value, max_depth=limit)
+    except NotCanonical:
+        with pytest.raises(NotCanonical):
+            check_canonical(value, max_depth=limit)
+    else:
+        check_canonical(value, max_depth=limit)

@@ -1,0 +1,161 @@
+"""`signoff serve --workers N`: N server processes behind one listening socket.
+
+One Python process runs on one core. The parent binds the port and brings the schema up to
+date once, then forks N workers that inherit the bound socket (the kernel hands each new
+connection to one of them) and each build their own application and database pool. The
+workers share nothing else but the database, exactly as replicas on several hosts do, so
+everything that makes replicas safe (conditional updates, the outbox's leases, the sweeper's
+row locks) makes workers safe: every worker runs the outbox runner and the sweeper.
+
+The parent only supervises: SIGTERM or SIGINT is passed on to every worker, each drains as a
+lone `serve` does, and the parent exits once all have. A worker that dies after it was
+serving is started again; one that dies before (a database that refuses it, say) would only
+fail again, so the parent stops all and exits 1. If the parent itself is killed, the kernel
+kills its workers (PR_SET_PDEATHSIG): a `kill -9` of the server is a crash of the whole
+server, as with one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+from multiprocessing.connection import wait
+from typing import Any
+
+from bot.app import announce, check_config, listening_sockets, prepare_schema, run_server
+from bot.config import Config
+from bot.errors import ConfigError
+from store.repository import Store
+
+log = logging.getLogger("signoff.workers")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def default_workers() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def serve(
+    config: Config, listen: str | None, *, workers: int, telegram_polling: bool = False
+) -> int:
+    """Run `serve` with `workers` processes; returns the exit code."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, not {workers}")
+    if workers > 1 and telegram_polling:
+        raise ConfigError(
+            "--telegram-polling fetches updates in one process only: use --workers 1, or "
+            "Telegram's webhook (`signoff telegram set-webhook`) with several workers"
+        )
+    check_config(config, telegram_polling=telegram_polling)
+    sockets = listening_sockets(listen or config.server.listen)
+    try:
+        if workers == 1:
+            asyncio.run(run_server(config, telegram_polling=telegram_polling, sockets=sockets))
+            return 0
+        # Migrating once, here, spares N workers racing to upgrade one SQLite file. The
+        # store is closed (its driver threads gone) before any fork.
+        asyncio.run(_prepare(config))
+        return _Supervisor(config, sockets, workers).run()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def _prepare(config: Config) -> None:
+    store = Store.from_url(config.database_url)
+    try:
+        await prepare_schema(store)
+    finally:
+        await store.close()
+
+
+class _Supervisor:
+    def __init__(self, config: Config, sockets: list[socket.socket], workers: int) -> None:
+        self.config = config
+        self.sockets = sockets
+        self.count = workers
+        self.context = multiprocessing.get_context("fork")
+        self.procs: dict[int, Any] = {}  # slot -> Process
+        self.ready: dict[int, Any] = {}  # slot -> Event, set once its worker serves
+        self.stopping = False
+
+    def run(self) -> int:
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for slot in range(self.count):
+                self._start(slot)
+            announce(self.sockets)
+            log.info("signoff serving with %d workers", self.count)
+            return self._watch()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _start(self, slot: int) -> None:
+        ready = self.context.Event()
+        proc = self.context.Process(
+            target=_worker_main,
+            args=(self.config, self.sockets, os.getpid(), ready),
+            name=f"signoff-worker-{slot}",
+            daemon=False,
+        )
+        proc.start()
+        self.procs[slot], self.ready[slot] = proc, ready
+        log.info("worker %d started (pid %d)", slot, proc.pid)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        if not self.stopping:
+            log.info("shutting down %d workers", len(self.procs))
+        self.stopping = True
+        for proc in self.procs.values():
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)
+
+    def _watch(self) -> int:
+        code = 0
+        while self.procs:
+            wait([p.sentinel for p in self.procs.values()], timeout=1.0)
+            for slot, proc in list(self.procs.items()):
+                if proc.is_alive():
+                    continue
+                proc.join()
+                del self.procs[slot]
+                if self.stopping:
+                    continue
+                log.error("worker %d (pid %d) exited with %s", slot, proc.pid, proc.exitcode)
+                if self.ready[slot].is_set():
+                    self._start(slot)
+                else:
+                    log.error("worker %d died before serving: stopping the server", slot)
+                    code = 1
+                    self._stop(signal.SIGTERM, None)
+        return code
+
+
+def _worker_main(config: Config, sockets: list[socket.socket], parent: int, ready: Any) -> None:
+    _die_with_parent(parent)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)  # run_server installs its own on its loop
+    asyncio.run(
+        run_server(config, sockets=sockets, migrate=False, announce_port=False, on_ready=ready.set)
+    )
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's SIGTERM still reaches us
+        return
+    if os.getppid() != parent:  # the parent died before the call above took effect
+        os._exit(1)

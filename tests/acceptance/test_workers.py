@@ -1,0 +1,200 @@
+"""`signoff serve --workers N` as a real process tree, on both databases.
+
+Proves that N worker processes behind one port act as one server: concurrent creates from
+many clients land once each (the same call asked at once through different workers is one
+approval), every worker's outbox delivers, SIGTERM drains them all with exit 0, a `kill -9`
+of the server takes its workers with it and loses nothing, a worker that dies while serving
+is replaced, and a worker that cannot start stops the server with exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance.conftest import Cli, assert_refused
+from tests.acceptance.service import (
+    Fleet,
+    WebhookReceiver,
+    service_config,
+    service_env,
+    wait_until,
+    write_config,
+)
+from tests.conftest import request_body
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver) -> Fleet:
+    config = service_config(db_url, hooks.url)
+    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path)
+
+
+def test_workers_share_one_port_and_each_call_is_one_approval(db_url: str, tmp_path: Path) -> None:
+    with WebhookReceiver() as hooks, deploy(tmp_path, db_url, hooks) as fleet:
+        server = fleet.start(args=("--workers", "3"))
+        workers = wait_until(lambda: len(children(server.pid)) == 3 and children(server.pid))
+        api = server.api()
+
+        # 120 different calls from 24 clients at once: each created once.
+        bodies = [request_body(run_id=f"run-{i}") for i in range(120)]
+        with ThreadPoolExecutor(24) as pool:
+            created = list(pool.map(lambda b: api.post("/v1/approvals", b), bodies))
+        assert [r.status for r in created] == [201] * 120, [
+            r.body for r in created if r.status != 201
+        ]
+        assert len({r.body["id"] for r in created}) == 120
+
+        # One call asked 24 times at once: one approval, created by exactly one answer.
+        same = request_body(run_id="run-same")
+        with ThreadPoolExecutor(24) as pool:
+            asked = list(pool.map(lambda _: api.post("/v1/approvals", same), range(24)))
+        assert sorted(r.status for r in asked) == [200] * 23 + [201], [r.body for r in asked]
+        assert len({r.body["id"] for r in asked}) == 1
+
+        listed = api.get("/v1/approvals?state=pending&limit=200")
+        assert listed.status == 200, listed
+        assert len(listed.body["approvals"]) == 121
+        # Nothing restarted under the load.
+        assert children(server.pid) == workers
+
+
+def test_every_worker_delivers_webhooks_and_sigterm_drains_all_with_exit_0(
+    db_url: str, tmp_path: Path
+) -> None:
+    with WebhookReceiver() as hooks, deploy(tmp_path, db_url, hooks) as fleet:
+        server = fleet.start(args=("--workers", "2"))
+        workers = wait_until(lambda: len(children(server.pid)) == 2 and children(server.pid))
+        api = server.api()
+        ids = []
+        for i in range(20):
+            created = api.post("/v1/approvals", request_body(run_id=f"run-{i}"))
+            assert created.status == 201, created
+            cancelled = api.post(f"/v1/approvals/{created.body['id']}/cancel", {"reason": "test"})
+            assert cancelled.status == 200, cancelled
+            ids.append(created.body["id"])
+        wait_until(
+            lambda: {d.json()["approval"]["id"] for d in hooks.deliveries} >= set(ids),
+            what="a cancellation webhook for every approval",
+        )
+        assert server.terminate(timeout=20) == 0, server.log
+        assert not any(alive(pid) for pid in workers)
+        assert "Traceback" not in server.log
+
+
+def test_kill9_of_the_server_takes_its_workers_and_loses_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    with WebhookReceiver() as hooks, deploy(tmp_path, db_url, hooks) as fleet:
+        first = fleet.start(args=("--workers", "2"))
+        workers = wait_until(lambda: len(children(first.pid)) == 2 and children(first.pid))
+        created = [
+            first.api().post("/v1/approvals", request_body(run_id=f"run-{i}")) for i in range(10)
+        ]
+        assert [r.status for r in created] == [201] * 10
+        first.kill9()
+        wait_until(lambda: not any(alive(pid) for pid in workers), 10, "workers gone")
+
+        second = fleet.start(args=("--workers", "2"))
+        for record in created:
+            found = second.api().get(f"/v1/approvals/{record.body['id']}")
+            assert (found.status, found.body["state"]) == (200, "pending")
+
+
+def test_a_worker_that_dies_while_serving_is_replaced(tmp_path: Path, sqlite_url_for) -> None:
+    with WebhookReceiver() as hooks, deploy(tmp_path, sqlite_url_for(tmp_path), hooks) as fleet:
+        server = fleet.start(args=("--workers", "2"))
+        before = wait_until(lambda: len(children(server.pid)) == 2 and children(server.pid))
+        # Both serving: each has started its background work (named host:pid:...), and its
+        # site starts right after.
+        wait_until(lambda: all(f":{pid}:" in server.log for pid in before))
+        time.sleep(0.5)
+        os.kill(before[0], signal.SIGKILL)
+        after = wait_until(
+            lambda: (
+                (kids := children(server.pid)) and len(kids) == 2 and before[0] not in kids and kids
+            ),
+            what="a replacement worker",
+        )
+        assert before[1] in after
+        assert "exited with -9" in server.log
+        # The replacement serves: every request below is answered, whichever worker takes it.
+        for i in range(10):
+            assert server.api().post("/v1/approvals", request_body(run_id=f"r-{i}")).status == 201
+        assert server.proc is not None and server.proc.poll() is None
+
+
+def test_an_unusable_database_stops_serve_with_workers_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "signoff.db"
+    db.mkdir()  # a directory where the database file should be
+    with WebhookReceiver() as hooks:
+        path = write_config(
+            tmp_path / "signoff.toml", service_config(f"sqlite+aiosqlite:///{db}", hooks.url)
+        )
+        result = Cli(cwd=tmp_path, env=service_env(path)).run("serve", "--workers", "2")
+        assert_refused(result, "cannot open the SQLite database", "it is a directory")
+
+
+def test_telegram_polling_with_several_workers_is_refused_in_one_line(tmp_path: Path) -> None:
+    with WebhookReceiver() as hooks:
+        config = service_config(f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}", hooks.url)
+        path = write_config(tmp_path / "signoff.toml", config)
+        cli = Cli(cwd=tmp_path, env=service_env(path))
+        result = cli.run("serve", "--workers", "2", "--telegram-polling")
+        assert_refused(result, "--telegram-polling", "--workers 1")
+        result = cli.run("serve", "--workers", "0")
+        assert_refused(result, "--workers must be at least 1")
+
+
+@pytest.fixture
+def sqlite_url_for():
+    return lambda tmp: f"sqlite+aiosqlite:///{tmp / 'signoff.db'}"
+
+
+def test_without_workers_serve_runs_one_worker_per_core(tmp_path: Path, sqlite_url_for) -> None:
+    cores = len(os.sched_getaffinity(0))
+    with WebhookReceiver() as hooks:
+        path = write_config(
+            tmp_path / "signoff.toml", service_config(sqlite_url_for(tmp_path), hooks.url)
+        )
+        proc = Cli(cwd=tmp_path, env=service_env(path)).start("serve")
+        try:
+            if cores > 1:
+                wait_until(lambda: len(children(proc.pid)) == cores, what=f"{cores} workers")
+            else:
+                time.sleep(1)
+                assert children(proc.pid) == []
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
+        finally:
+            proc.kill()

@@ -1,0 +1,77 @@
+"""The hot statements run on the driver's own connection (store/driver.py) and must be
+indistinguishable from Core: the records they hand back are what a read returns afterwards,
+and their failures are judged as Core's are (a refused value is bad input, a missing table
+says to upgrade, a constraint violation stays an integrity error)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from bot import audit
+from bot.errors import InvalidRequest, SchemaOutOfDate
+from bot.intake import create_request, validate_request
+from bot.operator import Actor, Operator
+from store.repository import Store
+from tests.conftest import approval_record, request_body
+
+
+async def test_records_from_the_driver_path_are_what_a_read_returns(
+    store: Store, directory, clock
+) -> None:
+    body = request_body(
+        run_id="run-driver",
+        step={"node": "refund", "n": 1.5},
+        preconditions={"balance_at_least": 12000, "list": [1, "two", None, True]},
+        resume={"thread": "t-ü", "nested": {"deep": [{"x": None}]}},
+    )
+    created = await create_request(store, directory, clock, "acme", validate_request(body))
+    async with store.read() as tx:
+        assert await tx.get_approval(created.approval.id) == created.approval
+        (event,) = await tx.events_for(created.approval.id)
+    assert event.type == "requested" and event.hash == created.approval.audit_head
+
+    decision = await Operator(store, directory, clock).approve_shown(
+        created.approval.id, created.approval.hash, Actor("alice", via="test")
+    )
+    async with store.read() as tx:
+        stored = await tx.get_approval(created.approval.id)
+        events = await tx.events_for(created.approval.id)
+    assert stored == decision.approval
+    assert [e.type for e in events] == ["requested", "approved"]
+    assert audit.chain_problem(stored, events) is None
+
+
+async def test_a_constraint_violation_on_the_driver_path_stays_an_integrity_error(
+    store: Store, directory, clock
+) -> None:
+    created = await create_request(
+        store, directory, clock, "acme", validate_request(request_body(run_id="run-dup"))
+    )
+    async with store.read() as tx:
+        (event,) = await tx.events_for(created.approval.id)
+    again = {f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name != "id"}
+    with pytest.raises(IntegrityError):
+        async with store.write() as tx:
+            await tx.get_approval(created.approval.id)  # the transaction is open: driver path
+            await tx.insert_event(again)  # the same (approval_id, seq) again
+
+
+async def test_a_missing_table_on_the_driver_path_says_to_upgrade(store: Store, clock) -> None:
+    async with store.engine.begin() as conn:
+        await conn.exec_driver_sql("DROP TABLE outbox")
+    with pytest.raises(SchemaOutOfDate, match="signoff db upgrade"):
+        async with store.write() as tx:
+            await tx.get_approval("x")
+            await tx.enqueue("webhook", {"x": 1}, now=clock.now())
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite ignores lengths
+async def test_a_value_refused_on_the_driver_path_is_invalid_input(store: Store) -> None:
+    too_long = dataclasses.asdict(approval_record(tenant="t" * 200))  # the column holds 128
+    with pytest.raises(InvalidRequest, match="refused a value"):
+        async with store.write() as tx:
+            await tx.get_approval("x")
+            await tx.insert_approval(too_long)

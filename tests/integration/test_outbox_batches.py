@@ -1,0 +1,323 @@
+"""What the outbox costs the database and the network, on SQLite and PostgreSQL.
+
+Proves: jobs that end together are settled in one write transaction, the record of a posted
+card (card_messages) in that same transaction, so a batch of card posts costs a claim and a
+settle, not two writes per card; one outcome the database refuses does not take the batch
+with it (the others are settled, it comes back after its lease); a card posted while its
+request was being decided is brought up to date by the settle that records it; on SQLite a
+decision's write goes before outbox writes already waiting (the outbox is slowed, never
+starved); the Slack and Telegram clients and the webhook sender keep their connections open,
+so many calls travel over a few connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.card import Card
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.intake import create_request
+from bot.operator import Actor, Operator
+from bot.outbox.cards import CardJobs
+from bot.outbox.jobs import JobKind
+from bot.outbox.runner import OutboxRunner, OutboxSettings, Record
+from bot.outbox.webhooks import WebhookSender
+from bot.routing import Directory
+from bot.target import Target
+from channels.base import MessageRef
+from store.migrate import upgrade
+from store.records import OutboxJob
+from store.repository import Store, Tx
+from tests.conftest import TEST_CONFIG, make_request
+from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import FakeTelegram
+from tests.integration import test_slack, test_telegram
+from tests.integration.chat_server import Cleanup, serve
+
+CARDS = 10
+
+
+def _counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every write transaction `store` opens from now on, as its `background` flag."""
+    opened: list[bool] = []
+    write = store.write
+
+    def counted(*, background: bool = False) -> Any:
+        opened.append(background)
+        return write(background=background)
+
+    monkeypatch.setattr(store, "write", counted)
+    return opened
+
+
+@asynccontextmanager
+async def _slack_server(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[test_slack.Rig]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", test_slack.SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", test_slack.API_KEY)
+    cleanup: Cleanup = []
+    async with FakeSlack() as slack:
+        config = parse_config(test_slack._config(slack))
+        try:
+            yield await serve(
+                test_slack.Rig, config, store, clock, test_slack.API_KEY, cleanup, slack=slack
+            )
+        finally:
+            for close in reversed(cleanup):
+                await close()
+
+
+async def test_a_batch_of_card_posts_is_one_claim_and_one_settle_that_records_each_card(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _slack_server(store, clock, monkeypatch) as rig:
+        created = [await rig.create(run_id=f"run-{i}") for i in range(CARDS)]
+        # The whole batch is settled together (a window no test would wait out).
+        runner = OutboxRunner(
+            store,
+            rig.runner.handlers,
+            clock,
+            OutboxSettings(batch=CARDS, settle_window=60.0),
+        )
+        writes = _counting_writes(store, monkeypatch)
+        assert await runner.run_once() == CARDS
+        # Before: a claim, then per card a write for its record and one for its job.
+        assert writes == [True, True]
+        assert len(rig.slack.calls_to("chat.postMessage", ok=True)) == CARDS
+        async with store.read() as tx:
+            assert {job.state for job in await tx.outbox_jobs()} == {"done"}
+            for record in created:
+                [message] = await tx.card_messages_for(record["id"])
+                assert (message.channel, message.shown_hash) == ("slack", record["hash"])
+
+
+@dataclass
+class _Gate:
+    """A chat surface stand-in whose posts wait until the test lets them through."""
+
+    name: str = "slack"
+    open: asyncio.Event = field(default_factory=asyncio.Event)
+    posting: asyncio.Event = field(default_factory=asyncio.Event)
+    updated: list[tuple[MessageRef, Card]] = field(default_factory=list)
+
+    expected: int = 1
+
+    async def post_card(self, card: Card, target: Target) -> MessageRef:
+        self.expected -= 1
+        if self.expected <= 0:
+            self.posting.set()  # all the posts the test expects are waiting
+        await self.open.wait()
+        return MessageRef("slack", target.where, f"{card.approval_id}.1")
+
+    async def update_card(self, ref: MessageRef, card: Card) -> None:
+        self.updated.append((ref, card))
+
+    async def send_notice(self, target: Target, text: str) -> None:
+        raise AssertionError("no notice expected")
+
+    async def send_reply(self, ref: MessageRef, text: str) -> None:
+        raise AssertionError("no reply expected")
+
+
+def _carded(directory_config: dict[str, Any] | None = None) -> Directory:
+    config = copy.deepcopy(directory_config or TEST_CONFIG)
+    config["routes"][0]["notify"] = ["slack:C0FIN"]
+    return parse_config(config).directory()
+
+
+async def test_a_card_posted_while_its_request_was_decided_is_updated_after_its_settle(
+    store: Store, clock: FakeClock
+) -> None:
+    directory = _carded()
+    created = await create_request(store, directory, clock, "acme", make_request())
+    gate = _Gate()
+    cards = CardJobs(store, directory, clock, {"slack": gate})
+    handlers = {JobKind.POST_CARD: cards.post, JobKind.UPDATE_CARD: cards.update}
+    runner = OutboxRunner(store, handlers, clock, OutboxSettings())
+    posting = asyncio.create_task(runner.run_once())
+    await gate.posting.wait()
+    # Decided while the card is on its way: that transition knew no message to update.
+    await Operator(store, directory, clock).approve_shown(
+        created.approval.id, created.approval.hash, Actor("alice", "cli")
+    )
+    gate.open.set()
+    assert await posting == 1
+    assert await runner.run_once() == 1  # the update the settle queued
+    [(ref, card)] = gate.updated
+    assert ref.message_id == f"{created.approval.id}.1"
+    assert card.state == "approved"
+    async with store.read() as tx:
+        [message] = await tx.card_messages_for(created.approval.id)
+    assert message.rendered_state == "approved"
+
+
+async def test_a_batch_whose_request_is_being_decided_still_records_every_card(
+    store: Store, clock: FakeClock
+) -> None:
+    """A batch settle never waits for a row lock while holding others (it could deadlock
+    with a transition locking two requests): it writes its outcomes one by one instead."""
+    directory = _carded()
+    first, second = [
+        (await create_request(store, directory, clock, "acme", make_request(run_id=r))).approval
+        for r in ("r1", "r2")
+    ]
+    gate = _Gate(expected=2)
+    cards = CardJobs(store, directory, clock, {"slack": gate})
+    settings = OutboxSettings(batch=2, settle_window=60.0)
+    runner = OutboxRunner(store, {JobKind.POST_CARD: cards.post}, clock, settings)
+    posting = asyncio.create_task(runner.run_once())
+    await gate.posting.wait()
+    async with store.write() as tx:  # a transition holding the first request's row
+        await tx.lock_approval(first.id)
+        gate.open.set()
+        await asyncio.sleep(0.2)
+    assert await posting == 2
+    async with store.read() as tx:
+        assert {job.state for job in await tx.outbox_jobs()} == {"done"}
+        for approval in (first, second):
+            [message] = await tx.card_messages_for(approval.id)
+            assert message.shown_hash == approval.hash
+
+
+async def test_an_outcome_the_database_refuses_leaves_the_rest_of_its_batch_settled(
+    store: Store, clock: FakeClock
+) -> None:
+    async with store.write() as tx:
+        for i in range(3):
+            await tx.enqueue("notice", {"n": i}, now=clock.now(), dedupe_key=f"n{i}")
+
+    async def refused(tx: Tx) -> None:
+        await tx.enqueue("notice", {}, now=clock.now(), approval_id="no-such-approval")
+
+    async def handler(job: OutboxJob) -> Record | None:
+        return Record(refused) if job.payload["n"] == 1 else None
+
+    settings = OutboxSettings(batch=3, settle_window=60.0, lease=OutboxSettings().lease)
+    runner = OutboxRunner(store, {"notice": handler}, clock, settings, worker="w1")
+    assert await runner.run_once() == 3
+    async with store.read() as tx:
+        jobs = {job.payload["n"]: job for job in await tx.outbox_jobs()}
+    assert (jobs[0].state, jobs[2].state) == ("done", "done")
+    # Not written: still leased, so it runs again once the lease is over, as after a crash.
+    assert (jobs[1].state, jobs[1].locked_by) == ("queued", "w1")
+    clock.advance(settings.lease)
+    assert await runner.run_once() == 1
+
+
+async def test_on_sqlite_a_decision_writes_before_waiting_outbox_writes(tmp_path: Path) -> None:
+    store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path}/turns.db")
+    await upgrade(store.engine)
+    order: list[str] = []
+
+    async def write(name: str, background: bool) -> None:
+        async with store.write(background=background):
+            order.append(name)
+
+    try:
+        async with store.write(background=True):
+            waiting = [asyncio.create_task(write(f"outbox{i}", True)) for i in range(2)]
+            waiting += [asyncio.create_task(write(f"click{i}", False)) for i in range(10)]
+            await asyncio.sleep(0.05)  # every one of them is queued behind this write
+        await asyncio.gather(*waiting)
+    finally:
+        await store.close()
+    # Clicks first; an outbox write passed over eight times in a row gets the next turn.
+    assert order == [*(f"click{i}" for i in range(8)), "outbox0", "click8", "click9", "outbox1"]
+
+
+async def test_slack_card_posts_and_homes_reuse_a_few_connections(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _slack_server(store, clock, monkeypatch) as rig:
+        for batch in range(3):
+            for i in range(CARDS):
+                await rig.create(run_id=f"run-{batch}-{i}")
+            await rig.drain()
+        calls = len(rig.slack.calls)
+        assert len(rig.slack.calls_to("chat.postMessage", ok=True)) == 3 * CARDS
+        # A client that opened a connection per call would have used `calls` of them.
+        assert rig.slack.connections <= calls // 2
+
+
+async def test_telegram_card_posts_reuse_a_few_connections(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", test_telegram.TOKEN)
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", test_telegram.SECRET)
+    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", test_telegram.API_KEY)
+    cleanup: Cleanup = []
+    async with FakeTelegram(test_telegram.TOKEN) as tg:
+        config = parse_config(test_telegram._config(tg, [f"telegram:{test_telegram.GROUP}"]))
+        rig = await serve(
+            test_telegram.Rig, config, store, clock, test_telegram.API_KEY, cleanup, tg=tg
+        )
+        try:
+            for batch in range(3):
+                for i in range(CARDS):
+                    await rig.create(run_id=f"run-{batch}-{i}")
+                await rig.drain()
+            assert len(tg.calls_to("sendMessage", ok=True)) == 3 * CARDS
+            assert tg.connections <= len(tg.calls) // 2
+        finally:
+            for close in reversed(cleanup):
+                await close()
+
+
+@dataclass
+class _Receiver:
+    peers: set[Any] = field(default_factory=set)
+    count: int = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        assert request.transport is not None
+        self.peers.add(request.transport.get_extra_info("peername"))
+        self.count += 1
+        return web.Response(text="ok")
+
+
+async def test_webhooks_to_one_receiver_reuse_a_few_connections(
+    store: Store, clock: FakeClock
+) -> None:
+    receiver = _Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", receiver.handle)
+    server = web.AppRunner(app, access_log=None)
+    await server.setup()
+    await web.TCPSite(server, "127.0.0.1", 0).start()
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0] |= {
+        "webhook_url": f"http://127.0.0.1:{server.addresses[0][1]}/hook",
+        "webhook_secret_env": "ACME_SECRET",
+    }
+    directory = parse_config(config).directory()
+    secret = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
+    operator = Operator(store, directory, clock)
+    for i in range(3 * CARDS):
+        created = await create_request(store, directory, clock, "acme", make_request(run_id=f"{i}"))
+        await operator.approve_shown(
+            created.approval.id, created.approval.hash, Actor("alice", "cli")
+        )
+    settings = OutboxSettings()
+    try:
+        async with aiohttp.ClientSession() as session:
+            sender = WebhookSender(session, directory, clock, environ={"ACME_SECRET": secret})
+            runner = OutboxRunner(store, {"webhook": sender}, clock, settings)
+            while await runner.run_once():
+                pass
+    finally:
+        await server.cleanup()
+    assert receiver.count == 3 * CARDS
+    assert len(receiver.peers) <= settings.batch < receiver.count
