@@ -176,6 +176,17 @@ _APPROVAL_BY_KEY = select(approvals).where(
     approvals.c.run_id == bindparam("run_id"),
     approvals.c.hash == bindparam("hash"),
 )
+_LIVE_STEP_REQUESTS = (
+    select(approvals.c.id)
+    .where(
+        approvals.c.tenant == bindparam("tenant"),
+        approvals.c.run_id == bindparam("run_id"),
+        approvals.c.step_key == bindparam("step_key"),
+        approvals.c.state.in_(["pending", "approved"]),
+        approvals.c.id != bindparam("besides"),
+    )
+    .order_by(approvals.c.created_at, approvals.c.id)
+)
 _INSERT_EVENT = approval_events.insert().returning(approval_events)
 _EVENTS_FOR = (
     select(approval_events)
@@ -475,19 +486,8 @@ class Tx:
     ) -> list[str]:
         """Ids of the pending or approved requests of one (tenant, run, step) but `besides`,
         oldest first."""
-        rows = await self._all(
-            select(approvals.c.id)
-            .where(
-                approvals.c.tenant == tenant,
-                approvals.c.run_id == run_id,
-                approvals.c.step_key == step_key,
-                approvals.c.state.in_(["pending", "approved"]),
-                approvals.c.id != besides,
-            )
-            .order_by(approvals.c.created_at, approvals.c.id),
-            {},
-        )
-        return [r["id"] for r in rows]
+        params = {"tenant": tenant, "run_id": run_id, "step_key": step_key, "besides": besides}
+        return [r["id"] for r in await self._all(_LIVE_STEP_REQUESTS, params)]
 
     async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
         """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
