@@ -54,8 +54,8 @@ def latency_rows(figures: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str
     ]
 
 
-def throughput(ax: Any, figures: dict[str, dict[str, Any]]) -> None:
-    rows = throughput_rows(figures)
+def bars(ax: Any, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """One bar per figure (median, whiskers min-max), its reference's beside it; the labels."""
     labels = []
     for y, (name, f) in enumerate(rows):
         pair = f["reference"] is not None
@@ -64,13 +64,20 @@ def throughput(ax: Any, figures: dict[str, dict[str, Any]]) -> None:
         if pair:
             ax.barh(y - 0.2, f["reference"]["median"], 0.4, xerr=whiskers(f["reference"]),
                     color=REF, capsize=2)  # fmt: skip
-            ratio = f["ratio"]["median"] if f["ratio"] else None
+        labels.append(name + (f"\n vs {f['reference_label']}" if pair else ""))
+    return labels
+
+
+def throughput(ax: Any, figures: dict[str, dict[str, Any]]) -> None:
+    rows = throughput_rows(figures)
+    labels = bars(ax, rows)
+    for y, (_, f) in enumerate(rows):
+        if f["reference"] is not None and f["ratio"]:
             ax.annotate(
-                f"{ratio:.2f}x" if ratio is not None else "",
+                f"{f['ratio']['median']:.2f}x",
                 (max(f["signoff"]["max"], f["reference"]["max"]), y),
                 xytext=(4, -3), textcoords="offset points", fontsize=7,
             )  # fmt: skip
-        labels.append(name + (f"\n vs {f['reference_label']}" if pair else ""))
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -91,15 +98,7 @@ def throughput(ax: Any, figures: dict[str, dict[str, Any]]) -> None:
 
 def latency(ax: Any, figures: dict[str, dict[str, Any]]) -> None:
     rows = latency_rows(figures)
-    labels = []
-    for y, (name, f) in enumerate(rows):
-        pair = f["reference"] is not None
-        ax.barh(y + (0.2 if pair else 0), f["signoff"]["median"], 0.4 if pair else 0.6,
-                xerr=whiskers(f["signoff"]), color=OURS, capsize=2)  # fmt: skip
-        if pair:
-            ax.barh(y - 0.2, f["reference"]["median"], 0.4, xerr=whiskers(f["reference"]),
-                    color=REF, capsize=2)  # fmt: skip
-        labels.append(name + (f"\n vs {f['reference_label']}" if pair else ""))
+    labels = bars(ax, rows)
     ax.axvline(50, color=TARGET, linestyle="--", linewidth=1)
     ax.legend(
         handles=[

@@ -312,8 +312,9 @@ def _driver_enqueue(dialect: Dialect) -> DriverStatement:
 
 
 @functools.cache
-def _driver_approval(dialect: Dialect, statement: Any) -> DriverStatement:
-    return DriverStatement(statement, dialect, returns=list(approvals.c))
+def _driver_select(dialect: Dialect, statement: Any, table: Table) -> DriverStatement:
+    """A statement returning whole rows of `table` (SELECT, or RETURNING *)."""
+    return DriverStatement(statement, dialect, returns=list(table.c))
 
 
 @functools.cache
@@ -338,11 +339,6 @@ _DELEGATIONS_TO = select(delegations).where(
     ),
     delegations.c.revoked_at.is_(None),
 )
-
-
-@functools.cache
-def _driver_delegations(dialect: Dialect, statement: Any) -> DriverStatement:
-    return DriverStatement(statement, dialect, returns=list(delegations.c))
 
 
 _JOB_KEYS = (
@@ -429,15 +425,21 @@ class Tx:
             return self._raw if self._raw.in_transaction else None
         return self._raw if self._raw.is_in_transaction() else None
 
-    async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
-        """One approval through the driver path (or Core when it cannot be taken)."""
+    async def _rows(
+        self, statement: Any, params: Mapping[str, Any], table: Table
+    ) -> list[Mapping[str, Any]]:
+        """Whole rows of `table` through the driver path (or Core when it cannot be taken)."""
         driver = await self._driver()
         if driver is None:
-            row = await self._one(statement, params)
-            return Approval.from_row(row) if row else None
-        compiled = _driver_approval(self.conn.dialect, statement)
+            return list(await self._all(statement, params))
+        compiled = _driver_select(self.conn.dialect, statement, table)
         rows = await driver_run(driver, self._dialect, compiled, params)
-        return Approval.from_row(compiled.mapping(rows[0])) if rows else None
+        return [compiled.mapping(r) for r in rows]
+
+    async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
+        """One approval through the driver path (or Core when it cannot be taken)."""
+        rows = await self._rows(statement, params, approvals)
+        return Approval.from_row(rows[0]) if rows else None
 
     async def _one(self, stmt: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # Count returned rows, not rowcount: SQLite reports -1 with RETURNING.
@@ -1025,12 +1027,8 @@ class Tx:
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         """Delegations naming `delegate` that are active at `now`."""
         params = {"delegate": delegate, "now": now}
-        driver = await self._driver()
-        if driver is None:
-            return [Delegation.from_row(r) for r in await self._all(_DELEGATIONS_TO, params)]
-        compiled = _driver_delegations(self.conn.dialect, _DELEGATIONS_TO)
-        rows = await driver_run(driver, self._dialect, compiled, params)
-        return [Delegation.from_row(compiled.mapping(r)) for r in rows]
+        rows = await self._rows(_DELEGATIONS_TO, params, delegations)
+        return [Delegation.from_row(r) for r in rows]
 
     async def delegations_from(
         self, principals: Collection[str], now: datetime
@@ -1042,13 +1040,8 @@ class Tx:
         names = sorted(principals)
         params: dict[str, Any] = {f"p{i}": name for i, name in enumerate(names)}
         params["now"] = now
-        statement = _delegations_from(len(names))
-        driver = await self._driver()
-        if driver is None:
-            return [Delegation.from_row(r) for r in await self._all(statement, params)]
-        compiled = _driver_delegations(self.conn.dialect, statement)
-        rows = await driver_run(driver, self._dialect, compiled, params)
-        return [Delegation.from_row(compiled.mapping(r)) for r in rows]
+        rows = await self._rows(_delegations_from(len(names)), params, delegations)
+        return [Delegation.from_row(r) for r in rows]
 
     async def revoke_delegation(
         self, delegation_id: str, *, now: datetime, by: str
