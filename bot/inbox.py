@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.errors import NotAnApprover
+from bot.model import State
 from bot.routing import GROUP_PREFIX, Directory, Standing
-from store.records import Approval, Delegation
+from store.records import Approval, Candidate, Delegation
 from store.repository import Store
 
 _BATCH = 200  # candidate rows read per query
@@ -31,6 +32,13 @@ class Pending:
     standing: Standing  # in their own right, or as whose delegate
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    items: list[Pending]  # the first `limit` requests, read whole
+    counted: int  # requests found eligible, `items` included: at most `count`
+    more: str | None  # the id to continue after (the last counted), if there may be more
+
+
 async def pending_for(
     store: Store,
     directory: Directory,
@@ -38,11 +46,16 @@ async def pending_for(
     now: datetime,
     *,
     limit: int,
+    count: int | None = None,
     after: str | None = None,
-) -> tuple[list[Pending], str | None]:
-    """Up to `limit` pending requests `principal` may decide, soonest deadline first, after
-    the request `after`; and the id to continue after, if there may be more."""
-    found: list[Pending] = []
+) -> Found:
+    """The first `limit` pending requests `principal` may decide, soonest deadline first,
+    after the request `after`; how many are eligible, counting up to `count` (default
+    `limit`); and where to continue if there may be more. Candidates are judged on their
+    routing columns (`Candidate`); only the ones returned are read whole."""
+    count = max(count or limit, limit)
+    eligible: list[tuple[Candidate, Standing]] = []
+    more: str | None = None
     async with store.read() as tx:
         delegations = await tx.delegations_to(principal, now)
         keys = candidate_keys(directory, principal, delegations)
@@ -52,7 +65,7 @@ async def pending_for(
             if previous is not None:
                 cursor = (previous.expires_at, previous.id)
         scanned = 0
-        while True:
+        while more is None:
             batch = await tx.pending_naming(keys, now, cursor, _BATCH)
             for row in batch:
                 cursor = (row.expires_at, row.id)
@@ -60,14 +73,25 @@ async def pending_for(
                 standing = standing_of(directory, row, principal, delegations)
                 if standing is None:
                     continue
-                if len(found) == limit:
-                    return found, found[-1].approval.id  # one more exists
-                found.append(Pending(row, standing))
-            if len(batch) < _BATCH:
-                return found, None
-            if scanned >= _SCAN:
-                assert cursor is not None
-                return found, cursor[1]
+                if len(eligible) == count:
+                    more = eligible[-1][0].id  # one more exists
+                    break
+                eligible.append((row, standing))
+            else:
+                if len(batch) < _BATCH:
+                    break
+                if scanned >= _SCAN:
+                    assert cursor is not None
+                    more = cursor[1]
+        shown = eligible[:limit]
+        whole = await tx.approvals_in([row.id for row, _ in shown])
+    # A request decided between the two reads (PostgreSQL reads committed rows) drops out.
+    items = [
+        Pending(approval, standing)
+        for row, standing in shown
+        if (approval := whole.get(row.id)) is not None and approval.state == State.PENDING
+    ]
+    return Found(items, len(eligible), more)
 
 
 def candidate_keys(directory: Directory, principal: str, delegations: list[Delegation]) -> set[str]:
@@ -84,7 +108,7 @@ def candidate_keys(directory: Directory, principal: str, delegations: list[Deleg
 
 
 def standing_of(
-    directory: Directory, row: Approval, principal: str, delegations: list[Delegation]
+    directory: Directory, row: Candidate, principal: str, delegations: list[Delegation]
 ) -> Standing | None:
     """The Operator's eligibility rule, approving=False; None if `principal` may not decide."""
     try:

@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 
 from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
 from bot.target import Target
-from store.records import Approval, Delegation
+from store.records import Approval, Candidate, Delegation
 
 GROUP_PREFIX = "group:"
 
@@ -148,14 +148,14 @@ class Directory:
         principal = self.principals.get(approver)
         return principal.name if principal else self.describe(approver)
 
-    def entitled(self, approval: Approval) -> frozenset[str]:
+    def entitled(self, approval: Approval | Candidate) -> frozenset[str]:
         """Who may decide in their own right: the assignee (or its group's members) and the
         original approvers (or their groups' members)."""
         return self.members(approval.assignee) | self.expand(approval.approvers)
 
     def check_eligible(
         self,
-        approval: Approval,
+        approval: Approval | Candidate,
         principal: str,
         *,
         approving: bool,

@@ -61,6 +61,9 @@ _REMEMBERED = 2000  # request states whose Homes were refreshed, remembered to s
 # duration (at most _PAUSE_MAX seconds): a Home takes a bounded share of the server.
 _PAUSE = 4
 _PAUSE_MAX = 2.0
+# ... and at least this long after the last one began: Slack allows an app about 100
+# views.publish a minute per workspace (Tier 4), and a person does not read faster.
+_INTERVAL = 1.0
 
 
 class SlackHome:
@@ -103,8 +106,8 @@ class SlackHome:
             text = self.chat.unlinked(user_id, deciding=False)
             result.append({"type": "section", "text": _mrkdwn(slack_card.escape(text))})
             return _home(result)
-        pending, more = await inbox.pending_for(
-            self.store, self.directory, principal.key, now, limit=COUNTED
+        found = await inbox.pending_for(
+            self.store, self.directory, principal.key, now, limit=SHOWN, count=COUNTED
         )
         result.append(
             {
@@ -118,15 +121,15 @@ class SlackHome:
             }
         )
         result.append({"type": "header", "text": _plain("Waiting for you")})
-        if not pending:
+        if not found.items:
             result.append({"type": "section", "text": _plain("Nothing is waiting for you.")})
-        for item in pending[:SHOWN]:
+        for item in found.items:
             card = await card_for(self.store, self.directory, item.approval, now)
             whom = item.standing.on_behalf_of
             result += _item(card, self.directory.name_of(whom) if whom else None, self.page)
-        hidden = len(pending) - SHOWN
-        if hidden > 0 or more is not None:
-            count = f"more than {hidden}" if more is not None else str(hidden)
+        hidden = found.counted - len(found.items)
+        if hidden > 0 or found.more is not None:
+            count = f"more than {hidden}" if found.more is not None else str(hidden)
             result.append(
                 {
                     "type": "context",
@@ -229,7 +232,8 @@ class SlackHome:
             await self._publish_quietly(user_id)
             if user_id not in self._stale:
                 return
-            await asyncio.sleep(min((loop.time() - began) * _PAUSE, _PAUSE_MAX))
+            took = loop.time() - began
+            await asyncio.sleep(max(min(took * _PAUSE, _PAUSE_MAX), _INTERVAL - took))
 
     async def close(self) -> None:
         """Stop the publishes under way (shutdown)."""

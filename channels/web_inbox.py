@@ -131,10 +131,10 @@ class InboxPages:
         """One page of the pending requests `principal` may decide, soonest deadline first,
         after the request `after`; and the id to continue after, if there may be more (the
         same query and rule as the Slack Home: bot.inbox)."""
-        found, more = await inbox.pending_for(
+        found = await inbox.pending_for(
             self.store, self.directory, principal, now, limit=PAGE, after=after
         )
-        return [self._item(p.approval, now, p.standing) for p in found], more
+        return [self._item(p.approval, now, p.standing) for p in found.items], found.more
 
     def _item(self, row: Approval, now: datetime, standing: Standing) -> InboxItem:
         whom = standing.on_behalf_of

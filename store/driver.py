@@ -10,7 +10,8 @@ project's machine (bench/decide_throughput.py, docs/benchmarks.md), an INSERT to
 220 µs through Core on SQLite and 50 µs here; on PostgreSQL 165 µs of CPU and 100 µs.
 
 The statement runs inside the transaction SQLAlchemy opened: the same connection, between
-its BEGIN and its COMMIT. On PostgreSQL, SQLAlchemy's asyncpg adapter begins lazily, on its
+its BEGIN and its COMMIT (a read on SQLite opens none: each statement stands alone, see
+`Store.read`). On PostgreSQL, SQLAlchemy's asyncpg adapter begins lazily, on its
 first statement, so a transaction that has not yet run a Core statement runs the Core one
 instead (`Tx` keeps count). Driver errors become the SQLAlchemy errors Core would have
 raised, so `store.engine.translated_errors` judges them the same way.

@@ -63,6 +63,20 @@ class Approval(_FromRow):
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate(_FromRow):
+    """What the eligibility rule reads of a pending approval, and where it sorts: a person's
+    inbox is judged on these, without reading each request's call, presentation and resume."""
+
+    id: str
+    expires_at: datetime
+    capability: str
+    requested_by: str | None
+    assignee: str
+    approvers: list[str]
+    allow_self_approval: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Event(_FromRow):
     id: int
     approval_id: str

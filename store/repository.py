@@ -13,6 +13,7 @@ import functools
 from collections import deque
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -34,9 +35,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.driver import DriverStatement
 from store.driver import run as driver_run
-from store.engine import BEGIN_MODE, WriterLock, create_engine, is_sqlite, translated_errors
+from store.engine import (
+    BEGIN_MODE,
+    NO_BEGIN,
+    WriterLock,
+    create_engine,
+    is_sqlite,
+    translated_errors,
+)
 from store.records import (
     Approval,
+    Candidate,
     CardMessage,
     ChainHead,
     Delegation,
@@ -113,6 +122,7 @@ class Store:
         self.engine = engine
         sqlite = is_sqlite(engine)
         self._writer = engine.execution_options(**{BEGIN_MODE: "IMMEDIATE"}) if sqlite else engine
+        self._reader = engine.execution_options(**{BEGIN_MODE: NO_BEGIN}) if sqlite else engine
         # SQLite admits one writer per file. Queueing this process's writers here, instead of
         # letting them all contend for the file lock, spares them SQLite's busy-wait sleeps
         # (which grow to 100 ms); other processes still wait on busy_timeout.
@@ -146,8 +156,10 @@ class Store:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
-        async with translated_errors(), self.engine.connect() as conn:
-            yield Tx(conn)
+        """Reads. Each statement sees the committed database as it is when it runs (on SQLite
+        as at PostgreSQL's READ COMMITTED: no snapshot spans the block)."""
+        async with translated_errors(), self._reader.connect() as conn:
+            yield Tx(conn, reading=True)
 
 
 def _insert(dialect: str, table: Table) -> Any:
@@ -167,6 +179,7 @@ def _insert(dialect: str, table: Table) -> Any:
 
 _GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
 _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
+_CANDIDATE_COLUMNS = [approvals.c[f.name] for f in fields(Candidate)]
 # On SQLite FOR UPDATE renders as nothing: the IMMEDIATE transaction already excludes
 # every other writer.
 _LOCK_APPROVAL = _GET_APPROVAL.with_for_update()
@@ -307,6 +320,23 @@ def _driver_insert_event(dialect: Dialect, keys: tuple[str, ...]) -> DriverState
 
 
 @functools.cache
+def _record_delivery(dialect: str) -> Any:
+    return (
+        _insert(dialect, inbound_deliveries)
+        .on_conflict_do_nothing(index_elements=["source", "delivery_id"])
+        .returning(inbound_deliveries.c.delivery_id)
+    )
+
+
+@functools.cache
+def _driver_record_delivery(dialect: Dialect) -> DriverStatement:
+    # Every signed Slack request and Telegram update writes one: the replay guard.
+    keys = ("source", "delivery_id", "received_at")
+    returns = [inbound_deliveries.c.delivery_id]
+    return DriverStatement(_record_delivery(dialect.name), dialect, keys=keys, returns=returns)
+
+
+@functools.cache
 def _driver_enqueue(dialect: Dialect) -> DriverStatement:
     return DriverStatement(_enqueue(dialect.name), dialect, keys=_JOB_KEYS)
 
@@ -368,9 +398,7 @@ def _enqueue(dialect: str) -> Any:
 
 
 @functools.cache
-def _update_approval(
-    columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool
-) -> Any:
+def _update_approval(columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool) -> Any:
     """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (:w_s0
     ... :w_sN-1) [AND version] [AND hash] RETURNING *, one statement per shape."""
     conditions = [
@@ -408,12 +436,14 @@ _DUE_COLUMN = {
 
 
 class Tx:
-    """The statements, bound to one open transaction."""
+    """The statements, bound to one connection: a write transaction, or a read (`Store`)."""
 
-    def __init__(self, conn: AsyncConnection) -> None:
+    def __init__(self, conn: AsyncConnection, *, reading: bool = False) -> None:
         self.conn = conn
         self._dialect = conn.dialect.name
         self._raw: Any = None
+        # SQLite reads begin no transaction (Store.read): any statement may take the driver.
+        self._reading = reading and self._dialect == "sqlite"
 
     async def _driver(self) -> Any | None:
         """The driver's connection for the hot statements (store/driver.py), or None while
@@ -422,7 +452,7 @@ class Tx:
         if self._raw is None:
             self._raw = (await self.conn.get_raw_connection()).driver_connection
         if self._dialect == "sqlite":
-            return self._raw if self._raw.in_transaction else None
+            return self._raw if self._reading or self._raw.in_transaction else None
         return self._raw if self._raw.is_in_transaction() else None
 
     async def _rows(
@@ -1061,17 +1091,12 @@ class Tx:
     async def record_delivery(self, source: str, delivery_id: str, now: datetime) -> bool:
         """Remember an inbound delivery (a Telegram update id); False if it was seen before,
         by this replica or another."""
-        stmt = (
-            _insert(self._dialect, inbound_deliveries)
-            .on_conflict_do_nothing(index_elements=["source", "delivery_id"])
-            .returning(inbound_deliveries.c.delivery_id)
-        )
-        return (
-            await self._one(
-                stmt, {"source": source, "delivery_id": delivery_id, "received_at": now}
-            )
-            is not None
-        )
+        values = {"source": source, "delivery_id": delivery_id, "received_at": now}
+        driver = await self._driver()
+        if driver is None:
+            return await self._one(_record_delivery(self._dialect), values) is not None
+        statement = _driver_record_delivery(self.conn.dialect)
+        return bool(await driver_run(driver, self._dialect, statement, values))
 
     async def prune_deliveries(self, received_before: datetime) -> int:
         """Forget deliveries old enough that the platform no longer redelivers them, and the
@@ -1158,19 +1183,20 @@ class Tx:
         now: datetime,
         after: tuple[datetime, str] | None,
         limit: int,
-    ) -> list[Approval]:
+    ) -> list[Candidate]:
         """Pending approvals still open at `now` whose assignee or approvers name one of
         `keys` (principals and "group:NAME" entries), soonest deadline first, after the
         cursor `after` ((expires_at, id) of the last row already read): the inbox's
         candidates, along the partial index on pending rows' expires_at, filtered in the
         database so a page never ships other people's requests to be looked at. The caller
-        judges each row by the eligibility rule itself."""
+        judges each candidate by the eligibility rule itself, then reads the few it shows
+        whole (`approvals_in`): a Home counting hundreds parses none of their calls."""
         if self._dialect == "postgresql":
             named = func.json_array_elements_text(approvals.c.approvers).table_valued("value")
         else:
             named = func.json_each(approvals.c.approvers).table_valued("value")
         listed = select(named.c.value).where(named.c.value.in_(list(keys))).exists()
-        stmt = select(approvals).where(
+        stmt = select(*_CANDIDATE_COLUMNS).where(
             approvals.c.state == "pending",
             approvals.c.expires_at > now,
             or_(approvals.c.assignee.in_(list(keys)), listed),
@@ -1185,7 +1211,15 @@ class Tx:
             )
         stmt = stmt.order_by(approvals.c.expires_at, approvals.c.id).limit(limit)
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return [Approval.from_row(r) for r in rows]
+        return [Candidate.from_row(r) for r in rows]
+
+    async def approvals_in(self, approval_ids: Collection[str]) -> dict[str, Approval]:
+        """The approvals with these ids, by id (those that exist)."""
+        if not approval_ids:
+            return {}
+        stmt = select(approvals).where(approvals.c.id.in_(list(approval_ids)))
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return {r["id"]: Approval.from_row(r) for r in rows}
 
     # -- web dashboard -----------------------------------------------------------------------
 

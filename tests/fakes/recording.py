@@ -30,6 +30,7 @@ class Call:
     status: int = 200
     error: str | None = None
     response: dict[str, Any] | None = field(default=None, repr=False)
+    at: float = field(default_factory=time.monotonic, repr=False)  # when it was received
 
     @property
     def ok(self) -> bool:

@@ -17,7 +17,9 @@ workspace is refused.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -217,6 +219,36 @@ async def test_the_home_lists_twenty_and_says_how_many_more(rig: HomeRig) -> Non
     assert len(home["blocks"]) <= 100
     assert len(rig.listed("U0ALICE")) == slack_home.SHOWN == 20
     assert "… and 3 more waiting for you, due later" in rig.text("U0ALICE")
+
+
+async def test_a_burst_of_cards_refreshes_a_home_at_most_once_a_second(rig: HomeRig) -> None:
+    """Slack allows an app about 100 views.publish a minute per workspace (Tier 4): a burst
+    of cards for one person refreshes their Home at most once a second, and the refresh
+    after the burst lists every request."""
+    made = [(await rig.create(run_id=f"burst-{n}"))["id"] for n in range(8)]
+    await rig.drain()
+    published = [
+        c.at for c in rig.slack.calls_to("views.publish") if c.args["user_id"] == "U0ALICE"
+    ]
+    assert 1 <= len(published) < len(made)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(published)]
+    assert all(gap >= slack_home._INTERVAL - 0.05 for gap in gaps), gaps
+    assert sorted(rig.listed("U0ALICE")) == sorted(made)
+
+
+async def test_past_what_it_counts_the_home_says_more_than(
+    rig: HomeRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Home counts eligible requests up to COUNTED and says "more than" beyond it; the
+    ones it lists are read whole, soonest deadline first."""
+    monkeypatch.setattr(slack_home, "COUNTED", 22)
+    made = []
+    for n in range(23):
+        made.append((await rig.create(run_id=f"run-{n}"))["id"])
+        rig.clock.advance(timedelta(seconds=1))  # each one due a second after the last
+    assert await rig.open_home("U0ALICE") == 200
+    assert "… and more than 2 more waiting for you, due later" in rig.text("U0ALICE")
+    assert rig.listed("U0ALICE") == made[: slack_home.SHOWN]
 
 
 async def test_with_web_each_request_opens_in_the_browser(start: Start, store: Store) -> None:
