@@ -31,6 +31,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
+from store.driver import never_waits
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Pool sizes per process. SQLite: its one writer and this many readers (WAL lets readers run
@@ -132,6 +133,8 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
 def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
     connect_args = kwargs.pop("connect_args", {})
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+    # The driver path (store/driver.py) runs statements on the event loop's thread too.
+    connect_args.setdefault("check_same_thread", False)
     engine = create_async_engine(url, connect_args=connect_args, **kwargs)
     path = make_url(url).database or ""
 
@@ -150,9 +153,11 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         try:
             # The first statements that write: a file SQLite could open only for reading
             # fails here, before any command starts.
-            _use_wal(cursor)
+            journal = _use_wal(cursor)
         except Exception as exc:
             raise StoreUnavailable(_unopenable(path, exc)) from exc
+        if journal == "wal":
+            never_waits(dbapi_connection.driver_connection)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -200,8 +205,10 @@ def _unopenable(path: str, exc: Exception) -> str:
     return f"{where}: {exc}"
 
 
-def _use_wal(cursor: Any) -> None:
-    """Put the file in WAL mode (a property of the file: once set, it stays).
+def _use_wal(cursor: Any) -> str:
+    """Put the file in WAL mode (a property of the file: once set, it stays); the journal
+    mode it is in ("wal", or "memory" for :memory:, or "delete" where the filesystem cannot
+    share memory between processes).
 
     Switching needs the file to itself. On a brand-new file, connections opening at once
     (replicas running `db upgrade` together) can deadlock on the switch, and SQLite then
@@ -213,7 +220,7 @@ def _use_wal(cursor: Any) -> None:
     while True:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
-            return
+            return str(cursor.fetchone()[0]).lower()
         except Exception as exc:  # the driver's OperationalError, raised through the adapter
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
