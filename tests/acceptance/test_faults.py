@@ -43,6 +43,7 @@ timing of a run is not reproducible, the decisions it makes are).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -560,15 +561,15 @@ class Load:
 async def chaos(load: Load, pair: Pair, rng: random.Random, done: asyncio.Event) -> None:
     """KILLS kills, each when the load has finished a seeded number of approvals (so there is
     always load in flight: the last threshold leaves LIFECYCLES_AT_ONCE approvals running),
-    at the first moment within 3 s that the chosen server has a write in flight."""
+    at the first moment within 3 s that the chosen server has a write in flight. A threshold
+    the load passed while the previous kill's server was down comes as soon as it is back,
+    even if the load has ended meanwhile (the outbox may still be delivering)."""
     thresholds = sorted(rng.sample(range(3, APPROVALS - LIFECYCLES_AT_ONCE), KILLS))
     for threshold in thresholds:
         slot, delay, pause = rng.randrange(2), rng.uniform(0, 0.5), rng.uniform(0, 1.5)
         while load.acked.finished < threshold and not done.is_set():
             load.progress.clear()
             await load.progress.wait()
-        if done.is_set():
-            return
         await asyncio.sleep(delay)
         for _ in range(300):
             if load.writes_in_flight[pair.slots[slot].pid] > 0:
@@ -601,10 +602,14 @@ async def run_load(
         try:
             async with asyncio.timeout(LOAD_TIMEOUT):
                 await asyncio.gather(*(one(plan) for plan in the_plans))
+        except BaseException:
+            killer.cancel()  # the load failed: report that, not the kills still to come
+            raise
         finally:
             done.set()
             load.progress.set()
-            await killer
+            with contextlib.suppress(asyncio.CancelledError):
+                await killer
     return load.acked
 
 
