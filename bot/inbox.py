@@ -85,7 +85,8 @@ async def pending_for(
                     more = cursor[1]
         shown = eligible[:limit]
         whole = await tx.approvals_in([row.id for row, _ in shown])
-    # A request decided between the two reads (PostgreSQL reads committed rows) drops out.
+    # A request decided between the two reads drops out (each read sees what has committed
+    # when it runs, on both databases).
     items = [
         Pending(approval, standing)
         for row, standing in shown

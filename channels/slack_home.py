@@ -19,7 +19,8 @@ The view is published (`views.publish`) when:
 - they press Approve or Reject on the Home: it is republished with what happened, or why not.
 
 One person's Home is published once at a time; what changes meanwhile is shown by one more
-publish after a pause in proportion to the last one's duration (`_republish`).
+publish after a pause in proportion to the last one's duration, and at least a second after
+the last one began (`_republish`).
 
 A request whose cards all go to other surfaces is on a Slack user's Home the next time they
 open it. Slack allows 100 blocks a view: the first 20 requests are listed, with how many

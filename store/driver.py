@@ -56,6 +56,7 @@ class DriverStatement:
         if compiled.positiontup is None:
             raise ValueError(f"{dialect.name} does not compile to positional parameters")
         self.sql = compiled.string
+        self.writes = bool(compiled.isinsert or compiled.isupdate or compiled.isdelete)
         self._binds = [
             (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
             for name in compiled.positiontup
@@ -89,13 +90,14 @@ async def run(
     parameters = statement.parameters(values)
     try:
         if dialect == "sqlite":
-            if driver in _NEVER_WAITS:
+            if driver in _NEVER_WAITS and (driver.in_transaction or not statement.writes):
                 # On the event loop's thread, not through aiosqlite's: a hand-off costs two
                 # thread switches, several times an indexed statement's own time. Safe because
                 # the statement cannot wait: a read in WAL mode takes no lock, and a write runs
                 # inside BEGIN IMMEDIATE, whose lock is already held (BEGIN and COMMIT, which
-                # can wait or checkpoint, still go through the thread). A `Tx` runs one
-                # statement at a time, so the connection's thread is idle meanwhile.
+                # can wait or checkpoint, still go through the thread; so does a write outside
+                # a transaction, which would have to take the lock). A `Tx` runs one statement
+                # at a time, so the connection's thread is idle meanwhile.
                 return driver._conn.execute(statement.sql, parameters).fetchall()  # type: ignore[no-any-return]
             return list(await driver.execute_fetchall(statement.sql, parameters))
         return list(await driver.fetch(statement.sql, *parameters))
