@@ -209,6 +209,11 @@ _EVENTS_FOR = (
 _VOTES_FOR = (
     select(votes).where(votes.c.approval_id == bindparam("approval_id")).order_by(votes.c.at)
 )
+_CARD_MESSAGE_AT = select(card_messages).where(
+    card_messages.c.channel == bindparam("channel"),
+    card_messages.c.address == bindparam("address"),
+    card_messages.c.message_id == bindparam("message_id"),
+)
 _CARD_MESSAGES_FOR = (
     select(card_messages)
     .where(card_messages.c.approval_id == bindparam("approval_id"))
@@ -688,7 +693,7 @@ class Tx:
 
     async def events_for(self, approval_id: str) -> list[Event]:
         """One approval's audit trail, oldest first."""
-        rows = await self._all(_EVENTS_FOR, {"approval_id": approval_id})
+        rows = await self._rows(_EVENTS_FOR, {"approval_id": approval_id}, approval_events)
         return [Event.from_row(r) for r in rows]
 
     async def chain_page(
@@ -772,14 +777,14 @@ class Tx:
 
     async def votes_for(self, approval_id: str) -> list[Vote]:
         """The votes cast on an approval, oldest first."""
-        rows = await self._all(_VOTES_FOR, {"approval_id": approval_id})
+        rows = await self._rows(_VOTES_FOR, {"approval_id": approval_id}, votes)
         return [Vote.from_row(r) for r in rows]
 
     # -- cards -----------------------------------------------------------------------------
 
     async def card_messages_for(self, approval_id: str) -> list[CardMessage]:
         """Every chat message that shows this approval (each needs updating on a transition)."""
-        rows = await self._all(_CARD_MESSAGES_FOR, {"approval_id": approval_id})
+        rows = await self._rows(_CARD_MESSAGES_FOR, {"approval_id": approval_id}, card_messages)
         return [CardMessage.from_row(r) for r in rows]
 
     # -- outbox ----------------------------------------------------------------------------
@@ -987,22 +992,16 @@ class Tx:
             await self.conn.execute(_LOCK_APPROVALS_OR_FAIL, {"ids": sorted(approval_ids)})
 
     async def card_message(self, card_message_id: int) -> CardMessage | None:
-        row = await self._one(_CARD_MESSAGE, {"id": card_message_id})
-        return CardMessage.from_row(row) if row else None
+        rows = await self._rows(_CARD_MESSAGE, {"id": card_message_id}, card_messages)
+        return CardMessage.from_row(rows[0]) if rows else None
 
     async def card_message_at(
         self, channel: str, address: str, message_id: str
     ) -> CardMessage | None:
         """The card shown by one chat message (a click or reply names the message)."""
-        row = await self._one(
-            select(card_messages).where(
-                card_messages.c.channel == channel,
-                card_messages.c.address == address,
-                card_messages.c.message_id == message_id,
-            ),
-            {},
-        )
-        return CardMessage.from_row(row) if row else None
+        where = {"channel": channel, "address": address, "message_id": message_id}
+        rows = await self._rows(_CARD_MESSAGE_AT, where, card_messages)
+        return CardMessage.from_row(rows[0]) if rows else None
 
     async def mark_card_rendered(self, card_message_id: int, *, state: str, now: datetime) -> None:
         params = {"w_id": card_message_id, "v_state": state, "v_at": now}

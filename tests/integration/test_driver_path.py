@@ -75,3 +75,44 @@ async def test_a_value_refused_on_the_driver_path_is_invalid_input(store: Store)
         async with store.write() as tx:
             await tx.get_approval("x")
             await tx.insert_approval(too_long)
+
+
+async def test_card_messages_and_votes_read_on_the_driver_path_are_what_was_written(
+    store: Store, directory, clock
+) -> None:
+    created = await create_request(
+        store, directory, clock, "acme", validate_request(request_body(run_id="run-cards"))
+    )
+    aid, now = created.approval.id, clock.now()
+    async with store.write() as tx:
+        await tx.get_approval(aid)  # the transaction is open: what follows takes the driver
+        posted = await tx.insert_card_message(
+            {
+                "approval_id": aid,
+                "channel": "slack",
+                "address": "C0FINANCE",
+                "message_id": "1700000000.000100",
+                "shown_hash": created.approval.hash,
+                "rendered_state": "pending",
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        again = await tx.insert_card_message(  # a message recorded twice is found, not added
+            {k: v for k, v in dataclasses.asdict(posted).items() if k != "id"}
+        )
+        vote = {"approval_id": aid, "principal": "alice", "decision": "approve"}
+        assert await tx.insert_vote({**vote, "as_delegate_of": None, "note": "ok", "at": now})
+    assert again == posted
+    async with store.read() as tx:
+        assert await tx.card_message(posted.id) == posted
+        assert await tx.card_message_at("slack", "C0FINANCE", "1700000000.000100") == posted
+        assert await tx.card_message_at("slack", "C0FINANCE", "1700000000.000200") is None
+        assert await tx.card_messages_for(aid) == [posted]
+        [recorded] = await tx.votes_for(aid)
+    assert (recorded.principal, recorded.decision, recorded.note, recorded.at) == (
+        "alice",
+        "approve",
+        "ok",
+        now,
+    )
