@@ -71,6 +71,9 @@ def outbox_settings(config: Config) -> OutboxSettings:
         keep_done=parse_duration(o.keep_done),
         per_destination=o.per_destination,
         per_tenant=o.per_tenant,
+        busy_lag=o.busy_lag,
+        busy_concurrency=o.busy_concurrency,
+        settle_window=o.settle_window,
     )
 
 

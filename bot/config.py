@@ -116,6 +116,11 @@ class OutboxConfig(_Strict):
                 f"outbox.lease ({self.lease}) must be longer than outbox.webhook_timeout "
                 f"({self.webhook_timeout} s)"
             )
+        if self.busy_concurrency > self.concurrency:
+            raise ValueError(
+                f"outbox.busy_concurrency ({self.busy_concurrency}) must be at most "
+                f"outbox.concurrency ({self.concurrency})"
+            )
         return self
 
     lease: DurationText = "60s"
@@ -129,6 +134,11 @@ class OutboxConfig(_Strict):
     keep_done: DurationText = "7d"
     per_destination: Annotated[int, Field(ge=1, le=1000)] = 4
     per_tenant: Annotated[int, Field(ge=1, le=1000)] = 16
+    # While the process's event loop runs more than `busy_lag` seconds late (requests are
+    # waiting), at most `busy_concurrency` jobs are in flight: card updates yield to clicks.
+    busy_lag: Annotated[Seconds, Field(gt=0, le=10)] = 0.01
+    busy_concurrency: Annotated[int, Field(ge=1, le=1000)] = 4
+    settle_window: Annotated[Seconds, Field(ge=0, le=1)] = 0.005
 
 
 class WorkerConfig(_Strict):

@@ -14,6 +14,7 @@ import asyncio
 import copy
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.app import outbox_handlers
+from bot.app import outbox_handlers, outbox_settings
 from bot.canonical import MAX_DEPTH
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -393,6 +394,69 @@ async def test_a_hung_receiver_does_not_hold_up_other_webhooks(
             [(headers, _)] = other.received
             assert headers["webhook-id"] == f"{fast.id}.2"
     finally:
+        stop.set()
+        await task
+
+
+async def test_while_the_server_is_busy_the_outbox_keeps_busy_concurrency_jobs_in_flight(
+    store: Store, hooked: Directory, clock: FakeClock
+) -> None:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["outbox"] = {
+        "concurrency": 16,
+        "busy_concurrency": 2,
+        "busy_lag": 0.01,
+        "per_destination": 16,
+        "per_tenant": 16,
+        "poll_interval": 0.01,
+    }
+    settings = outbox_settings(parse_config(config))
+    gate = asyncio.Event()
+    in_flight = 0
+    changed = asyncio.Condition()
+
+    async def held(job: object) -> None:
+        nonlocal in_flight
+        async with changed:
+            in_flight += 1
+            changed.notify_all()
+        await gate.wait()
+        in_flight -= 1
+
+    async def flood() -> None:
+        # What a flood of requests does to the server's loop: every turn runs 20 ms late.
+        while True:
+            time.sleep(0.02)  # noqa: ASYNC251 - blocking the loop is the point
+            await asyncio.sleep(0)
+
+    async def until(count: int) -> None:
+        async with changed:
+            await changed.wait_for(lambda: in_flight == count)
+
+    # Twelve webhook jobs, due a minute from the runner's start.
+    start = clock.now()
+    clock.advance(minutes=1)
+    for i in range(12):
+        await _approved(store, hooked, clock, f"r-{i}")
+    due = clock.now()
+    clock.set(start)
+    runner = OutboxRunner(store, {"webhook": held}, clock, settings)
+    stop = asyncio.Event()
+    busy = asyncio.create_task(flood())
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    try:
+        await asyncio.sleep(0.2)  # the runner has seen the loop running late
+        clock.set(due)
+        runner.wake()
+        await asyncio.wait_for(until(2), 5)
+        await asyncio.sleep(0.3)  # ten more jobs are due meanwhile
+        assert in_flight == 2
+        busy.cancel()
+        # The flood is over: the runner catches up (12 = its kind's share of 16 slots).
+        await asyncio.wait_for(until(12), 5)
+    finally:
+        busy.cancel()
+        gate.set()
         stop.set()
         await task
 

@@ -80,6 +80,15 @@ def test_a_bad_duration_says_both_forms_and_the_limits_still_hold(tmp_path: Path
     assert "outbox.poll_interval (line 2)" in message and "60" in message
 
 
+def test_the_outbox_cannot_keep_more_jobs_in_flight_when_busy_than_when_idle(
+    tmp_path: Path,
+) -> None:
+    message = _error(tmp_path, "[outbox]\nconcurrency = 8\nbusy_concurrency = 9\n")
+    assert "busy_concurrency (9) must be at most outbox.concurrency (8)" in message
+    message = _error(tmp_path, "[outbox]\nbusy_lag = 0\n")
+    assert "outbox.busy_lag (line 2)" in message
+
+
 def test_sqlite_paths_resolve_against_the_config_files_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
