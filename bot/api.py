@@ -89,20 +89,33 @@ API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
 def tenant_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[str, bytes]]:
     """Each tenant's API key from its environment variable; tenants without one cannot use
     the API (logged, so an operator sees why their agent gets 401)."""
+    keys = _keys(directory, environ)
+    for tenant in directory.tenants.values():
+        if not any(name == tenant.name for name, _ in keys):
+            why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
+            log.warning("tenant %s cannot use the HTTP API: %s", tenant.name, why)
+    return keys
+
+
+def check_tenant_keys(directory: Directory, environ: Any = os.environ) -> None:
+    """Refuse (ConfigError) two tenants sharing one API key: a request could not say whose it
+    is. `serve` checks this before it starts any worker."""
+    _keys(directory, environ)
+
+
+def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
     keys: list[tuple[str, bytes]] = []
     for tenant in directory.tenants.values():
         value = environ.get(tenant.api_key_env) if tenant.api_key_env else None
-        if value:
-            for other, key in keys:
-                if hmac.compare_digest(key, value.encode()):
-                    raise ConfigError(
-                        f"tenants {other!r} and {tenant.name!r} have the same API key; "
-                        "each tenant needs its own"
-                    )
-            keys.append((tenant.name, value.encode()))
-        else:
-            why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
-            log.warning("tenant %s cannot use the HTTP API: %s", tenant.name, why)
+        if not value:
+            continue
+        for other, key in keys:
+            if hmac.compare_digest(key, value.encode()):
+                raise ConfigError(
+                    f"tenants {other!r} and {tenant.name!r} have the same API key; "
+                    "each tenant needs its own"
+                )
+        keys.append((tenant.name, value.encode()))
     return keys
 
 

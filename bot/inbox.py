@@ -35,7 +35,7 @@ class Pending:
 @dataclass(frozen=True, slots=True)
 class Found:
     items: list[Pending]  # the first `limit` requests, read whole
-    counted: int  # requests found eligible, `items` included: at most `count`
+    counted: int  # requests found eligible and still pending, `items` included; <= `count`
     more: str | None  # the id to continue after (the last counted), if there may be more
 
 
@@ -85,14 +85,14 @@ async def pending_for(
                     more = cursor[1]
         shown = eligible[:limit]
         whole = await tx.approvals_in([row.id for row, _ in shown])
-    # A request decided between the two reads drops out (each read sees what has committed
-    # when it runs, on both databases).
+    # A request decided between the two reads drops out, and out of the count (each read
+    # sees what has committed when it runs, on both databases).
     items = [
         Pending(approval, standing)
         for row, standing in shown
         if (approval := whole.get(row.id)) is not None and approval.state == State.PENDING
     ]
-    return Found(items, len(eligible), more)
+    return Found(items, len(eligible) - (len(shown) - len(items)), more)
 
 
 def candidate_keys(directory: Directory, principal: str, delegations: list[Delegation]) -> set[str]:

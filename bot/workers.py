@@ -7,8 +7,9 @@ workers share nothing else but the database, exactly as replicas on several host
 everything that makes replicas safe (conditional updates, the outbox's leases, the sweeper's
 row locks) makes workers safe: every worker runs the outbox runner and the sweeper.
 
-The parent only supervises: SIGTERM or SIGINT is passed on to every worker, each drains as a
-lone `serve` does, and the parent exits once all have. A worker that dies after it was
+The parent only supervises: it says it is listening once every worker serves; SIGTERM or
+SIGINT is passed on to every worker, each drains as a lone `serve` does, and the parent
+exits once all have. A worker that dies after it was
 serving is started again; one that dies before (a database that refuses it, say) would only
 fail again, so the parent stops all and exits 1. If the parent itself is killed, the kernel
 kills its workers (PR_SET_PDEATHSIG): a `kill -9` of the server is a crash of the whole
@@ -94,8 +95,6 @@ class _Supervisor:
         try:
             for slot in range(self.count):
                 self._start(slot)
-            announce(self.sockets)
-            log.info("signoff serving with %d workers", self.count)
             return self._watch()
         finally:
             for sig, handler in previous.items():
@@ -123,8 +122,14 @@ class _Supervisor:
 
     def _watch(self) -> int:
         code = 0
+        announced = False
         while self.procs:
-            wait([p.sentinel for p in self.procs.values()], timeout=1.0)
+            # Until every worker serves, looked at often: "listening" is said only then.
+            wait([p.sentinel for p in self.procs.values()], timeout=1.0 if announced else 0.05)
+            if not (announced or self.stopping) and all(r.is_set() for r in self.ready.values()):
+                announced = True
+                announce(self.sockets)
+                log.info("signoff serving with %d workers", self.count)
             for slot, proc in list(self.procs.items()):
                 if proc.is_alive():
                     continue

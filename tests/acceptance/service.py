@@ -87,7 +87,8 @@ class ServerProcess:
     port: int | None = None
     _lines: list[str] = field(default_factory=list)
 
-    def start(self) -> ServerProcess:
+    def start(self, *, ready: bool = True) -> ServerProcess:
+        """Start it and, with `ready`, wait until it says it listens (or runs)."""
         env = {**service_env(self.config_path), **self.extra_env}
         args = list(self.args)
         if self.command == "serve" and "--workers" not in args:
@@ -103,9 +104,11 @@ class ServerProcess:
             text=True,
             encoding="utf-8",
         )
-        ready = threading.Event()
-        threading.Thread(target=self._drain, args=(ready,), daemon=True).start()
-        if not ready.wait(START_TIMEOUT) or self.proc.poll() is not None:
+        started = threading.Event()
+        threading.Thread(target=self._drain, args=(started,), daemon=True).start()
+        if not ready:
+            return self
+        if not started.wait(START_TIMEOUT) or self.proc.poll() is not None:
             self.proc.kill()
             raise AssertionError(f"signoff {self.command} did not start:\n{self.log}")
         return self
@@ -168,7 +171,12 @@ class Fleet:
         self.servers: list[ServerProcess] = []
 
     def start(
-        self, command: str = "serve", *, args: tuple[str, ...] = (), json_logs: bool = False
+        self,
+        command: str = "serve",
+        *,
+        args: tuple[str, ...] = (),
+        json_logs: bool = False,
+        ready: bool = True,
     ) -> ServerProcess:
         if json_logs:
             args = (*args, "--log-format", "json")
@@ -176,7 +184,7 @@ class Fleet:
             self.config_path, self.cwd, command=command, extra_env=dict(self.extra_env), args=args
         )
         self.servers.append(server)
-        return server.start()
+        return server.start(ready=ready)
 
     def __enter__(self) -> Fleet:
         return self

@@ -4,13 +4,17 @@ Proves that N worker processes behind one port act as one server: concurrent cre
 many clients land once each (the same call asked at once through different workers is one
 approval), every worker's outbox delivers, SIGTERM drains them all with exit 0, a `kill -9`
 of the server takes its workers with it and loses nothing, a worker that dies while serving
-is replaced, and a worker that cannot start stops the server with exit 1.
+is replaced, and a worker that cannot start, or dies before it serves, stops the server and
+its other workers with exit 1.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +23,7 @@ import pytest
 
 from tests.acceptance.conftest import Cli, assert_refused
 from tests.acceptance.service import (
+    API_KEYS,
     Fleet,
     WebhookReceiver,
     service_config,
@@ -53,6 +58,15 @@ def alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
+
+
+def started_workers(log: str) -> dict[int, int]:
+    """Slot -> pid from the "worker N started (pid P)" lines (a restart's pid replaces the
+    first)."""
+    return {int(slot): int(pid) for slot, pid in _STARTED.findall(log)}
 
 
 def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver) -> Fleet:
@@ -152,6 +166,82 @@ def test_a_worker_that_dies_while_serving_is_replaced(tmp_path: Path, sqlite_url
         for i in range(10):
             assert server.api().post("/v1/approvals", request_body(run_id=f"r-{i}")).status == 201
         assert server.proc is not None and server.proc.poll() is None
+
+
+def test_a_key_shared_by_two_tenants_is_refused_before_any_worker_starts(
+    db_url: str, tmp_path: Path
+) -> None:
+    # Each worker would refuse it while building its application, each with a traceback of
+    # its own after the parent had said it was serving; refused once, in one line, instead.
+    with WebhookReceiver() as hooks:
+        path = write_config(tmp_path / "signoff.toml", service_config(db_url, hooks.url))
+        env = {**service_env(path), "SIGNOFF_GLOBEX_API_KEY": API_KEYS["acme"]}
+        result = Cli(cwd=tmp_path, env=env).run("serve", "--workers", "2")
+    assert_refused(result, "tenants 'acme' and 'globex' have the same API key")
+
+
+class SilentTelegram:
+    """A Bot API address that accepts connections and never answers, as behind a firewall
+    that drops replies: a worker's getMe waits on it (PTB's read timeout, 10 s) before the
+    worker serves, which holds every worker in its start-up. `connections` counts them."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.accepted: list[socket.socket] = []
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/bot"
+
+    @property
+    def connections(self) -> int:
+        return len(self.accepted)
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self.accepted.append(conn)
+
+    def __enter__(self) -> SilentTelegram:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._closed.set()
+        self._thread.join(5)
+        for conn in [*self.accepted, self.listener]:
+            conn.close()
+
+
+def test_a_worker_killed_before_serving_stops_the_others_and_the_server_exits_1(
+    db_url: str, tmp_path: Path
+) -> None:
+    with WebhookReceiver() as hooks, SilentTelegram() as telegram:
+        config = service_config(db_url, hooks.url, telegram={"api_base_url": telegram.base_url})
+        env = {"TELEGRAM_BOT_TOKEN": "123456:TEST-token", "TELEGRAM_WEBHOOK_SECRET": "s3cret"}
+        with Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path, env) as fleet:
+            server = fleet.start(args=("--workers", "2"), ready=False)
+            # Both workers are waiting on getMe: started, neither serving yet, and the server
+            # does not say it listens.
+            wait_until(lambda: telegram.connections == 2, what="both workers asking getMe")
+            workers = started_workers(server.log)
+            assert len(workers) == 2, server.log
+            assert "listening" not in server.log, server.log
+            os.kill(workers[0], signal.SIGKILL)
+            assert server.proc is not None
+            # Well inside the 10 s the other worker would wait before serving: it is stopped by
+            # the parent, not left to serve alone, and the dead one is not started again.
+            assert server.proc.wait(8) == 1, server.log
+            # The log's last lines may still be in the pipe its reader thread drains.
+            wait_until(lambda: "worker 0 died before serving" in server.log, 5, "the reason")
+            assert started_workers(server.log) == workers, server.log
+            assert not any(alive(pid) for pid in workers.values())
 
 
 def test_an_unusable_database_stops_serve_with_workers_in_one_line(tmp_path: Path) -> None:
