@@ -74,6 +74,7 @@ START_TIMEOUT = 60.0
 _LISTENING = re.compile(r"signoff listening on http://[^\s:]+:(\d+)")
 _TICK = os.sysconf("SC_CLK_TCK")
 SERVER_LOG: Path | None = None  # --server-log: each server's last lines, appended
+OUTBOX: dict[str, Any] = {}  # --busy-concurrency and such: the server's [outbox] table
 SCENARIOS = ("bare_create", "http_create", "slack_clicks", "sustained_cards")
 
 
@@ -179,8 +180,11 @@ def write_config(path: Path, database_url: str, edge_url: str, outside: bool = T
     no webhook_url), the reference for what they cost a decision."""
     hooks = f'webhook_url = "{edge_url}/hooks"' if outside else ""
     notify = '["slack:C0FIN"]' if outside else "[]"
+    outbox = "".join(f"{key} = {value}\n" for key, value in OUTBOX.items())
     path.write_text(
         f"""
+[outbox]
+{outbox}
 [server]
 listen = "127.0.0.1:0"
 
@@ -723,6 +727,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", help="write the figures to this file")
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
+    p.add_argument(
+        "--busy-concurrency", type=int, help="the server's [outbox] busy_concurrency (default 4)"
+    )
     return p
 
 
@@ -733,6 +740,8 @@ def main(**defaults: Any) -> None:
     p.set_defaults(**defaults)
     args = p.parse_args()
     SERVER_LOG = args.server_log
+    if args.busy_concurrency is not None:
+        OUTBOX["busy_concurrency"] = args.busy_concurrency
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         figures = asyncio.run(bench(args))

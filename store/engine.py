@@ -140,6 +140,11 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "do_connect")
     def _open(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        # Refused before the driver tries: a failed aiosqlite connect leaves its thread to
+        # finish after the error, and a command that exits at once can race it into printing
+        # a traceback under the one line that says why.
+        if (absent := _absent(path)) is not None:
+            raise StoreUnavailable(absent)
         try:
             return dialect.loaded_dbapi.connect(*cargs, **cparams)
         except Exception as exc:
@@ -186,16 +191,28 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
-def _unopenable(path: str, exc: Exception) -> str:
-    """One line naming the SQLite file and why it cannot be used, in the operator's terms."""
+def _absent(path: str) -> str | None:
+    """Why no SQLite file can be at `path` (no such directory; a directory in its place), in
+    one line, or None."""
     if not path or path == ":memory:" or path.startswith("file:"):
-        return f"cannot open the SQLite database {path or ':memory:'}: {exc}"
+        return None
     file = Path(path).absolute()
     where = f"cannot open the SQLite database {file}"
     if not file.parent.is_dir():
         return f"{where}: directory {file.parent} does not exist"
     if file.is_dir():
         return f"{where}: it is a directory"
+    return None
+
+
+def _unopenable(path: str, exc: Exception) -> str:
+    """One line naming the SQLite file and why it cannot be used, in the operator's terms."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return f"cannot open the SQLite database {path or ':memory:'}: {exc}"
+    if (absent := _absent(path)) is not None:
+        return absent
+    file = Path(path).absolute()
+    where = f"cannot open the SQLite database {file}"
     # Beside the file SQLite creates its -wal and -shm files, so the directory must be
     # writable too, not only the file.
     if (file.exists() and not os.access(file, os.W_OK)) or "readonly" in str(exc):
