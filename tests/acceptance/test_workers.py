@@ -4,8 +4,9 @@ Proves that N worker processes behind one port act as one server: concurrent cre
 many clients land once each (the same call asked at once through different workers is one
 approval), every worker's outbox delivers, SIGTERM drains them all with exit 0, a `kill -9`
 of the server takes its workers with it and loses nothing, a worker that dies while serving
-is replaced, and a worker that cannot start, or dies before it serves, stops the server and
-its other workers with exit 1.
+is replaced, a config no worker could run is refused before any starts, and a worker that
+dies before it serves stops the server and its other workers with exit 1 (the server says it
+listens only once every worker serves).
 """
 
 from __future__ import annotations
