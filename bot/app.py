@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from bot.api import ApiContext, add_routes, check_tenant_keys, errors_middleware, tenant_keys
+from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.delegations import Delegations
@@ -422,7 +422,6 @@ def check_config(config: Config, *, telegram_polling: bool = False) -> None:
     refuses (ConfigError) what could not run, warns in the log about what would run degraded."""
     check_channels(config, telegram_polling=telegram_polling)
     check_webhook_secrets(config)
-    check_tenant_keys(config.directory())
 
 
 def listening_sockets(listen: str) -> list[socket.socket]:

@@ -116,7 +116,9 @@ class OutboxConfig(_Strict):
                 f"outbox.lease ({self.lease}) must be longer than outbox.webhook_timeout "
                 f"({self.webhook_timeout} s)"
             )
-        if self.busy_concurrency > self.concurrency:
+        # Checked only when set: the default (4) must not refuse a config written before the
+        # key existed with a lower `concurrency`; the runner takes the smaller of the two.
+        if "busy_concurrency" in self.model_fields_set and self.busy_concurrency > self.concurrency:
             raise ValueError(
                 f"outbox.busy_concurrency ({self.busy_concurrency}) must be at most "
                 f"outbox.concurrency ({self.concurrency})"

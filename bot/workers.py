@@ -28,6 +28,7 @@ import socket
 from multiprocessing.connection import wait
 from typing import Any
 
+from bot.api import check_tenant_keys
 from bot.app import announce, check_config, listening_sockets, prepare_schema, run_server
 from bot.config import Config
 from bot.errors import ConfigError
@@ -58,6 +59,8 @@ def serve(
             "Telegram's webhook (`signoff telegram set-webhook`) with several workers"
         )
     check_config(config, telegram_polling=telegram_polling)
+    # What each worker would refuse while building its application, refused once, here.
+    check_tenant_keys(config.directory())
     sockets = listening_sockets(listen or config.server.listen)
     try:
         if workers == 1:
@@ -94,6 +97,8 @@ class _Supervisor:
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             for slot in range(self.count):
+                if self.stopping:
+                    break
                 self._start(slot)
             return self._watch()
         finally:
@@ -111,6 +116,8 @@ class _Supervisor:
         proc.start()
         self.procs[slot], self.ready[slot] = proc, ready
         log.info("worker %d started (pid %d)", slot, proc.pid)
+        if self.stopping:  # SIGTERM came while it was forked, before _stop could see it
+            os.kill(proc.pid, signal.SIGTERM)
 
     def _stop(self, signum: int, _frame: Any) -> None:
         if not self.stopping:

@@ -87,6 +87,10 @@ def test_the_outbox_cannot_keep_more_jobs_in_flight_when_busy_than_when_idle(
     assert "busy_concurrency (9) must be at most outbox.concurrency (8)" in message
     message = _error(tmp_path, "[outbox]\nbusy_lag = 0\n")
     assert "outbox.busy_lag (line 2)" in message
+    # A config from before the key existed, with fewer slots than its default, still loads.
+    path = tmp_path / "signoff.toml"
+    path.write_text("[outbox]\nconcurrency = 2\n", "utf-8")
+    assert load_config(path).outbox.concurrency == 2
 
 
 def test_sqlite_paths_resolve_against_the_config_files_directory(
