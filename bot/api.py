@@ -90,8 +90,9 @@ def tenant_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[s
     """Each tenant's API key from its environment variable; tenants without one cannot use
     the API (logged, so an operator sees why their agent gets 401)."""
     keys = _keys(directory, environ)
+    keyed = {name for name, _ in keys}
     for tenant in directory.tenants.values():
-        if not any(name == tenant.name for name, _ in keys):
+        if tenant.name not in keyed:
             why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
             log.warning("tenant %s cannot use the HTTP API: %s", tenant.name, why)
     return keys

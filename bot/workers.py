@@ -11,9 +11,9 @@ The parent only supervises: it says it is listening once every worker serves; SI
 SIGINT is passed on to every worker, each drains as a lone `serve` does, and the parent
 exits once all have. A worker that dies after it was serving is started again; one that
 dies before (a database that refuses it, say) would only fail again, so the parent stops
-all and exits 1. If the parent itself is killed, the kernel
-kills its workers (PR_SET_PDEATHSIG): a `kill -9` of the server is a crash of the whole
-server, as with one process.
+all and exits 1. If the parent itself is killed, the kernel kills its workers
+(PR_SET_PDEATHSIG): a `kill -9` of the server is a crash of the whole server, as with one
+process.
 """
 
 from __future__ import annotations
