@@ -1,10 +1,16 @@
-"""Acceptance fixtures: the `signoff` command run as a real subprocess against real databases.
+"""Acceptance fixtures: the `signoff` command against real databases.
 
-Every command runs as `python -m bot.cli ...` with its working directory in a fresh tmp dir (so
-a default `./signoff.db` can never land in the repository) and an environment from which any
-SIGNOFF_* variable of the developer's shell has been removed. When the tests run from a
-checkout, the checkout's root goes on PYTHONPATH so the subprocess runs the code under test;
-when signoff is pip-installed and the tests run elsewhere, the installed package is used.
+Every command runs with its working directory in a fresh tmp dir (so a default `./signoff.db`
+can never land in the repository) and an environment from which any SIGNOFF_* variable of the
+developer's shell has been removed.
+
+Each command is a process of its own. Most are forked from a process that has already
+imported signoff (tests/acceptance/forked_cli.py): a new interpreter would spend a second of
+CPU importing the same code first. `serve`, `worker` and `demo`, and every command of a
+`Cli(..., fresh=True)` (tests of start-up, of signals, of what a new interpreter imports), run
+as `python -m bot.cli ...`, with the checkout's root on PYTHONPATH when the tests run from a
+checkout, so the subprocess runs the code under test; when signoff is pip-installed and the
+tests run elsewhere, the installed package is used.
 """
 
 from __future__ import annotations
@@ -17,15 +23,18 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
+from tests.acceptance import forked_cli
 from tests.conftest import TEST_CONFIG, request_body
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -126,10 +135,19 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# Commands that are processes by nature: they serve, fork, install signal handlers or never end.
+FRESH_INTERPRETER_COMMANDS = frozenset({"serve", "worker", "demo"})
+
+
 @dataclass
 class Cli:
     cwd: Path
     env: dict[str, str] = field(default_factory=base_env)
+    fresh: bool = False  # True: every command is `python -m bot.cli`, a new interpreter
+
+    def fresh_interpreter(self) -> Cli:
+        """The same CLI, every command a new interpreter."""
+        return replace(self, fresh=True)
 
     def _command(self, args: Sequence[str]) -> list[str]:
         return [sys.executable, "-m", "bot.cli", *args]
@@ -137,17 +155,17 @@ class Cli:
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         return {**self.env, **(env or {})}
 
+    def _forked(self, args: Sequence[str]) -> bool:
+        return not self.fresh and not FRESH_INTERPRETER_COMMANDS & set(args)
+
     def run(self, *args: str, env: Mapping[str, str] | None = None) -> Result:
-        done = subprocess.run(
-            self._command(args),
-            cwd=self.cwd,
-            env=self._env(env),
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=TIMEOUT,
-        )
-        return Result(tuple(args), done.returncode, done.stdout, done.stderr)
+        return self.launch(*args, env=env).wait()
+
+    def launch(self, *args: str, env: Mapping[str, str] | None = None) -> Running:
+        """Start the command; `.wait()` for its result."""
+        if self._forked(args):
+            return _Forked.start(self, args, env)
+        return _Exec(tuple(args), self.start(*args, env=env))
 
     def start(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -165,18 +183,63 @@ class Cli:
         return run_together([(self, args) for args in commands])
 
 
+class Running(Protocol):
+    def wait(self) -> Result: ...
+
+
+@dataclass
+class _Exec:
+    """A command running as `python -m bot.cli`."""
+
+    args: tuple[str, ...]
+    process: subprocess.Popen[str]
+
+    def wait(self) -> Result:
+        try:
+            out, err = self.process.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+        return Result(self.args, self.process.returncode, out, err)
+
+
+@dataclass
+class _Forked:
+    """A command running in a process forked from the one that preloaded signoff."""
+
+    args: tuple[str, ...]
+    process: BaseProcess
+    out: Path
+    err: Path
+
+    @classmethod
+    def start(cls, cli: Cli, args: Sequence[str], env: Mapping[str, str] | None) -> _Forked:
+        out, err = (Path(tempfile.mkstemp(prefix="signoff-cli-")[1]) for _ in range(2))
+        process = forked_cli.start(args, str(cli.cwd), cli._env(env), str(out), str(err))
+        return cls(tuple(args), process, out, err)
+
+    def wait(self) -> Result:
+        self.process.join(TIMEOUT)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        try:
+            code = self.process.exitcode
+            assert code is not None
+            return Result(self.args, code, _read(self.out), _read(self.err))
+        finally:
+            self.out.unlink()
+            self.err.unlink()
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")
+
+
 def run_together(jobs: Sequence[tuple[Cli, Sequence[str]]]) -> list[Result]:
     """Start every (cli, args) job before waiting for any; results in the order given."""
-    started = [(tuple(args), cli.start(*args)) for cli, args in jobs]
-    results = []
-    for args, proc in started:
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        results.append(Result(args, proc.returncode, out, err))
-    return results
+    running = [cli.launch(*args) for cli, args in jobs]
+    return [job.wait() for job in running]
 
 
 def assert_refused(result: Result, *fragments: str, code: int = 1) -> str:

@@ -167,10 +167,11 @@ def test_config_check_warns_where_serve_would_only_warn(tmp_path: Path) -> None:
     assert "$ACME_WHSEC: it is not set" in unset.stderr, str(unset)
 
 
-def test_config_check_refuses_where_serve_would_refuse(
-    tmp_path: Path, db_url: str, pg_empty_url: str
-) -> None:
+def test_config_check_refuses_where_serve_would_refuse(tmp_path: Path, pg_empty_url: str) -> None:
     cli = Cli(cwd=tmp_path)
+    # The first four are refused before any database is opened (so the kind of database
+    # cannot change the answer, and the file is never made).
+    db_url = sqlite_url(tmp_path / "never-opened.db")
     slack = _config_file(tmp_path, db_url, slack={})
     refused(cli.run("config", "check", "--config", str(slack)), "SLACK_BOT_TOKEN")
     web = _config_file(tmp_path, db_url, web={})
@@ -187,6 +188,7 @@ def test_config_check_refuses_where_serve_would_refuse(
         "config", "check", "--config", str(shared)
     )
     refused(result, "same API key")
+    assert not (tmp_path / "never-opened.db").exists()
     # Unreachable: nothing listens on port 9 of this host.
     gone = _config_file(tmp_path, "postgresql+asyncpg://signoff@127.0.0.1:9/signoff")
     refused(cli.run("config", "check", "--config", str(gone)), "database unavailable")

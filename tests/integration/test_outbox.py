@@ -398,6 +398,7 @@ async def test_a_hung_receiver_does_not_hold_up_other_webhooks(
         await task
 
 
+@pytest.mark.alone  # it measures the event loop's lag
 async def test_while_the_server_is_busy_the_outbox_keeps_busy_concurrency_jobs_in_flight(
     store: Store, hooked: Directory, clock: FakeClock
 ) -> None:

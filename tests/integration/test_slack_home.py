@@ -232,7 +232,10 @@ async def test_a_burst_of_cards_refreshes_a_home_at_most_once_a_second(rig: Home
     ]
     assert 1 <= len(published) < len(made)
     gaps = [later - earlier for earlier, later in itertools.pairwise(published)]
-    assert all(gap >= slack_home._INTERVAL - 0.05 for gap in gaps), gaps
+    # Timed as the fake receives them: each publish is read and rendered before it is sent,
+    # which takes longer on a loaded machine, so arrivals are a little nearer than the starts
+    # the interval spaces. Unthrottled, the burst would arrive milliseconds apart.
+    assert all(gap >= slack_home._INTERVAL - 0.25 for gap in gaps), gaps
     assert sorted(rig.listed("U0ALICE")) == sorted(made)
 
 
