@@ -214,7 +214,7 @@ class _Forked:
 
     @classmethod
     def start(cls, cli: Cli, args: Sequence[str], env: Mapping[str, str] | None) -> _Forked:
-        out, err = (Path(tempfile.mkstemp(prefix="signoff-cli-")[1]) for _ in range(2))
+        out, err = _empty_file(), _empty_file()
         process = forked_cli.start(args, str(cli.cwd), cli._env(env), str(out), str(err))
         return cls(tuple(args), process, out, err)
 
@@ -230,6 +230,12 @@ class _Forked:
         finally:
             self.out.unlink()
             self.err.unlink()
+
+
+def _empty_file() -> Path:
+    fd, name = tempfile.mkstemp(prefix="signoff-cli-")
+    os.close(fd)
+    return Path(name)
 
 
 def _read(path: Path) -> str:

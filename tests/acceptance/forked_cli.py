@@ -1,20 +1,24 @@
 """`signoff` commands as processes forked from one that has already imported signoff.
 
-A command run as `python -m bot.cli` spends about a second of CPU importing the code before
-it does anything; hundreds of such commands were minutes of the suite. Here one server
-process per test process (multiprocessing's forkserver) imports the CLI and what its commands
-load once, and forks a child per command. The child is a process of its own, as the command's
-user would have: its own environment, working directory, standard streams on fresh file
-descriptors, logging, exit status; several run at once for real. What it is not is a fresh
-interpreter: tests of start-up (what `signoff` imports, how fast it answers) or of signals use
-real subprocesses.
+A command run as `python -m bot.cli` spends one to two seconds of CPU importing the code
+before it does anything; the suite's hundreds of commands and servers made that minutes. Here
+one server process per test process (multiprocessing's forkserver) imports the CLI and what
+its commands load once, and forks a child per command. The child is a process of its own, as
+the command's user would have: its own pid, environment, working directory, standard streams
+on fresh file descriptors, logging, signals and exit status; several run at once for real, and
+`kill -9` kills it. What it is not is a fresh interpreter: tests of start-up (what `signoff`
+imports, how fast it answers) exec `python -m bot.cli` instead.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -22,8 +26,19 @@ from functools import cache
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 
-# What the commands import when they run, loaded once in the fork server.
-PRELOAD = ["bot.cli", "bot.config", "bot.app", "bot.operator", "store.migrate", "store.repository"]
+# What commands and servers import when they run, loaded once in the fork server.
+PRELOAD = [
+    "bot.cli",
+    "bot.config",
+    "bot.app",
+    "bot.operator",
+    "bot.workers",
+    "store.migrate",
+    "store.repository",
+    "channels.slack",
+    "channels.telegram",
+    "channels.web",
+]
 
 
 def command(args: Sequence[str], cwd: str, env: Mapping[str, str], out: str, err: str) -> None:
@@ -31,10 +46,9 @@ def command(args: Sequence[str], cwd: str, env: Mapping[str, str], out: str, err
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     for fd, path in ((1, out), (2, err)):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_TRUNC), fd)
+        os.dup2(os.open(path, os.O_WRONLY | os.O_APPEND), fd)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
     sys.stderr = io.TextIOWrapper(
@@ -57,14 +71,68 @@ def _context() -> ForkServerContext:
 
 # Tests start commands from several threads at once (asyncio.to_thread).
 _starting = threading.Lock()
+_servers: list[BaseProcess] = []
 
 
 def start(
-    args: Sequence[str], cwd: str, env: Mapping[str, str], out: str, err: str
+    args: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    out: str,
+    err: str,
+    *,
+    server: bool = False,
 ) -> BaseProcess:
+    """Start `signoff ARGS` with stdout and stderr appended to the files `out` and `err`. A
+    `server` may fork processes of its own (`serve --workers`); it is killed, if still
+    running, when this process exits."""
     process = _context().Process(
-        target=command, args=(list(args), cwd, dict(env), out, err), daemon=True
+        target=command, args=(list(args), cwd, dict(env), out, err), daemon=not server
     )
     with _starting:
         process.start()
+        if server:
+            _servers.append(process)
     return process
+
+
+@atexit.register  # before multiprocessing's own exit handler, which would wait for them
+def _kill_servers() -> None:
+    for process in _servers:
+        if process.exitcode is None:
+            process.kill()
+
+
+class ForkedProcess:
+    """A forked command seen as `subprocess.Popen` shows a process: pid, poll, wait, signals
+    and returncode (negative: the signal that ended it). Safe to use from several threads
+    (a test and the thread reading the server's log): multiprocessing reads the exit status
+    once, from a pipe, so only one thread at a time may look."""
+
+    def __init__(self, process: BaseProcess) -> None:
+        self.process = process
+        assert process.pid is not None
+        self.pid: int = process.pid
+        self._looking = threading.Lock()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.poll()
+
+    def poll(self) -> int | None:
+        with self._looking:
+            return self.process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        multiprocessing.connection.wait([self.process.sentinel], timeout)
+        code = self.poll()
+        if code is None:
+            raise subprocess.TimeoutExpired(f"signoff (pid {self.pid})", timeout or 0)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)

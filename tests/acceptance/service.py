@@ -1,8 +1,9 @@
-"""Running `signoff serve` (and `worker`) as real subprocesses, talking to them over real HTTP,
-and a webhook receiver the tests start on loopback.
+"""Running `signoff serve` (and `worker`) as processes of their own, talking to them over real
+HTTP, and a webhook receiver the tests start on loopback.
 
-`ServerProcess` starts the server on port 0 and reads the bound port from its
-"signoff listening on" line; `kill9()` is a real SIGKILL. `Api` is a small synchronous HTTP
+`ServerProcess` starts the server on port 0 (forked from a process that has imported signoff
+already: tests/acceptance/forked_cli.py) and reads the bound port from its "signoff listening
+on" line in its stderr; `kill9()` is a real SIGKILL. `Api` is a small synchronous HTTP
 client (urllib) for the agent API. `WebhookReceiver` is an aiohttp server in its own thread
 that records every delivery (headers and raw body) and can be told to fail or to hang.
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
-import subprocess
-import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -22,10 +23,11 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from aiohttp import web
 
+from tests.acceptance import forked_cli
 from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
 from tests.conftest import request_body
 
@@ -83,7 +85,11 @@ class ServerProcess:
     command: str = "serve"
     extra_env: dict[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()  # after the command, e.g. ("--log-format", "json")
-    proc: subprocess.Popen[str] | None = None
+    proc: forked_cli.ForkedProcess | None = None
+    _log_file: Path = field(default=Path(), repr=False)
+    _reader: TextIO | None = field(default=None, repr=False)
+    _reading: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _partial: str = field(default="", repr=False)
     port: int | None = None
     _lines: list[str] = field(default_factory=list)
 
@@ -95,14 +101,18 @@ class ServerProcess:
             # One process, so a test's kill9() or log reading sees the whole server; the
             # worker tests (test_workers.py) ask for more.
             args += ["--workers", "1"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", self.command, *args],
-            cwd=self.cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
+        fd, name = tempfile.mkstemp(prefix=f"signoff-{self.command}-", suffix=".log")
+        os.close(fd)
+        self._log_file = Path(name)
+        self.proc = forked_cli.ForkedProcess(
+            forked_cli.start(
+                [self.command, *args],
+                str(self.cwd),
+                env,
+                os.devnull,
+                str(self._log_file),
+                server=True,
+            )
         )
         started = threading.Event()
         threading.Thread(target=self._drain, args=(started,), daemon=True).start()
@@ -114,18 +124,40 @@ class ServerProcess:
         return self
 
     def _drain(self, ready: threading.Event) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._lines.append(line)
-            if match := _LISTENING.search(line):
-                self.port = int(match.group(1))
-                ready.set()
-            elif "signoff worker running" in line:
-                ready.set()
+        """Follow the server's stderr as it writes it until it has ended."""
+        assert self.proc is not None
+        with open(self._log_file, encoding="utf-8", errors="replace") as self._reader:
+            while True:
+                ended = self.proc.poll() is not None
+                for line in self._read_more(final=ended):
+                    if match := _LISTENING.search(line):
+                        self.port = int(match.group(1))
+                        ready.set()
+                    elif "signoff worker running" in line:
+                        ready.set()
+                if ended:
+                    break
+                time.sleep(0.02)
+        self._log_file.unlink()
         ready.set()  # the process ended: let start() report it
+
+    def _read_more(self, *, final: bool = False) -> list[str]:
+        """The whole lines written since the last read (and, when `final`, the rest)."""
+        with self._reading:
+            if self._reader is None or self._reader.closed:
+                return []
+            self._partial += self._reader.read()
+            lines = self._partial.splitlines(keepends=True)
+            self._partial = ""
+            if lines and not lines[-1].endswith("\n") and not final:
+                self._partial = lines.pop()
+            self._lines.extend(lines)
+            return lines
 
     @property
     def log(self) -> str:
+        """Everything the server has written to stderr so far."""
+        self._read_more()
         return "".join(self._lines)
 
     @property

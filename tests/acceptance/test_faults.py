@@ -211,18 +211,11 @@ class Pair:
     async def kill_and_restart(self, slot: int, pause: float) -> None:
         server = self.slots[slot]
         assert server.proc is not None and server.proc.poll() is None
-        assert _is_signoff_serve(server.pid)
         os.kill(server.pid, signal.SIGKILL)
         await asyncio.to_thread(server.proc.wait, 10)
         assert server.proc.returncode == -signal.SIGKILL, server.proc.returncode
         await asyncio.sleep(pause)
         self.slots[slot] = await asyncio.to_thread(self.fleet.start)
-
-
-def _is_signoff_serve(pid: int) -> bool:
-    """Whether `pid` is the server itself (`python -m bot.cli serve`), not a wrapper."""
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return b"bot.cli" in cmdline and b"serve" in cmdline
 
 
 # -- the load ------------------------------------------------------------------------------------
