@@ -110,6 +110,9 @@ class SlackChannel:
         # process_before_response: a click is decided (milliseconds) before Slack gets its
         # 200, so a shutdown cannot drop an acknowledged click and a failure is reported.
         self.app = AsyncApp(
+            # Named: without a name Bolt calls inspect.stack() to name the app after its
+            # caller's file, which reads the source of every frame (0.1 s per app).
+            name="signoff",
             signing_secret=secret,
             client=self.client,
             authorize=authorize,

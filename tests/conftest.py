@@ -19,6 +19,7 @@ import hmac
 import os
 import shutil
 import socket
+import sys
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import ExitStack
@@ -41,6 +42,12 @@ from store.migrate import upgrade
 from store.records import Approval
 from store.repository import Store
 from store.schema import metadata
+
+# Some machines set PYTHONDONTWRITEBYTECODE. Then every test process would compile and
+# assert-rewrite every module again (collection alone went from 7 to 15 s), and so would every
+# process a test starts. __pycache__ is ignored by git; the suite writes it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 POSTGRES_ENV = "SIGNOFF_TEST_POSTGRES_URL"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
