@@ -89,6 +89,23 @@ TEST_CONFIG: dict[str, Any] = {
 }
 
 
+# -- the fast inner loop ------------------------------------------------------------------------
+#
+# `pytest -m "not slow"` leaves out the directories whose tests start processes, browsers or
+# agent frameworks; what remains (unit, integration on both databases, the fakes) is the loop
+# to run while editing. The full suite stays the gate.
+
+SLOW_DIRECTORIES = ("acceptance", "browser", "integrations")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+        if parts and parts[0] in SLOW_DIRECTORIES:
+            item.add_marker(pytest.mark.slow)
+
+
 # -- tests that run alone ----------------------------------------------------------------------
 #
 # The suite runs in parallel (pytest-xdist). A test marked `alone` times something or loads
