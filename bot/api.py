@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -79,8 +79,6 @@ class ApiContext:
     keys: list[tuple[str, bytes]]
     max_body: int = MAX_REQUEST_BYTES
     claim_lease: timedelta = DEFAULT_LEASE
-    # Called after a transition commits, so the outbox runner looks at once.
-    on_commit: Callable[[], None] = field(default=lambda: None)
 
 
 API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
@@ -299,10 +297,6 @@ def _approval_id(request: web.Request) -> str:
     return approval_id
 
 
-def _committed(request: web.Request) -> None:
-    request.app[API].on_commit()
-
-
 # -- handlers --------------------------------------------------------------------------------
 
 
@@ -321,7 +315,6 @@ async def create(request: web.Request) -> web.Response:
             result.approval.capability,
             extra={"approval_id": result.approval.id, "tenant": tenant, "actor": f"agent:{tenant}"},
         )
-        _committed(request)
     return web.json_response(public_record(result.approval), status=201 if result.created else 200)
 
 
@@ -406,7 +399,6 @@ async def claim(request: web.Request) -> web.Response:
             fields=[{"field": "Idempotency-Key", "message": "1-255 printable ASCII characters"}],
         )
     claimed = await ctx.actions.claim(tenant, _approval_id(request), lease, key)
-    _committed(request)
     approval = claimed.approval
     return web.json_response(
         {
@@ -428,7 +420,6 @@ async def renew(request: web.Request) -> web.Response:
     body = validate(RenewBody, await _body(request))
     lease = _lease(body.lease, ctx.claim_lease)
     approval = await ctx.actions.renew(tenant, _approval_id(request), body.claim_token, lease)
-    _committed(request)
     return web.json_response(public_record(approval))
 
 
@@ -438,7 +429,6 @@ async def release(request: web.Request) -> web.Response:
     approval = await request.app[API].actions.release(
         tenant, _approval_id(request), body.claim_token
     )
-    _committed(request)
     return web.json_response(public_record(approval))
 
 
@@ -452,7 +442,6 @@ async def complete(request: web.Request) -> web.Response:
     approval = await request.app[API].actions.complete(
         tenant, _approval_id(request), body.claim_token, body.outcome, result
     )
-    _committed(request)
     return web.json_response(public_record(approval))
 
 
@@ -460,7 +449,6 @@ async def supersede(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(SupersedeBody, await _body(request))
     approval = await request.app[API].actions.supersede(tenant, _approval_id(request), body.reason)
-    _committed(request)
     return web.json_response(public_record(approval))
 
 
@@ -468,7 +456,6 @@ async def cancel(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(CancelBody, await _body(request, optional=True))
     approval = await request.app[API].actions.cancel(tenant, _approval_id(request), body.reason)
-    _committed(request)
     return web.json_response(public_record(approval))
 
 

@@ -229,10 +229,6 @@ class Background:
         ]
         log.info("outbox runner %s and sweeper started", self.runner.worker)
 
-    def wake(self) -> None:
-        if self.runner is not None:
-            self.runner.wake()
-
     async def stop(self) -> None:
         """Let in-flight jobs finish briefly, then cancel; the runner hands back what it held."""
         self._stop.set()
@@ -339,7 +335,6 @@ def build_app(
             keys=tenant_keys(directory),
             max_body=config.server.max_body_bytes,
             claim_lease=parse_duration(config.server.claim_lease),
-            on_commit=work.wake,
         ),
     )
     app.router.add_get("/healthz", healthz)

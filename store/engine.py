@@ -39,6 +39,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # busy; more would only hold server memory.
 SQLITE_READERS = 4
 POSTGRES_POOL = 10
+# The connection the outbox runner keeps for hearing of other processes' commits (LISTEN, or
+# SQLite's data_version), beside the pool's working connections; a process without a runner
+# never opens it.
+COMMIT_WATCHER = 1
 # A pooled PostgreSQL connection unused for this long is pinged before it is handed out
 # (the server may have restarted or a proxy dropped it meanwhile); a busy one is not, which
 # spares a round trip on almost every checkout under load.
@@ -90,13 +94,14 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if parsed.drivername == "sqlite+aiosqlite":
         # One writer at a time (Store queues them) plus readers, and never more: a
         # connection opened past the pool's size is closed again on return, and with it
-        # its aiosqlite thread, to be opened afresh on the next burst.
+        # its aiosqlite thread, to be opened afresh on the next burst. (+ COMMIT_WATCHER: the
+        # outbox runner's watch for other processes' commits holds one; store/commits.py.)
         if parsed.database not in (None, "", ":memory:") and "mode=memory" not in url:
-            kwargs.setdefault("pool_size", 1 + SQLITE_READERS)
+            kwargs.setdefault("pool_size", 1 + SQLITE_READERS + COMMIT_WATCHER)
             kwargs.setdefault("max_overflow", 0)
         return _sqlite_engine(url, **kwargs)
     if parsed.drivername == "postgresql+asyncpg":
-        kwargs.setdefault("pool_size", POSTGRES_POOL)
+        kwargs.setdefault("pool_size", POSTGRES_POOL + COMMIT_WATCHER)
         kwargs.setdefault("max_overflow", 0)
         engine = create_async_engine(url, **kwargs)
         _ping_when_idle(engine)

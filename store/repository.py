@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import fields
 from datetime import datetime
@@ -33,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from store.commits import NOTIFY, CommitSignal, watch_commits
 from store.driver import DriverStatement
 from store.driver import run as driver_run
 from store.engine import (
@@ -129,6 +130,7 @@ class Store:
         self._write_turn: WriteTurns | None = WriteTurns() if sqlite else None
         # ... and across processes on one host (`serve --workers`), an flock beside the file.
         self._file_turn = WriterLock.for_engine(engine)
+        self.commits = CommitSignal()
 
     @classmethod
     def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
@@ -152,7 +154,15 @@ class Store:
             self._file_turn.held() if self._file_turn else nullcontext(),
             self._writer.begin() as conn,
         ):
-            yield Tx(conn)
+            tx = Tx(conn)
+            yield tx
+        # Reached only once the transaction committed (an exception skips it).
+        if tx.queued:
+            self.commits.fire()
+
+    async def watch_commits(self, woken: Callable[[], None], stop: asyncio.Event) -> None:
+        """Call `woken` when another process commits new outbox jobs (store/commits.py)."""
+        await watch_commits(self.engine, woken, stop)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -447,6 +457,9 @@ class Tx:
         self.conn = conn
         self._dialect = conn.dialect.name
         self._raw: Any = None
+        # Whether this transaction queued or requeued an outbox job (Store.write tells the
+        # runner after the commit).
+        self.queued = False
         # SQLite reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading and self._dialect == "sqlite"
 
@@ -816,6 +829,16 @@ class Tx:
             await self.conn.execute(_enqueue(self._dialect), job)
         else:
             await driver_run(driver, self._dialect, _driver_enqueue(self.conn.dialect), job)
+        await self._jobs_queued()
+
+    async def _jobs_queued(self) -> None:
+        """Mark the transaction as one that makes outbox work; on PostgreSQL also tell the
+        other processes, at commit (a NOTIFY is sent only if the transaction commits)."""
+        if self.queued:
+            return
+        self.queued = True
+        if self._dialect == "postgresql":
+            await self.conn.exec_driver_sql(NOTIFY)
 
     async def outbox_jobs(
         self, *, approval_id: str | None = None, state: str | None = None
@@ -914,7 +937,10 @@ class Tx:
             .values(locked_by=None, locked_until=None, attempts=outbox.c.attempts - 1)
             .returning(outbox.c.id)
         )
-        return len((await self.conn.execute(stmt)).all())
+        released = len((await self.conn.execute(stmt)).all())
+        if released:
+            await self._jobs_queued()
+        return released
 
     async def requeue_job(self, job_id: int, *, now: datetime) -> OutboxJob | None:
         """Give a dead job a fresh set of attempts, due now; None if no dead job has that id."""
@@ -932,7 +958,10 @@ class Tx:
             .returning(outbox)
         )
         row = (await self.conn.execute(stmt)).mappings().first()
-        return OutboxJob.from_row(row) if row else None
+        if row is None:
+            return None
+        await self._jobs_queued()
+        return OutboxJob.from_row(row)
 
     async def get_job(self, job_id: int) -> OutboxJob | None:
         row = await self._one(select(outbox).where(outbox.c.id == job_id), {})

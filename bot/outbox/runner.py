@@ -298,7 +298,8 @@ class OutboxRunner:
         )
 
     def wake(self) -> None:
-        """New jobs were committed in this process: look now, not at the next poll."""
+        """New jobs were committed: look now, not at the next poll. `run` calls it on every
+        commit that queued jobs, in this process or another (store/commits.py)."""
         self._wake.set()
 
     async def _claim(self, limit: int) -> list[OutboxJob]:
@@ -481,6 +482,10 @@ class OutboxRunner:
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
         lag = _LoopLag()
+        unsubscribe = self.store.commits.subscribe(self.wake)
+        watcher = asyncio.create_task(
+            self.store.watch_commits(self.wake, stop), name="outbox-commits"
+        )
         try:
             while not stop.is_set():
                 if self.clock.now() >= next_prune:
@@ -523,10 +528,12 @@ class OutboxRunner:
             if running:
                 await asyncio.wait(list(running.values()), timeout=drain)
         finally:
+            unsubscribe()
+            watcher.cancel()
             left = list(running.values())
             for task in left:
                 task.cancel()
-            await asyncio.gather(*left, return_exceptions=True)
+            await asyncio.gather(watcher, *left, return_exceptions=True)
             lag.stop()
             # What ended is written down before the rest is handed back (a job handed back
             # unsettled would run again).

@@ -532,6 +532,34 @@ def test_worker_alone_delivers_the_webhook_of_a_cli_decision(db_url: str, tmp_pa
         assert "Traceback" not in worker.log, worker.log
 
 
+def test_a_cli_decision_reaches_the_agent_at_once_though_the_outbox_polls_every_10_s(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The CLI is another process: the server learns of its commit from the database
+    (PostgreSQL NOTIFY, SQLite's data_version), not from its next poll."""
+    with (
+        WebhookReceiver() as hooks,
+        deploy(tmp_path, db_url, hooks, outbox={"poll_interval": "10s"}) as fleet,
+    ):
+        cli = cli_for(fleet)
+        server = fleet.start("serve")
+        for run_id in ("run-at-once-1", "run-at-once-2"):  # and again: it keeps watching
+            [approval] = cli_requests(cli, run_id)
+            started = time.time()
+            approve(cli, approval)
+            [delivery] = [
+                d
+                for d in hooks.wait_for(lambda seen, i=approval["id"]: _hook_for(seen, i), 10)
+                if d.json()["approval"]["id"] == approval["id"]
+            ]
+            assert verified(delivery)["approval"]["state"] == "approved"
+            assert delivery.at - started < 1.5, server.log
+
+
+def _hook_for(seen: list[Delivery], approval_id: str) -> bool:
+    return any(d.json()["approval"]["id"] == approval_id for d in seen)
+
+
 # -- 8. bad input against the real server ------------------------------------------------------
 
 

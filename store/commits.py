@@ -1,0 +1,154 @@
+"""Telling the outbox that jobs were committed, so effects follow a decision at once.
+
+In this process, `Store.write` calls `CommitSignal.fire` after a transaction that queued or
+requeued a job commits: every path (API, chat, web, CLI, sweeper) is covered by the one
+place all writes go through. Other processes learn of it from the database itself:
+
+- PostgreSQL: the transaction sends `NOTIFY signoff_outbox`, delivered at commit (and
+  dropped with a rollback); `watch_commits` LISTENs on a connection of its own.
+- SQLite: no notifications exist, so `watch_commits` asks `PRAGMA data_version` (a counter
+  that moves when another connection commits, answered from memory) every few milliseconds,
+  and only when it moved reads the newest job id. New jobs are found at once; a job requeued
+  or handed back by another process is found at the runner's next poll.
+
+The poll stays as the fallback: a lost notification or a dropped listening connection
+delays an effect by at most one poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from store.engine import is_sqlite
+from store.schema import outbox
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "signoff_outbox"
+NOTIFY = f"NOTIFY {CHANNEL}"
+# SQLite: how often an idle runner asks whether another process committed. The question is
+# answered from SQLite's memory (no I/O): 40 a second cost well under 1 ms of CPU each.
+SQLITE_CHECK_EVERY = 0.025
+# A listening connection that failed is opened again after this long (the poll covers the gap).
+RECONNECT_AFTER = 1.0
+
+_NEWEST_JOB = str(select(func.max(outbox.c.id)).compile())
+
+
+class CommitSignal:
+    """This process's listeners for "a transaction that queued jobs committed"."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[], None]] = []
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` after each such commit; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def fire(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # a listener's failure must not fail a committed write
+                log.exception("a commit listener failed")
+
+
+async def watch_commits(
+    engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
+) -> None:
+    """Call `woken` whenever another process commits new outbox jobs, until `stop` is set."""
+    watch = _watch_sqlite if is_sqlite(engine) else _listen_postgresql
+    while not stop.is_set():
+        try:
+            await watch(engine, woken, stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning(
+                "watching for jobs committed by other processes failed (%s: %s); "
+                "retrying in %.0f s, the poll covers the gap",
+                type(exc).__name__,
+                exc,
+                RECONNECT_AFTER,
+            )
+            await _until(stop, RECONNECT_AFTER)
+            woken()  # something may have been committed meanwhile
+
+
+async def _listen_postgresql(
+    engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
+) -> None:
+    async with engine.connect() as conn:
+        raw = (await conn.get_raw_connection()).driver_connection
+        lost = asyncio.Event()
+
+        def notified(*_: object) -> None:
+            woken()
+
+        def terminated(*_: object) -> None:
+            lost.set()
+
+        await raw.add_listener(CHANNEL, notified)
+        raw.add_termination_listener(terminated)
+        try:
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(lost.wait())]
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            if lost.is_set():
+                raise ConnectionError("the listening connection closed")
+        finally:
+            raw.remove_termination_listener(terminated)
+            if not raw.is_closed():
+                await raw.remove_listener(CHANNEL, notified)
+
+
+async def _watch_sqlite(
+    engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
+) -> None:
+    # A connection of its own: data_version counts commits made by *other* connections,
+    # and only while the same connection keeps asking. No transaction stays open on it
+    # (each statement stands alone), so it holds back no WAL checkpoint.
+    async with engine.connect() as conn:
+        raw = (await conn.get_raw_connection()).driver_connection
+        version = await _data_version(raw)
+        newest = await _newest_job(raw)
+        while not stop.is_set():
+            await _until(stop, SQLITE_CHECK_EVERY)
+            moved = await _data_version(raw)
+            if moved == version:
+                continue
+            version = moved
+            latest = await _newest_job(raw)
+            if latest is not None and (newest is None or latest > newest):
+                woken()
+            newest = latest
+
+
+async def _data_version(raw: object) -> int:
+    async with raw.execute("PRAGMA data_version") as cursor:  # type: ignore[attr-defined]
+        row = await cursor.fetchone()
+    return int(row[0])
+
+
+async def _newest_job(raw: object) -> int | None:
+    async with raw.execute(_NEWEST_JOB) as cursor:  # type: ignore[attr-defined]
+        row = await cursor.fetchone()
+    # Autocommit is off in the driver: end the implicit read so no snapshot stays open.
+    await raw.rollback()  # type: ignore[attr-defined]
+    return None if row[0] is None else int(row[0])
+
+
+async def _until(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass

@@ -1,0 +1,113 @@
+"""Effects follow a commit at once: the outbox runner is told when a transaction that queued
+jobs commits, in its own process (Store.write) and in another (PostgreSQL NOTIFY, SQLite's
+data_version), so with a 10 s poll a decision's webhook job still runs within a moment.
+Real SQLite files and PostgreSQL; the second process is a second Store (its own connections,
+its own in-process listeners); tests/acceptance/test_effects_on_commit.py does it with
+`signoff serve` and the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from bot.clock import FakeClock
+from bot.intake import create_request
+from bot.operator import Actor, Operator
+from bot.outbox.runner import OutboxRunner, OutboxSettings
+from bot.routing import Directory
+from store.records import Approval
+from store.repository import Store
+from tests.conftest import make_request
+
+# Without a wake-up the runner would look again only after 10 s.
+SLOW_POLL = OutboxSettings(poll_interval=10.0)
+# Well under the poll, with room for a loaded CI machine.
+AT_ONCE = 1.5
+
+
+class Ran:
+    """A webhook handler that notes when each approval's job ran."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def __call__(self, job: object) -> None:
+        self.at[job.approval_id] = time.monotonic()  # type: ignore[attr-defined]
+        self.changed.set()
+
+    async def when(self, approval_id: str) -> float:
+        """When its job ran; waits (the caller bounds the wait)."""
+        while approval_id not in self.at:
+            self.changed.clear()
+            await self.changed.wait()
+        return self.at[approval_id]
+
+
+@asynccontextmanager
+async def running(store: Store, clock: FakeClock) -> AsyncIterator[Ran]:
+    ran = Ran()
+    runner = OutboxRunner(store, {"webhook": ran}, clock, SLOW_POLL)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    await asyncio.sleep(0.3)  # past its first look at the queue, and watching
+    try:
+        yield ran
+    finally:
+        stop.set()
+        await task
+
+
+async def decided(store: Store, directory: Directory, clock: FakeClock, run_id: str) -> Approval:
+    created = await create_request(store, directory, clock, "acme", make_request(run_id=run_id))
+    decision = await Operator(store, directory, clock).approve_shown(
+        created.approval.id, created.approval.hash, Actor("alice", "cli")
+    )
+    return decision.approval
+
+
+async def test_a_decision_in_this_process_runs_its_webhook_job_at_once(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    async with running(store, clock) as ran:
+        started = time.monotonic()
+        approval = await decided(store, directory, clock, "r-here")
+        assert await asyncio.wait_for(ran.when(approval.id), AT_ONCE) - started < AT_ONCE
+
+
+async def test_a_decision_committed_by_another_process_runs_its_webhook_job_at_once(
+    store: Store, db_url: str, directory: Directory, clock: FakeClock
+) -> None:
+    other = Store.from_url(db_url)
+    try:
+        async with running(store, clock) as ran:
+            for run_id in ("r-there-1", "r-there-2"):  # and again: the watcher keeps watching
+                started = time.monotonic()
+                approval = await decided(other, directory, clock, run_id)
+                assert await asyncio.wait_for(ran.when(approval.id), AT_ONCE) - started < AT_ONCE
+    finally:
+        await other.close()
+
+
+async def test_a_rolled_back_transaction_wakes_nothing(store: Store, clock: FakeClock) -> None:
+    woken: list[None] = []
+    store.commits.subscribe(lambda: woken.append(None))
+
+    class Abandoned(Exception):
+        pass
+
+    try:
+        async with store.write() as tx:
+            await tx.enqueue("webhook", {}, now=clock.now())
+            raise Abandoned
+    except Abandoned:
+        pass
+    assert woken == []
+    async with store.write() as tx:
+        await tx.enqueue("webhook", {}, now=clock.now())
+        await tx.enqueue("webhook", {}, now=clock.now())
+    assert woken == [None]  # once per transaction
+
