@@ -75,140 +75,15 @@ class DemoFailed(SignoffError):
 
 
 # -- the requests the scripted agents file -------------------------------------------------------
+#
+# As data, in demo_requests.json beside this module: the story's wording is edited there.
 
 
-def _refund() -> dict[str, Any]:
-    return {
-        "run_id": "support-run-8812",
-        "capability": "payments.refund",
-        "step": {"node": "refund", "ticket": "SUP-30211"},
-        "tool": {
-            "name": "stripe.refunds.create",
-            "arguments": {"charge": "ch_3PqK2L", "amount": 12000, "currency": "eur"},
-        },
-        "presentation": {
-            "title": "Refund €120.00 to Zoë Martin",
-            "summary": "Order 8812 arrived damaged; the customer sent photos of the box.",
-            "fields": [
-                {"label": "Customer", "value": "Zoë Martin"},
-                {"label": "Amount", "value": "€120.00"},
-                {"label": "Order", "value": "8812"},
-            ],
-        },
-        "reason": "Refunds over €100 need a budget owner's approval.",
-        "requested_by": "support-agent",
-    }
-
-
-def _contract_cancellation() -> dict[str, Any]:
-    return {
-        "run_id": "procurement-run-0193",
-        "capability": "contracts.cancel",
-        "step": {"node": "terminate_contract"},
-        "tool": {
-            "name": "contracts.terminate",
-            "arguments": {
-                "contract_id": "CTR-2024-0193",
-                "counterparty": "Globex Logistics GmbH",
-                "effective_date": "2026-12-31",
-                "notice_days": 30,
-            },
-        },
-        "presentation": {
-            "title": "Cancel the Globex Logistics contract (CTR-2024-0193)",
-            "summary": (
-                "Shipping moved to the new carrier in Q3. This contract auto-renewed twice "
-                "with no shipments since; cancelling now avoids the January renewal."
-            ),
-            "fields": [
-                {"label": "Counterparty", "value": "Globex Logistics GmbH"},
-                {"label": "Annual value", "value": "€48,000"},
-                {"label": "Notice period", "value": "30 days"},
-                {"label": "Effective", "value": "31 Dec 2026"},
-            ],
-        },
-        "reason": "Contract terminations are signed off by the contract owner.",
-        "requested_by": "procurement-agent",
-    }
-
-
-def _migration() -> dict[str, Any]:
-    return {
-        "run_id": "deploy-run-0042",
-        "capability": "infra.db.migrate",
-        "step": {"pipeline": "orders", "stage": "migrate"},
-        "tool": {
-            "name": "deploy.migrations.run",
-            "arguments": {
-                "database": "orders-prod",
-                "migration": "0042_split_customer_address",
-                "lock_timeout": "5s",
-                "batch_size": 5000,
-            },
-        },
-        "presentation": {
-            "title": "Run migration 0042 on orders-prod",
-            "summary": (
-                "Splits customers.address into street, city and postcode: adds three columns "
-                "and backfills 2.1 million rows in batches. The old column stays until 0043."
-            ),
-            "fields": [
-                {"label": "Database", "value": "orders-prod (PostgreSQL 16)"},
-                {"label": "Estimated time", "value": "about 12 minutes"},
-                {"label": "Rollback", "value": "0042_down drops the new columns"},
-            ],
-        },
-        "reason": "Schema changes on production need two approvers.",
-        "requested_by": "deploy-agent",
-    }
-
-
-def _invoice() -> dict[str, Any]:
-    return {
-        "run_id": "support-run-4471",
-        "capability": "payments.payout",
-        "step": {"node": "pay_invoice"},
-        "tool": {
-            "name": "stripe.transfers.create",
-            "arguments": {
-                "destination": "acct_1Nw7TradersEU",
-                "amount": 348000,
-                "currency": "eur",
-                "invoice": "INV-4471",
-            },
-        },
-        "presentation": {
-            "title": "Pay invoice INV-4471: €3,480.00 to Northwind Traders",
-            "fields": [
-                {"label": "Supplier", "value": "Northwind Traders"},
-                {"label": "Amount", "value": "€3,480.00"},
-                {"label": "Invoice", "value": "INV-4471 (due in 5 days)"},
-            ],
-        },
-        "reason": "Supplier payouts always need approval.",
-        "requested_by": "support-agent",
-    }
-
-
-def _store_credit() -> dict[str, Any]:
-    return {
-        "run_id": "support-run-8790",
-        "capability": "payments.credit",
-        "step": {"node": "store_credit"},
-        "tool": {
-            "name": "billing.credits.grant",
-            "arguments": {"customer": "cus_Kai8Berg", "amount": 240000, "currency": "eur"},
-        },
-        "presentation": {
-            "title": "Store credit of €2,400.00 for Kai Berg",
-            "fields": [
-                {"label": "Customer", "value": "Kai Berg"},
-                {"label": "Amount", "value": "€2,400.00"},
-            ],
-        },
-        "reason": "Credits over €500 need approval.",
-        "requested_by": "support-agent",
-    }
+def demo_requests() -> dict[str, dict[str, Any]]:
+    """The request bodies the scripted agents file, by name."""
+    text = resources.files("bot").joinpath("demo_requests.json").read_text("utf-8")
+    requests: dict[str, dict[str, Any]] = json.loads(text)
+    return requests
 
 
 # -- configuration and secrets -------------------------------------------------------------------
@@ -435,19 +310,20 @@ async def file_requests(
     operator = Operator(store, directory, clock)
     alice = Actor(principal="alice", via="cli")
     bob = Actor(principal="bob", via="cli")
+    requests = demo_requests()
     filed: list[Filed] = []
 
-    refund = await agent.file("support", _refund())
+    refund = await agent.file("support", requests["refund"])
     filed.append(Filed("support", refund, "for group finance (Alice or Bob)"))
 
-    contract = await agent.file("ops", _contract_cancellation())
+    contract = await agent.file("ops", requests["contract_cancellation"])
     filed.append(Filed("ops", contract, "for Carol, who is away: delegated to Bob"))
 
-    migration = await agent.file("ops", _migration())
+    migration = await agent.file("ops", requests["migration"])
     await operator.approve_shown(migration["id"], migration["hash"], alice, "Dry run was clean")
     filed.append(Filed("ops", migration, "2 of 3 needed: Alice approved, one more to go"))
 
-    credit = await agent.file("support", _store_credit())
+    credit = await agent.file("support", requests["store_credit"])
     await operator.reject_shown(
         credit["id"], credit["hash"], bob, "Duplicate of the refund in order 8790"
     )
@@ -456,7 +332,7 @@ async def file_requests(
     # Alice approves a payout; the agent claims it with a short lease and "crashes" before
     # reporting. When the lease lapses, signoff's sweeper records outcome_unknown and raises
     # an interrupted_side_effect request: did the transfer happen? should it run again?
-    invoice = await agent.file("support", _invoice())
+    invoice = await agent.file("support", requests["invoice"])
     agent.crashing.add(invoice["id"])
     await operator.approve_shown(invoice["id"], invoice["hash"], alice, "Matches the PO")
     await agent.claim("support", invoice["id"], lease=CRASH_LEASE)
