@@ -64,13 +64,13 @@ class LooseShop:
             return []
         return [json.loads(line) for line in self.calls.read_text("utf-8").splitlines()]
 
-    def change_tool(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
-        """The upstream redefines a tool; its next tools/list and tools/call see it."""
-        current = (
-            json.loads(self.definitions.read_text("utf-8")) if self.definitions.exists() else {}
-        )
-        current[name] = {"description": description, "inputSchema": input_schema}
-        self.definitions.write_text(json.dumps(current), "utf-8")
+    def change_tool(
+        self, name: str, description: str, input_schema: dict[str, Any], *, hold: int = 0
+    ) -> None:
+        """The upstream redefines a tool: its tools/list and tools/call see it after `hold`
+        more listings."""
+        changes = {name: {"description": description, "inputSchema": input_schema}}
+        self.definitions.write_text(json.dumps({**changes, "_hold": hold}), "utf-8")
 
     def upstream_command(self) -> list[str]:
         return [sys.executable, str(LOOSE_UPSTREAM), str(self.calls), str(self.definitions)]

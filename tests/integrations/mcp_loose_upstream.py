@@ -7,7 +7,9 @@ Every call is appended to CALLS (one JSON line, with the name as sent and the to
 before the tool does anything, so a test reads what really ran. The tools' descriptions and
 input schemas are read from DEFINITIONS (JSON, `{tool: {"description", "inputSchema"}}`) on
 every tools/list and tools/call when that file exists, so a test changes a tool under a
-running gateway by writing the file.
+running gateway by writing the file. With `"_hold": N` in it, the next N tools/list answers
+still show the old definitions (the file counts them down): a tool that changes between two
+listings of the same call.
 
     python tests/integrations/mcp_loose_upstream.py CALLS.jsonl DEFINITIONS.json     # stdio
 """
@@ -55,10 +57,16 @@ def loose(name: str) -> str:
     return name.translate(_ZERO_WIDTH).strip().lower().replace("-", "_")
 
 
-def definitions(path: Path) -> dict[str, dict[str, Any]]:
-    if path.exists():
-        return {**TOOLS, **json.loads(path.read_text("utf-8"))}
-    return TOOLS
+def definitions(path: Path, *, listing: bool = False) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return TOOLS
+    changes = json.loads(path.read_text("utf-8"))
+    hold = changes.pop("_hold", 0)
+    if hold and listing:
+        path.write_text(json.dumps({**changes, "_hold": hold - 1}), "utf-8")
+    if hold:
+        return TOOLS
+    return {**TOOLS, **changes}
 
 
 def main(calls: Path, defs: Path) -> None:
@@ -66,7 +74,7 @@ def main(calls: Path, defs: Path) -> None:
         return types.ListToolsResult(
             tools=[
                 types.Tool(name=name, description=d["description"], input_schema=d["inputSchema"])
-                for name, d in definitions(defs).items()
+                for name, d in definitions(defs, listing=True).items()
             ]
         )
 
