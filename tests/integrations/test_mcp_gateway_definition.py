@@ -8,6 +8,7 @@ databases: superseding is a store transition.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,30 @@ async def test_a_call_that_ran_is_never_reported_as_not_run(
             again = await gateway.call_tool("refund_order", REFUND)
         assert again.is_error and "no outcome is recorded" in text(again)
         assert len(shop.ran()) == 1
+
+
+async def test_the_question_about_an_interrupted_call_is_left_to_a_human(
+    shop: LooseShop, deployment_on: Deployment
+) -> None:
+    """A gateway claimed an approved call and never reported (killed, say): signoff records
+    `outcome_unknown` and asks a human, in a follow-up request of the same run, whether to run
+    it again. Asking for the call again answers that its outcome is unknown, and leaves that
+    question open: superseding a request of the same call that shows something else must not
+    reach the follow-up."""
+    deployment = deployment_on
+    async with SignoffClient(deployment.url, deployment.api_key) as api:
+        async with shop.gateway(api) as gateway:
+            waiting = approval(await gateway.call_tool("refund_order", REFUND))
+            await deployment.approve_async(waiting["id"], waiting["hash"])
+            await api.claim(waiting["id"], "1s")  # the gateway that claimed it is gone
+            for _ in range(100):
+                lapsed = await api.get(waiting["id"])
+                if lapsed.follow_up_id:
+                    break
+                await asyncio.sleep(0.1)
+            assert lapsed.state == "outcome_unknown" and lapsed.follow_up_id, lapsed
+            again = await gateway.call_tool("refund_order", REFUND)
+            assert again.is_error and "no outcome is recorded" in text(again)
+        follow_up = await api.get(lapsed.follow_up_id)
+        assert follow_up.kind == "interrupted_side_effect" and follow_up.state == "pending"
+    assert shop.ran() == []

@@ -165,8 +165,13 @@ class AskCall:
         definition stays claimable. Returns the ids superseded."""
         others, _ = await self.signoff.list(run_id=run_id, limit=100)
         replaced: list[str] = []
+        call = {"name": self.name, "arguments": self.arguments}
         for other in others:
             if other.id == record.id or other.state not in _OPEN or other.hash == record.hash:
+                continue
+            if other.kind != "tool_call" or other.tool != call:
+                # An interrupted_side_effect follow-up of the same run asks a human whether
+                # to run the call again: that question is theirs to answer, not ours to close.
                 continue
             try:
                 await self.signoff.supersede(
