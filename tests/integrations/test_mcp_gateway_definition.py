@@ -107,6 +107,12 @@ async def test_an_approval_does_not_cover_a_tool_redefined_since(
         done = await agent.call_tool("refund_order", REFUND)
         assert not done.is_error, done
         assert approval(done)["id"] == second["id"] and approval(done)["state"] == "executed"
+
+        # Redefined again after it ran: the same call is neither asked nor run again.
+        shop.change_tool("refund_order", "Refund an order.", before["inputSchema"])
+        replay = await agent.call_tool("refund_order", REFUND)
+        assert "not run again" in text(replay) and approval(replay)["id"] == second["id"]
+        assert (await api.list(state="pending"))[0] == []
     assert [(r["tool"], r["arguments"]) for r in shop.ran()] == [("refund_order", REFUND)]
 
 

@@ -58,6 +58,7 @@ log = logging.getLogger("signoff_client.mcp")
 # have run, so these are not the upstream refusing it.
 _NO_ANSWER = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
 _OPEN = ("pending", "approved")  # the states supersede accepts
+_STARTED = ("executing", "executed", "failed", "outcome_unknown")  # the call was sent
 
 
 @dataclass
@@ -97,8 +98,15 @@ class AskCall:
         if not isinstance(definition, ToolDefinition):
             return definition
         try:
+            earlier = await self._earlier_requests(run_id)
+            started = [r for r in earlier if r.state in _STARTED]
+            if started:
+                # The call already ran (or started) under a request that showed something
+                # else (an older definition, an older gateway): "once" holds, whatever the
+                # upstream says about the tool now. Newest first.
+                return await self._settle(started[0], definition)
             record = await self._file(run_id, definition)
-            replaced = await self._supersede_stale(run_id, record, definition)
+            replaced = await self._supersede_stale(earlier, record, definition)
             if record.state == "pending" and self.gateway.wait > 0:
                 record = await self.signoff.wait(record.id, self.gateway.wait, first=0.25, most=2.0)
             return await self._settle(record, definition, replaced=replaced)
@@ -157,21 +165,23 @@ class AskCall:
             body["approval_ttl"] = decision.approval_ttl
         return await self.signoff.request(**body)
 
-    async def _supersede_stale(
-        self, run_id: str, record: ApprovalRecord, definition: ToolDefinition
-    ) -> list[str]:
-        """Close every other open request of this very call (same run id: same server, scope,
-        name and arguments) that shows something else, so that no grant of a superseded
-        definition stays claimable. Returns the ids superseded."""
-        others, _ = await self.signoff.list(run_id=run_id, limit=100)
-        replaced: list[str] = []
+    async def _earlier_requests(self, run_id: str) -> list[ApprovalRecord]:
+        """The requests filed for this very call (same run id: same server, scope, name and
+        arguments), newest first. An interrupted_side_effect follow-up of the same run is
+        not one: it asks a human whether to run the call again, a question that is theirs
+        to answer, not the gateway's to close or to answer from."""
+        found, _ = await self.signoff.list(run_id=run_id, limit=100)
         call = {"name": self.name, "arguments": self.arguments}
-        for other in others:
+        return [r for r in found if r.kind == "tool_call" and r.tool == call]
+
+    async def _supersede_stale(
+        self, earlier: list[ApprovalRecord], record: ApprovalRecord, definition: ToolDefinition
+    ) -> list[str]:
+        """Close every other open request of this call that shows something else, so that no
+        grant of a superseded definition stays claimable. Returns the ids superseded."""
+        replaced: list[str] = []
+        for other in earlier:
             if other.id == record.id or other.state not in _OPEN or other.hash == record.hash:
-                continue
-            if other.kind != "tool_call" or other.tool != call:
-                # An interrupted_side_effect follow-up of the same run asks a human whether
-                # to run the call again: that question is theirs to answer, not ours to close.
                 continue
             try:
                 await self.signoff.supersede(
