@@ -19,6 +19,7 @@ import rfc8785
 
 from signoff_client import SignoffClient
 from signoff_client.errors import NotPending
+from signoff_client.mcp import run_id_for
 from tests.integrations.conftest import Deployment
 from tests.integrations.loose_gateway import LooseShop, approval, text
 from tests.integrations.mcp_loose_upstream import TOOLS
@@ -206,4 +207,34 @@ async def test_the_question_about_an_interrupted_call_is_left_to_a_human(
             assert again.is_error and "no outcome is recorded" in text(again)
         follow_up = await api.get(lapsed.follow_up_id)
         assert follow_up.kind == "interrupted_side_effect" and follow_up.state == "pending"
+    assert shop.ran() == []
+
+
+async def test_an_approval_filed_by_an_older_gateway_is_superseded_not_run(
+    shop: LooseShop, deployment_on: Deployment
+) -> None:
+    """The upgrade note (docs/integrations.md): a request an earlier signoff-mcp filed, same run
+    id, presentation without the tool's definition, approved. The new gateway does not run it:
+    it files a request showing the definition and supersedes the old one, saying why."""
+    deployment = deployment_on
+    async with SignoffClient(deployment.url, deployment.api_key) as api:
+        old = await api.request(
+            run_id=run_id_for("shop", "refund_order", REFUND),
+            capability="mcp.shop.refund_order",
+            tool={"name": "refund_order", "arguments": REFUND},
+            presentation={
+                "title": "refund_order (MCP server shop)",
+                "summary": TOOLS["refund_order"]["description"],
+                "fields": [{"label": "amount", "value": 1}, {"label": "order", "value": 500}],
+            },
+            requested_by="agent",
+        )
+        await deployment.approve_async(old.id, old.hash)
+        async with shop.gateway(api) as gateway:
+            answer = await gateway.call_tool("refund_order", REFUND)
+        assert answer.is_error and "has NOT been executed" in text(answer)
+        assert approval(answer)["id"] != old.id
+        closed = await api.get(old.id)
+        assert closed.state == "superseded"
+        assert "older signoff-mcp" in closed.raw["decision_note"]
     assert shop.ran() == []
