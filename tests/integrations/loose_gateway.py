@@ -72,6 +72,10 @@ class LooseShop:
         changes = {name: {"description": description, "inputSchema": input_schema}}
         self.definitions.write_text(json.dumps({**changes, "_hold": hold}), "utf-8")
 
+    def remove_tool(self, name: str, *, hold: int = 0) -> None:
+        """The upstream stops listing a tool, after `hold` more listings."""
+        self.definitions.write_text(json.dumps({name: None, "_hold": hold}), "utf-8")
+
     def upstream_command(self) -> list[str]:
         return [sys.executable, str(LOOSE_UPSTREAM), str(self.calls), str(self.definitions)]
 

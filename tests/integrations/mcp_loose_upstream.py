@@ -5,7 +5,7 @@ rely on the upstream to refuse a name it did not list.
 
 Every call is appended to CALLS (one JSON line, with the name as sent and the tool it ran)
 before the tool does anything, so a test reads what really ran. The tools' descriptions and
-input schemas are read from DEFINITIONS (JSON, `{tool: {"description", "inputSchema"}}`) on
+input schemas are read from DEFINITIONS (JSON, `{tool: {"description", "inputSchema"} or null}`) on
 every tools/list and tools/call when that file exists, so a test changes a tool under a
 running gateway by writing the file. With `"_hold": N` in it, the next N tools/list answers
 still show the old definitions (the file counts them down): a tool that changes between two
@@ -66,7 +66,8 @@ def definitions(path: Path, *, listing: bool = False) -> dict[str, dict[str, Any
         path.write_text(json.dumps({**changes, "_hold": hold - 1}), "utf-8")
     if hold:
         return TOOLS
-    return {**TOOLS, **changes}
+    merged = {**TOOLS, **changes}
+    return {name: d for name, d in merged.items() if d is not None}  # null: the tool is gone
 
 
 def main(calls: Path, defs: Path) -> None:

@@ -144,6 +144,23 @@ async def test_a_tool_redefined_between_listing_and_running_does_not_run(
     assert shop.ran() == []
 
 
+async def test_a_tool_gone_before_running_does_not_run(
+    shop: LooseShop, deployment_on: Deployment
+) -> None:
+    async with SignoffClient(deployment_on.url, deployment_on.api_key) as api:
+        async with shop.gateway(api) as gateway:
+            waiting = approval(await gateway.call_tool("refund_order", REFUND))
+            await deployment_on.approve_async(waiting["id"], waiting["hash"])
+            shop.remove_tool("refund_order", hold=1)
+            answer = await gateway.call_tool("refund_order", REFUND)
+            assert answer.is_error and "no longer offers the tool" in text(answer)
+            closed = await api.get(waiting["id"])
+            assert closed.state == "superseded" and "nothing ran" in closed.raw["decision_note"]
+            later = await gateway.call_tool("refund_order", REFUND)
+            assert later.is_error and "lists no tool named 'refund_order'" in text(later)
+    assert shop.ran() == []
+
+
 class _CompleteFails(SignoffClient):
     """signoff stops answering between the upstream's run and the outcome's record."""
 

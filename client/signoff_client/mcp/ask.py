@@ -245,10 +245,10 @@ class AskCall:
                 meta=meta,
             )
         if state == "approved":
-            if claimed:  # handed back (released) while we looked: do not loop
+            if claimed:  # approved again after a claim was refused or handed back: do not loop
                 return error(
-                    f"Approved (approval {record.id}) but not run yet: another caller held it. "
-                    "Call again with the same arguments to run it.",
+                    f"Approved (approval {record.id}) but not run by this call (another caller "
+                    "held it meanwhile). Call again with the same arguments to run it.",
                     meta=meta,
                 )
             return await self._execute(record, definition)
@@ -303,7 +303,7 @@ class AskCall:
         if (
             record_hash(approval) != approval.hash
             or tool != approval.tool
-            or (tool.get("name") != self.name)
+            or tool.get("name") != self.name
         ):
             await self.signoff.release(record.id, claim.claim_token)
             return error(
@@ -370,8 +370,8 @@ class AskCall:
                 f"it ({unusable}); nothing ran."
             )
             closed = await self.signoff.supersede(approval.id, reason)
-            return error(f"Not run: {reason} Approval {approval.id} is superseded.",
-                         meta=approval_meta(closed))  # fmt: skip
+            text = f"Not run. {reason} Approval {approval.id} is superseded."
+            return error(text, meta=approval_meta(closed))
         fresh = await self._file(approval.raw["run_id"], now)
         await self.signoff.supersede(
             approval.id, _definition_changed(self.name, definition.digest, now.digest, fresh.id)
