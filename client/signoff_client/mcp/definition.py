@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,39 +67,51 @@ def json_problem(
     value: Any, *, max_depth: int = MAX_DEPTH, max_bytes: int | None = None, root: str = "arguments"
 ) -> str | None:
     """Why `value` is not JSON the gateway passes on (too deep, too big, not JSON types, a
-    non-finite number, a lone surrogate), or None. Iterative: no depth makes it recurse, and
-    it stops at the first problem or once past `max_bytes`, whatever the value's size."""
+    non-finite number, a lone surrogate), or None. Iterative, with one iterator per open
+    container: no depth makes it recurse, and it stops at the first problem or as soon as
+    the running size passes `max_bytes`, without first expanding a huge container."""
     size = 0
-    stack: list[tuple[Any, int, str]] = [(value, 0, root)]
-    while stack:
-        item, depth, path = stack.pop()
+    # (the container's remaining entries, its depth, its path, whether its keys are names)
+    pending: list[tuple[Iterator[tuple[Any, Any]], int, str, bool]] = [
+        (iter([(None, value)]), 0, root, False)
+    ]
+    while pending:
+        entries, depth, path, named = pending[-1]
+        step = next(entries, None)
+        if step is None:
+            pending.pop()
+            continue
+        key, item = step
+        if named:
+            if not isinstance(key, str):
+                return f"{path} has a key that is not a string ({type(key).__name__})"
+            if not _is_text(key):
+                return f"{path} has a key with a lone surrogate, which is not text"
+            size += len(key) + 4
+            here = _step(path, f".{_short(key)}")
+        else:
+            size += 1
+            here = path if key is None else _step(path, f"[{key}]")
         if isinstance(item, dict | list):
-            depth += 1
-            if depth > max_depth:
-                return f"{path} is nested deeper than {max_depth} levels"
+            if depth + 1 > max_depth:
+                return f"{here} is nested deeper than {max_depth} levels"
+            size += 2
             if isinstance(item, dict):
-                for key, inner in item.items():
-                    if not isinstance(key, str):
-                        return f"{path} has a key that is not a string ({type(key).__name__})"
-                    if not _is_text(key):
-                        return f"{path} has a key with a lone surrogate, which is not text"
-                    size += len(key) + 4
-                    stack.append((inner, depth, f"{path}.{_short(key)}"))
+                pending.append((iter(item.items()), depth + 1, here, True))
             else:
-                size += len(item) + 2
-                stack.extend((inner, depth, f"{path}[{i}]") for i, inner in enumerate(item))
+                pending.append((enumerate(item), depth + 1, here, False))
         elif isinstance(item, str):
             if not _is_text(item):
-                return f"{path} contains a lone surrogate, which is not text"
+                return f"{here} contains a lone surrogate, which is not text"
             size += len(item) + 2
         elif isinstance(item, bool) or item is None:
             size += 5
         elif isinstance(item, int | float):
             if isinstance(item, float) and not math.isfinite(item):
-                return f"{path} is {item}, which is not a JSON number"
+                return f"{here} is {item}, which is not a JSON number"
             size += 24  # rough: the bound is about memory, not an exact byte count
         else:
-            return f"{path} is a {type(item).__name__}, which is not a JSON value"
+            return f"{here} is a {type(item).__name__}, which is not a JSON value"
         if max_bytes is not None and size > max_bytes:
             return f"{root}: larger than {max_bytes} bytes as JSON"
     return None
@@ -254,3 +266,10 @@ def cut(text: str, limit: int) -> str:
 
 def _short(key: str) -> str:
     return key if len(key) <= 40 else key[:37] + "..."
+
+
+def _step(path: str, step: str) -> str:
+    """A path one level deeper, kept from growing past a message's worth of text."""
+    if len(path) > 120:
+        return path if path.endswith("…") else path + "…"
+    return path + step
