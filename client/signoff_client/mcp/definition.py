@@ -41,6 +41,7 @@ __all__ = [
     "json_problem",
     "near_names",
     "presentation",
+    "presented_digest",
     "run_id_for",
 ]
 
