@@ -13,6 +13,15 @@ unspecified addresses, judged twice:
   creation): `GuardedResolver` hands the connection only public addresses, so the address
   checked is the address connected to.
 
+An IPv6 address that carries an IPv4 address to an IPv4 host is judged by the IPv4 address it
+reaches: IPv4-mapped (`::ffff:0:0/96`), NAT64 (`64:ff9b::/96`, RFC 6052) and 6to4
+(`2002::/16`, RFC 3056). `64:ff9b::a00:1` is 10.0.0.1 to a host behind a NAT64 gateway, and
+`2002:7f00:1::` is 127.0.0.1 to a 6to4 relay, while Python's `is_global` calls both public.
+Forms whose IPv4 address cannot be read with certainty are never public: the local-use NAT64
+prefix `64:ff9b:1::/48` (RFC 8215; where the IPv4 address sits depends on a prefix length only
+the local operator knows), Teredo (`2001::/32`; relayed to a host behind a NAT) and the rest of
+`::/8` (IPv4-compatible `::a.b.c.d`, deprecated; SIIT-translated `::ffff:0:a.b.c.d`; reserved).
+
 A tenant's own `webhook_url` is the operator's choice and is not restricted; neither is a
 callback of a tenant with `allow_private_callbacks = true`.
 """
@@ -29,14 +38,39 @@ from aiohttp.resolver import DefaultResolver
 from bot.errors import Undeliverable
 
 _LOCAL_NAMES = ("localhost", "localhost.", "ip6-localhost", "ip6-loopback")
+# The well-known NAT64 prefix: RFC 6052 allows it only as a /96, the IPv4 address in the last
+# 32 bits, so the address reached is always readable.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NEVER_PUBLIC = (
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # local-use NAT64: the embedding is not knowable
+    ipaddress.IPv6Network("2001::/32"),  # Teredo
+    ipaddress.IPv6Network("::/8"),  # IPv4-compatible, SIIT, loopback, unspecified, reserved
+)
+
+
+def reached(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a connection to `address` (an IPv4 or IPv6 literal) really reaches: the IPv4
+    address an IPv4-mapped, NAT64 or 6to4 address carries, else the address itself; None for
+    a form whose destination cannot be told (never public). ValueError for a non-address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in network for network in _NEVER_PUBLIC):
+        return None
+    return ip
 
 
 def is_public(address: str) -> bool:
-    """Whether `address` (an IPv4 or IPv6 literal) is a public unicast address."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    """Whether `address` (an IPv4 or IPv6 literal) is a public unicast address, judged by the
+    address it reaches (see `reached`)."""
+    ip = reached(address)
+    return ip is not None and ip.is_global and not ip.is_multicast
 
 
 def url_problem(url: str, *, allow_private: bool = False) -> str | None:
@@ -58,7 +92,15 @@ def url_problem(url: str, *, allow_private: bool = False) -> str | None:
     except ValueError:
         return None  # a name: judged by what it resolves to when the webhook is sent
     if not public:
-        return f"{host} is not a public address (loopback, private, link-local or reserved)"
+        target = reached(host)
+        carried = (
+            f"; it reaches the IPv4 address {target}"
+            if isinstance(target, ipaddress.IPv4Address) and ":" in host
+            else ""
+        )
+        return (
+            f"{host} is not a public address (loopback, private, link-local or reserved{carried})"
+        )
     return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rfc8785
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult, TaskMetadata
 
@@ -222,10 +224,23 @@ async def test_gated_calls_wait_for_a_human_and_run_once(
         assert record.tool == {"name": "send_email", "arguments": email}
         assert record.capability == "mcp.mail.send_email"
         assert record.presentation["summary"] == tools["send_email"].description
+        # The arguments, then the tool as the approver is shown it: its input schema and the
+        # digest of its definition (docs/hashing.md), which the approval binds.
+        listed = tools["send_email"]
+        definition = {
+            "name": listed.name,
+            "title": listed.title,
+            "description": listed.description,
+            "inputSchema": listed.input_schema,
+        }
+        schema = rfc8785.dumps(listed.input_schema).decode()
+        digest = "sha256:" + hashlib.sha256(rfc8785.dumps(definition)).hexdigest()
         assert record.presentation["fields"] == [
             {"label": "body", "value": "attached"},
             {"label": "subject", "value": "Q3 numbers"},
             {"label": "to", "value": "zoe@example.com"},
+            {"label": "MCP tool input schema", "value": schema},
+            {"label": "MCP tool definition", "value": digest},
         ]
 
         # The same call again (keys in another order) is the same approval; a changed

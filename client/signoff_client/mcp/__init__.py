@@ -6,8 +6,9 @@
         --transport streamable-http --port 8765
 
 The policy (`signoff_client.mcp.policy`) is plain standard library; the gateway
-(`signoff_client.mcp.gateway`) needs the `mcp` SDK (`pip install signoff-client[mcp]`) and
-is imported only when used, so `signoff-mcp check` works without it.
+(`gateway.py`, with `ask.py` for gated calls, `definition.py` for what an approval binds,
+`results.py` for answers and `serve.py` for transports) needs the `mcp` SDK (`pip install
+signoff-client[mcp]`) and is imported only when used, so `signoff-mcp check` works without it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 from signoff_client.mcp.policy import Decision, Policy, PolicyError, Rule, load_policy, parse_policy
 
 if TYPE_CHECKING:
-    from signoff_client.mcp.gateway import META_KEY, Gateway, Upstream, run_id_for, serve
+    from signoff_client.mcp.definition import run_id_for
+    from signoff_client.mcp.gateway import Gateway
+    from signoff_client.mcp.results import META_KEY
+    from signoff_client.mcp.serve import Upstream, serve
 
 __version__ = "0.1.0"
 
@@ -35,13 +39,20 @@ __all__ = [
     "serve",
 ]
 
-_GATEWAY = {"META_KEY", "Gateway", "Upstream", "run_id_for", "serve"}
+# Where each name that needs the MCP SDK lives.
+_GATEWAY = {
+    "META_KEY": "results",
+    "Gateway": "gateway",
+    "Upstream": "serve",
+    "run_id_for": "definition",
+    "serve": "serve",
+}
 
 
 def __getattr__(name: str) -> Any:
     # The MCP SDK loads only when the gateway itself is asked for.
     if name in _GATEWAY:
-        from signoff_client.mcp import gateway
+        import importlib
 
-        return getattr(gateway, name)
+        return getattr(importlib.import_module(f"signoff_client.mcp.{_GATEWAY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

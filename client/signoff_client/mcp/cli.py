@@ -130,7 +130,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
     try:
         import anyio
 
-        from signoff_client.mcp.gateway import Upstream, serve, upstream_environment
+        from signoff_client.mcp.serve import Upstream, serve, upstream_environment
     except ImportError as exc:
         print(
             f"signoff-mcp: the MCP SDK is missing ({exc}); pip install 'signoff-client[mcp]'",
