@@ -1,5 +1,6 @@
 """Turn 1: each interruption of a run that stopped for approvals becomes one signoff request,
-carrying the call as signoff hashes it and where the paused run's state is."""
+carrying the call as signoff hashes it and where the paused run's state is; and, on resume,
+reading back what was filed (`filed_meta`, `filed_together`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = [
     "default_presentation",
     "file_interruptions",
     "filed_meta",
+    "filed_together",
 ]
 
 # The key under `resume` that marks an approval as filed by this adapter.
@@ -94,6 +96,31 @@ def filed_meta(record: ApprovalRecord) -> Mapping[str, Any] | None:
     if meta is None or meta.get("format") != FORMAT:
         return None
     return meta
+
+
+async def filed_together(
+    client: SignoffClient, trigger: ApprovalRecord, meta: Mapping[str, Any]
+) -> tuple[dict[str, ApprovalRecord], list[str]]:
+    """The approvals of the interruptions filed together with `trigger` (one model turn),
+    newest per call id (an interrupted_side_effect follow-up carries its original's resume),
+    and the call ids not filed (yet)."""
+    call_ids = [str(c) for c in meta.get("call_ids") or [meta["call_id"]]]
+    found: dict[str, ApprovalRecord] = {str(meta["call_id"]): trigger}
+    if len(call_ids) > 1:
+        cursor: str | None = None
+        while True:
+            page, cursor = await client.list(run_id=trigger.raw["run_id"], limit=500, cursor=cursor)
+            for record in page:  # newest first
+                other = filed_meta(record)
+                if (
+                    other is not None
+                    and other.get("state_sha256") == meta.get("state_sha256")
+                    and str(other.get("call_id")) in call_ids
+                ):
+                    found.setdefault(str(other["call_id"]), record)
+            if cursor is None or len(found) == len(call_ids):
+                break
+    return found, [c for c in call_ids if c not in found]
 
 
 async def file_interruptions(

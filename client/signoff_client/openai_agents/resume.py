@@ -29,7 +29,7 @@ from signoff_client.openai_agents.calls import (
     watch_failures,
 )
 from signoff_client.openai_agents.errors import ResumeRefused
-from signoff_client.openai_agents.filing import MARKER, call_of, filed_meta
+from signoff_client.openai_agents.filing import MARKER, call_of, filed_meta, filed_together
 from signoff_client.openai_agents.run_state import StateStore, load_state
 from signoff_client.webhooks import verify_webhook
 
@@ -87,31 +87,6 @@ def _default_rejection(record: ApprovalRecord) -> str:
     return f"The call was not run: its approval was withdrawn ({record.state}){suffix}."
 
 
-async def _turn_records(
-    client: SignoffClient, trigger: ApprovalRecord, meta: Mapping[str, Any]
-) -> tuple[dict[str, ApprovalRecord], list[str]]:
-    """The approvals of the interruptions filed together with `trigger` (one model turn),
-    newest per call id (an interrupted_side_effect follow-up carries its original's resume),
-    and the call ids not filed (yet)."""
-    call_ids = [str(c) for c in meta.get("call_ids") or [meta["call_id"]]]
-    found: dict[str, ApprovalRecord] = {str(meta["call_id"]): trigger}
-    if len(call_ids) > 1:
-        cursor: str | None = None
-        while True:
-            page, cursor = await client.list(run_id=trigger.raw["run_id"], limit=500, cursor=cursor)
-            for record in page:  # newest first
-                other = filed_meta(record)
-                if (
-                    other is not None
-                    and other.get("state_sha256") == meta.get("state_sha256")
-                    and str(other.get("call_id")) in call_ids
-                ):
-                    found.setdefault(str(other["call_id"]), record)
-            if cursor is None or len(found) == len(call_ids):
-                break
-    return found, [c for c in call_ids if c not in found]
-
-
 async def refuse(client: SignoffClient, calls: Sequence[PausedCall], message: str) -> None:
     """Release what this process claimed, withdraw the grants the paused run no longer
     matches (so nothing else claims them), and raise."""
@@ -163,7 +138,7 @@ async def resume(
     if trigger.state in _TAKEN:
         return ResumeResult("already_resumed", approval_id, detail=f"it is {trigger.state}")
 
-    records, missing = await _turn_records(client, trigger, meta)
+    records, missing = await filed_together(client, trigger, meta)
     if missing:
         return ResumeResult(
             "waiting", approval_id, detail=f"calls {missing} of this step are not filed yet"
