@@ -35,7 +35,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from signoff_client.errors import BadWebhookSignature
-from signoff_client.langgraph import ResumeResult, SignoffGate, resume_thread, signoff_interrupt
+from signoff_client.langgraph import ResumeResult, SignoffGate, resume, signoff_interrupt
 
 GATE = SignoffGate(
     os.environ.get("SIGNOFF_URL", "http://127.0.0.1:8700"),
@@ -135,9 +135,9 @@ async def transcript(result: ResumeResult) -> None:
         print(f"  reply to the customer: {result.output.get('reply')}")
 
 
-async def resume(approval_id: str) -> None:
+async def resume_run(approval_id: str) -> None:
     with SqliteSaver.from_conn_string(DB) as checkpointer:
-        result = await resume_thread(build(checkpointer), approval_id, gate=GATE)
+        result = await resume(build(checkpointer), approval_id, gate=GATE)
     await transcript(result)
 
 
@@ -171,7 +171,7 @@ def main() -> None:
     if args.command == "start":
         start(args.thread)
     elif args.command == "resume":
-        asyncio.run(resume(args.approval_id))
+        asyncio.run(resume_run(args.approval_id))
     else:
         webhooks(args.port)
 

@@ -104,9 +104,9 @@ async def resume_run(approval_id: str) -> None:
         if record.state == "pending":
             print(f"approval {approval_id} is still pending: decide it first")
             return
-        outcome = await resume(client, agent, approval_id)
-        print(f"resume: {outcome.status}{f' ({outcome.detail})' if outcome.detail else ''}")
-        for call in outcome.calls:
+        resumed = await resume(client, agent, approval_id)
+        print(f"resume: {resumed.status}{f' ({resumed.detail})' if resumed.detail else ''}")
+        for call in resumed.calls:
             args = ", ".join(f"{k}={v!r}" for k, v in call.tool["arguments"].items())
             line = f"  {call.tool['name']}({args}): {call.decision}, "
             line += WHAT_HAPPENED[call.execution]
@@ -115,8 +115,8 @@ async def resume_run(approval_id: str) -> None:
             elif call.message:
                 line += f"; the model was told: {call.message}"
             print(line)
-        if outcome.result is not None:
-            print(f"  agent: {outcome.result.final_output}")
+        if resumed.result is not None:
+            print(f"  agent: {resumed.result.final_output}")
         else:
             record = await client.get(approval_id)
             print(f"  {record.tool['name']}: {record.state}, {WHAT_HAPPENED[record.execution]}")

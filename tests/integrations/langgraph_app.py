@@ -29,8 +29,8 @@ from langgraph.graph import END, START, StateGraph
 
 from signoff_client.langgraph import (
     SignoffGate,
+    resume,
     resume_from_webhook,
-    resume_thread,
     signoff_interrupt,
 )
 
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"output": _jsonable(graph.invoke(state, config))}))
             return 0
         if args.command == "resume":
-            result = asyncio.run(resume_thread(graph, args.approval, gate=gate))
+            result = asyncio.run(resume(graph, args.approval, gate=gate))
         else:
             delivery = json.loads(Path(args.delivery).read_text("utf-8"))
             result = asyncio.run(

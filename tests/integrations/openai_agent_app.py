@@ -96,7 +96,7 @@ async def turn1(run_id: str, calls: list[dict[str, Any]], store: FileStateStore 
 
 
 async def resume(webhook: str, store: FileStateStore | None) -> dict[str, Any]:
-    """Resume on the webhook kept as received; the outcome as JSON (status "error" when the
+    """Resume on the webhook kept as received; what it did as JSON (status "error" when the
     adapter refused the paused run)."""
     headers = json.loads((WORKDIR / f"{webhook}.headers.json").read_text("utf-8"))
     body = (WORKDIR / f"{webhook}.body").read_bytes()
@@ -104,16 +104,16 @@ async def resume(webhook: str, store: FileStateStore | None) -> dict[str, Any]:
     secret = os.environ["SIGNOFF_WEBHOOK_SECRET"]
     async with client() as signoff:
         try:
-            outcome = await resume_from_webhook(
+            resumed = await resume_from_webhook(
                 signoff, agent, headers, body, secret, state_store=store
             )
         except ResumeRefused as exc:
             return {"status": "error", "error": str(exc)}
     return {
-        "status": outcome.status,
-        "detail": outcome.detail,
-        "delivery_id": outcome.delivery_id,
-        "final_output": outcome.result.final_output if outcome.result is not None else None,
+        "status": resumed.status,
+        "detail": resumed.detail,
+        "delivery_id": resumed.delivery_id,
+        "final_output": resumed.result.final_output if resumed.result is not None else None,
         "calls": [
             {
                 "approval_id": c.approval_id,
@@ -123,7 +123,7 @@ async def resume(webhook: str, store: FileStateStore | None) -> dict[str, Any]:
                 "output": c.output,
                 "message": c.message,
             }
-            for c in outcome.calls
+            for c in resumed.calls
         ],
     }
 

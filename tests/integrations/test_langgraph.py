@@ -39,7 +39,7 @@ from bot.config import parse_config
 from bot.operator import Actor, Operator
 from bot.routing import Directory
 from signoff_client import SignoffClient
-from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt, resume_thread
+from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt, resume
 from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.integrations.conftest import Deployment
@@ -254,18 +254,18 @@ async def test_rerun_after_a_call_ran_does_not_run_it_again(deployment: Deployme
 
     first = (await graph.ainvoke({}, config))["__interrupt__"][0].value["signoff"]
     await deployment.approve_async(first["approval_id"], first["hash"])
-    result = await resume_thread(graph, first["approval_id"], gate=gate)
+    result = await resume(graph, first["approval_id"], gate=gate)
     assert ran == [("refund", {"amount": 100})]
     second = result.output["__interrupt__"][0].value["signoff"]
     assert second["tool"]["name"] == "credit"
 
     await deployment.approve_async(second["approval_id"], second["hash"])
-    result = await resume_thread(graph, second["approval_id"], gate=gate)
+    result = await resume(graph, second["approval_id"], gate=gate)
     assert result.output == {"done": ["refund", "credit"]}
     assert ran == [("refund", {"amount": 100}), ("credit", {"amount": 5})]  # refund once
     # Resuming either again (a late retry): the thread no longer waits on it; nothing runs.
     for asked in (first, second):
-        again = await resume_thread(graph, asked["approval_id"], gate=gate)
+        again = await resume(graph, asked["approval_id"], gate=gate)
         assert again.status == "not_waiting"
     assert len(ran) == 2
     async with gate.client() as client:
@@ -302,7 +302,7 @@ async def test_the_approved_call_runs_even_if_the_rerun_computes_another(
     paused = (await graph.ainvoke({}, config))["__interrupt__"][0].value["signoff"]
     await deployment.approve_async(paused["approval_id"], paused["hash"])
 
-    assert (await resume_thread(graph, paused["approval_id"], gate=gate)).resumed
+    assert (await resume(graph, paused["approval_id"], gate=gate)).resumed
     assert ran == [{"amount": 100}]
     async with gate.client() as client:
         records, _ = await client.list(run_id=paused["run_id"])
@@ -340,14 +340,14 @@ async def test_a_node_failing_before_the_call_hands_the_claim_back(
     await deployment.approve_async(paused["approval_id"], paused["hash"])
 
     with pytest.raises(RuntimeError, match="the ledger is down"):
-        await resume_thread(graph, paused["approval_id"], gate=gate)
+        await resume(graph, paused["approval_id"], gate=gate)
     async with gate.client() as client:
         record = await client.get(paused["approval_id"])
     # The call never ran, and signoff knows: the grant is handed back, not left executing
     # until its lease lapses and a human is asked about a call that never started.
     assert (ran, record.state, record.execution) == ([], "approved", "not_started")
 
-    result = await resume_thread(graph, paused["approval_id"], gate=gate)  # the retry
+    result = await resume(graph, paused["approval_id"], gate=gate)  # the retry
     assert (result.status, result.output) == ("resumed", {"done": ["refund"]})
     assert ran == [{"amount": 7}]
     async with gate.client() as client:
@@ -381,7 +381,7 @@ async def test_a_resumer_lost_after_its_claim_leaves_the_rerun_to_a_human(
     async with gate.client() as client:
         # A resumer claims, then dies before resuming the thread; its lease lapses.
         await client.claim(paused["approval_id"], lease="1s")
-        assert (await resume_thread(graph, paused["approval_id"], gate=gate)).status == "taken"
+        assert (await resume(graph, paused["approval_id"], gate=gate)).status == "taken"
         for _ in range(100):
             original = await client.get(paused["approval_id"])
             if original.follow_up_id:
@@ -392,7 +392,7 @@ async def test_a_resumer_lost_after_its_claim_leaves_the_rerun_to_a_human(
 
     # signoff asks a human whether to run it again; approving resumes the same thread.
     await deployment.approve_async(follow_up.id, follow_up.hash)
-    result = await resume_thread(graph, follow_up.id, gate=gate)
+    result = await resume(graph, follow_up.id, gate=gate)
     assert (result.status, result.output) == ("resumed", {"done": [follow_up.id]})
     assert ran == [{"amount": 9}]
     async with gate.client() as client:
@@ -445,5 +445,12 @@ async def test_a_decision_days_later_resumes_the_thread(
         paused["approval_id"], paused["hash"], Actor("alice", "cli")
     )
     clock.advance(hours=20)  # inside the grant's 24 h
-    result = await resume_thread(graph, paused["approval_id"], gate=fake_clock_gate)
+    result = await resume(graph, paused["approval_id"], gate=fake_clock_gate)
     assert result.output == {"done": ["alice"]} and ran == [{"charge": "ch_1"}]
+
+
+def test_the_deprecated_name_resume_thread_is_resume() -> None:
+    """Code written before the two adapters shared their names keeps working."""
+    from signoff_client.langgraph import resume_thread
+
+    assert resume_thread is resume

@@ -269,3 +269,10 @@ def test_a_paused_run_whose_call_was_altered_is_refused(
     # The withdrawal's own webhook is recognised, not refused again.
     superseded = webhook(deployment, workdir, filed["id"], "superseded")
     assert resume_inline(inline, workdir, superseded)["status"] == "refused"
+
+
+def test_the_deprecated_name_resume_outcome_is_resume_result() -> None:
+    """Code written before the two adapters shared their names keeps working."""
+    from signoff_client.openai_agents import ResumeOutcome, ResumeResult
+
+    assert ResumeOutcome is ResumeResult
