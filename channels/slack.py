@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -148,7 +149,13 @@ class SlackChannel:
         refused = await self.gate.refusal(request)
         if refused is not None:
             return refused
-        bolt_request = await to_bolt_request(request)
+        # The body as the gate read it (UTF-8, whatever charset the Content-Type names: Bolt's
+        # adapter reads it by that charset, and a made-up one raised LookupError).
+        bolt_request = AsyncBoltRequest(
+            body=(await request.read()).decode(),
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:

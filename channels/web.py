@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import aiohttp_jinja2
 import jinja2
@@ -160,8 +161,10 @@ class WebChannel:
         visitor = await self.visitor(request)
         if isinstance(visitor, web.StreamResponse):
             return visitor
-        form = await request.post()
-        if not self.sessions.csrf_ok(visitor.session, _text(form.get("csrf"))):
+        form = await read_form(request)
+        if form is None:
+            return self.refusal(request, visitor, 400, FORM_UNREADABLE)
+        if not self.sessions.csrf_ok(visitor.session, form.get("csrf")):
             return self.refusal(request, visitor, 403, CSRF_REFUSED)
         response = self.page(request, None, "signed_out.html", {}, keep=False)
         self.sessions.close(response)
@@ -186,8 +189,9 @@ class WebChannel:
         visitor = await self.visitor(request)
         if isinstance(visitor, web.Response):
             return visitor
-        posted = await request.post()
-        data = {key: _text(value) or "" for key, value in posted.items()}
+        data = await read_form(request)
+        if data is None:
+            return self.refusal(request, visitor, 400, FORM_UNREADABLE)
         if not self.sessions.csrf_ok(visitor.session, data.get("csrf")):
             log.warning(
                 "web form without a valid CSRF token from %s: %s",
@@ -250,10 +254,39 @@ CSRF_REFUSED = (
 )
 
 
+FORM_UNREADABLE = (
+    "This form could not be read (it is not the UTF-8 form a signoff page sends), so nothing "
+    "was done. Reload the page and try again."
+)
+_FORM = "application/x-www-form-urlencoded"
+_MAX_FIELDS = 50  # signoff's forms have a handful
+
+
+async def read_form(request: web.Request) -> dict[str, str] | None:
+    """The URL-encoded form a signoff page POSTs (the last value of each field), or None for
+    anything else: another content type, a charset other than UTF-8, bytes that are not UTF-8
+    once percent-decoded. aiohttp's own reader trusts the declared charset, so a made-up one
+    raised LookupError (a 500) and UTF-7 or UTF-16 read a form no page of ours sends."""
+    body = await request.read()  # the app's client_max_size bounds it
+    if not body:
+        return {}
+    charset = (request.charset or "utf-8").lower()
+    if request.content_type != _FORM or charset not in ("utf-8", "utf8"):
+        return None
+    try:
+        pairs = parse_qsl(
+            body.decode("utf-8"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=_MAX_FIELDS,
+        )
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return dict(pairs)
+
+
 def see_other(location: str) -> web.Response:
     """A 303 to `location` (returned, not raised, so the session cookie can ride on it)."""
     return web.Response(status=303, headers={"Location": location})
 
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
