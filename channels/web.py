@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -86,6 +86,7 @@ class WebChannel:
     ) -> None:
         self.config = config
         self.public_url = public_url.rstrip("/")
+        self.public_origin = _origin_of(self.public_url)
         self.store = store
         self.directory = directory
         self.clock = clock
@@ -129,6 +130,8 @@ class WebChannel:
             autoescape=jinja2.select_autoescape(default=True),
             undefined=jinja2.StrictUndefined,
         )
+        app.middlewares.append(self.guard)
+        app.on_response_prepare.append(_harden)
         app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "web_static"))
         app.router.add_get(LOGIN_PATH + "{token}", self.login_page)
         app.router.add_post(LOGIN_PATH + "{token}", self.login)
@@ -137,6 +140,22 @@ class WebChannel:
         app.router.add_get("/web/", self.home)
         web_inbox.add_routes(app, self)
         web_dashboard.add_routes(app, self)
+
+    # -- what every request under /web and /dashboard gets -----------------------------------
+
+    @web.middleware
+    async def guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Refuse a cross-site POST under /web or /dashboard before its handler reads
+        anything: the sign-in POST included, or a page elsewhere could sign a browser in as
+        whoever its link belongs to."""
+        if request.method not in _SAFE_METHODS and _web_path(request.path):
+            problem = cross_site(request, self.public_origin)
+            if problem is not None:
+                log.warning("cross-site %s %s refused: %s", request.method, request.path, problem)
+                return self.refusal(request, None, 403, CROSS_SITE, title="Refused")
+        return await handler(request)
 
     # -- signing in and out -------------------------------------------------------------------
 
@@ -252,6 +271,70 @@ CSRF_REFUSED = (
     "This form did not come from a signoff page you have open (its security token is missing "
     "or wrong), so nothing was done. Reload the page and try again."
 )
+
+
+CROSS_SITE = (
+    "This form was sent from a page on another site, so nothing was done. signoff takes forms "
+    "only from its own pages; open signoff yourself (or the sign-in link you were sent) and "
+    "try again there."
+)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What a browser says of a request its user started from our own page, or from nowhere (a
+# bookmark, the address bar). "same-site" is refused too: a sibling subdomain is another
+# party.
+_OWN_SITE = frozenset({"same-origin", "none"})
+
+
+def _web_path(path: str) -> bool:
+    return path in ("/web", "/dashboard") or path.startswith(("/web/", "/dashboard/"))
+
+
+def _origin_of(url: str) -> str:
+    """scheme://host[:port] of a URL, lower-cased, the default port left out, as browsers
+    write the Origin header."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL at all (an Origin header can hold anything)
+        return ""
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
+
+
+def cross_site(request: web.Request, public_origin: str) -> str | None:
+    """Why a state-changing request did not come from one of our own pages, or None.
+
+    A browser names where a POST comes from in `Origin` and, since 2020, `Sec-Fetch-Site`;
+    a page on another site cannot forge either. Either header naming another site refuses the
+    request. An Origin is ours when it is the configured public URL's, or the origin of the
+    Host the request was sent to (a deployment reached under another name, or a proxy that
+    passes Host on). A request with neither header did not come from a browser's form on
+    another site (every current browser sends Origin on a cross-site POST): a program such as
+    curl, judged by what it carries (the session cookie and CSRF token, or the sign-in link).
+    """
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site.lower() not in _OWN_SITE:
+        return f"Sec-Fetch-Site is {site[:40]!r}"
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return None
+    host = request.headers.get("Host", "").lower()
+    ours = {public_origin, f"http://{host}", f"https://{host}"} if host else {public_origin}
+    if origin.lower() not in ours and _origin_of(origin) not in ours:
+        return f"Origin is {origin[:80]!r}"
+    return None
+
+
+async def _harden(request: web.Request, response: web.StreamResponse) -> None:
+    """Headers every answer under /web and /dashboard carries, error pages and static files
+    included (set as the response is sent, whoever made it): no guessing a content type from
+    the bytes, and no Referer leaving with a URL (a sign-in link is one until it is used)."""
+    if _web_path(request.path):
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
 
 
 FORM_UNREADABLE = (

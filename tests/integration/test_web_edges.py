@@ -1,0 +1,145 @@
+"""The web surface's edges: where a POST may come from, the headers every answer carries,
+what agent text with invisible characters looks like, and how many refusals one person can
+add to a request's trail. The real application on a loopback port, requests written byte for
+byte (tests/integration/edge_rig.py), on SQLite and PostgreSQL.
+
+Proves: a POST under /web or /dashboard (the sign-in link's included) whose Origin or
+Sec-Fetch-Site names another site is 403 and writes nothing, while one from our own origin
+(the public URL's, or the Host it was sent to), from the same origin by Sec-Fetch-Site, or
+from a program sending neither header is served; every web answer says `nosniff` and
+`no-referrer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.clock import FakeClock
+from store.repository import Store
+from tests.integration.edge_rig import FORM, PUBLIC_URL, Rig, running
+
+
+@pytest.fixture
+async def rig(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Rig]:
+    async with running(store, clock, monkeypatch) as rig:
+        yield rig
+
+
+CROSS_SITE = [
+    [(b"Origin", b"https://evil.example")],
+    [(b"Origin", b"null")],  # a sandboxed frame, or a page with no-referrer
+    [(b"Origin", b"http://signoff.example.com.evil.example")],
+    [(b"Origin", b"https://signoff.example.com")],  # another scheme than the public URL's
+    [(b"Origin", b"\xe9\xff")],
+    [(b"Sec-Fetch-Site", b"cross-site")],
+    [(b"Sec-Fetch-Site", b"same-site")],  # a sibling subdomain is another party
+    [(b"Origin", PUBLIC_URL.encode()), (b"Sec-Fetch-Site", b"cross-site")],
+]
+
+
+@pytest.mark.parametrize(
+    "headers", CROSS_SITE, ids=lambda h: b" ".join(v for _, v in h).decode("latin-1")
+)
+async def test_a_cross_site_sign_in_is_refused_and_leaves_the_link_unused(
+    rig: Rig, headers: list[tuple[bytes, bytes]]
+) -> None:
+    token = await rig.links.make("bob")
+    before = await rig.snapshot()
+    refused = await rig.raw(b"POST", f"/web/login/{token}".encode(), headers)
+    assert refused.status == 403
+    assert b"another site" in refused.body
+    assert b"set-cookie" not in refused.headers
+    assert await rig.snapshot() == before
+    # The person opening their own link still signs in with it.
+    own = [(b"Origin", PUBLIC_URL.encode()), (b"Sec-Fetch-Site", b"same-origin")]
+    used = await rig.raw(b"POST", f"/web/login/{token}".encode(), own)
+    assert used.status == 303 and b"signoff_session=" in used.headers[b"set-cookie"]
+
+
+async def test_every_web_post_refuses_another_sites_origin_and_writes_nothing(rig: Rig) -> None:
+    record = await rig.create()
+    cookie, csrf = await rig.signed_in("alice")  # an operator
+    forms = {
+        f"/web/approvals/{record['id']}/approve": f"hash={record['hash']}&csrf={csrf}",
+        f"/web/approvals/{record['id']}/reject": f"hash={record['hash']}&csrf={csrf}&note=no",
+        f"/web/approvals/{record['id']}/delegate": f"hash={record['hash']}&csrf={csrf}&to=bob",
+        "/dashboard/outbox/1/retry": f"csrf={csrf}",
+        "/web/logout": f"csrf={csrf}",
+    }
+    before = await rig.snapshot()
+    for path, form in forms.items():
+        for headers in CROSS_SITE:
+            sent = [(b"Cookie", cookie), (b"Content-Type", FORM), *headers]
+            reply = await rig.raw(b"POST", path.encode(), sent, form.encode())
+            assert reply.status == 403, (path, headers, reply.status)
+    assert await rig.snapshot() == before
+    # The session is still good: logging out cross-site did nothing either.
+    assert (await rig.raw(b"GET", b"/web/inbox", [(b"Cookie", cookie)])).status == 200
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(b"Origin", PUBLIC_URL.encode())],
+        [(b"Origin", b"HTTP://Signoff.Example.COM:80")],
+        [(b"Origin", b"<HOST>")],  # reached under the address it was sent to
+        [(b"Sec-Fetch-Site", b"same-origin")],
+        [(b"Sec-Fetch-Site", b"none")],  # typed or bookmarked: the user's own doing
+        [],  # curl or a script: no browser, so no other site's page behind it
+    ],
+    ids=[
+        "public origin",
+        "public origin spelled otherwise",
+        "host",
+        "same-origin",
+        "none",
+        "neither",
+    ],
+)
+async def test_a_post_from_our_own_pages_or_a_program_is_served(
+    rig: Rig, headers: list[tuple[bytes, bytes]]
+) -> None:
+    record = await rig.create()
+    cookie, csrf = await rig.signed_in("alice")
+    own = f"http://127.0.0.1:{rig.port}".encode()
+    headers = [(k, own if v == b"<HOST>" else v) for k, v in headers]
+    token = await rig.links.make("bob")
+    assert (await rig.raw(b"POST", f"/web/login/{token}".encode(), headers)).status == 303
+    form = f"hash={record['hash']}&csrf={csrf}".encode()
+    sent = [(b"Cookie", cookie), (b"Content-Type", FORM), *headers]
+    approved = await rig.raw(b"POST", f"/web/approvals/{record['id']}/approve".encode(), sent, form)
+    assert approved.status == 303
+    assert (await rig.state(record["id"])).state == "approved"
+
+
+async def test_every_web_answer_says_nosniff_and_no_referrer(rig: Rig) -> None:
+    record = await rig.create()
+    cookie, csrf = await rig.signed_in("alice")
+    token = await rig.links.make("bob")
+    answers = [
+        await rig.raw(b"GET", b"/web/inbox", [(b"Cookie", cookie)]),
+        await rig.raw(b"GET", b"/web/inbox"),  # the 401 sign-in page
+        await rig.raw(b"GET", f"/web/login/{token}".encode()),  # the link's own page
+        await rig.raw(b"GET", b"/web/static/web.css"),
+        await rig.raw(b"GET", b"/dashboard", [(b"Cookie", cookie)]),
+        await rig.raw(
+            b"GET", f"/dashboard/approvals/{record['id']}".encode(), [(b"Cookie", cookie)]
+        ),
+        await rig.raw(b"GET", b"/web"),  # a redirect
+        await rig.raw(b"POST", f"/web/login/{token}".encode()),  # a redirect with a cookie
+        await rig.raw(
+            b"POST",
+            f"/web/approvals/{record['id']}/approve".encode(),
+            [(b"Cookie", cookie), (b"Content-Type", FORM)],
+            f"hash={'ab' * 32}&csrf={csrf}".encode(),
+        ),  # a refusal
+        await rig.raw(b"POST", b"/web/logout", [(b"Origin", b"https://evil.example")]),
+        await rig.raw(b"GET", b"/web/no-such-page"),
+    ]
+    for answer in answers:
+        assert answer.headers.get(b"x-content-type-options") == b"nosniff", answer
+        assert answer.headers.get(b"referrer-policy") == b"no-referrer", answer
