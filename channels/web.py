@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from markupsafe import Markup
 
 from bot.card import Card
 from bot.clock import Clock
@@ -34,6 +35,7 @@ from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.signin import LOGIN_PATH, SignInLinks
 from bot.target import Target
+from bot.visible import visible
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface, credentials
 from channels.web_session import MIN_SECRET, Session, Sessions
@@ -129,6 +131,9 @@ class WebChannel:
             loader=jinja2.PackageLoader("channels", "web_templates"),
             autoescape=jinja2.select_autoescape(default=True),
             undefined=jinja2.StrictUndefined,
+            # Whatever a template prints passes here: text with invisible or reordering
+            # characters (a title, an argument, an audit event's data) shows them as escapes.
+            finalize=_shown,
         )
         app.middlewares.append(self.guard)
         app.on_response_prepare.append(_harden)
@@ -285,6 +290,14 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _OWN_SITE = frozenset({"same-origin", "none"})
 
 
+def _shown(value: Any) -> Any:
+    """A value as a page prints it: strings through bot.visible (its escapes hold no markup,
+    so Markup stays safe), anything else as it is."""
+    if isinstance(value, Markup):
+        return Markup(visible(str(value)))
+    return visible(value) if isinstance(value, str) else value
+
+
 def _web_path(path: str) -> bool:
     return path in ("/web", "/dashboard") or path.startswith(("/web/", "/dashboard/"))
 
@@ -372,4 +385,3 @@ async def read_form(request: web.Request) -> dict[str, str] | None:
 def see_other(location: str) -> web.Response:
     """A 303 to `location` (returned, not raised, so the session cookie can ride on it)."""
     return web.Response(status=303, headers={"Location": location})
-

@@ -33,6 +33,8 @@ SLACK_SECRET = "slack-signing-secret"
 TG_TOKEN = "123456:TEST-token"
 TG_SECRET = "telegram-webhook-secret"
 PUBLIC_URL = "http://signoff.example.com"
+SLACK_CHANNEL = "C0FINANCE"
+TG_GROUP = -1001234567890
 FORM = b"application/x-www-form-urlencoded"
 
 
@@ -46,6 +48,8 @@ class Reply:
 @dataclass
 class Rig(ChatServer):
     links: SignInLinks
+    slack: FakeSlack
+    tg: FakeTelegram
 
     @property
     def port(self) -> int:
@@ -108,6 +112,7 @@ def _config(slack: FakeSlack, tg: FakeTelegram) -> dict[str, Any]:
     config["telegram"] = {"api_base_url": tg.base_url}
     config["tenants"][0]["api_key_env"] = "HOSTILE_TEST_API_KEY"
     config["principals"]["alice"]["operator"] = True
+    config["routes"][0]["notify"] = [f"slack:{SLACK_CHANNEL}", f"telegram:{TG_GROUP}", "web"]
     return config
 
 
@@ -146,7 +151,9 @@ async def running(
         config = parse_config(_config(slack, tg))
         links = SignInLinks(store, config.directory(), clock, parse_duration("15m"))
         try:
-            yield await serve(Rig, config, store, clock, API_KEY, cleanup, links=links)
+            yield await serve(
+                Rig, config, store, clock, API_KEY, cleanup, links=links, slack=slack, tg=tg
+            )
         finally:
             for close in reversed(cleanup):
                 await close()

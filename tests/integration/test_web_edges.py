@@ -7,11 +7,14 @@ Proves: a POST under /web or /dashboard (the sign-in link's included) whose Orig
 Sec-Fetch-Site names another site is 403 and writes nothing, while one from our own origin
 (the public URL's, or the Host it was sent to), from the same origin by Sec-Fetch-Site, or
 from a program sending neither header is served; every web answer says `nosniff` and
-`no-referrer`.
+`no-referrer`; bidi controls and zero-width characters in a title, an argument, the
+run id, the requester or a note are shown as escapes on the approval page, the inbox, the
+dashboard and its timeline, and the Slack and Telegram cards, while the request keeps them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -143,3 +146,51 @@ async def test_every_web_answer_says_nosniff_and_no_referrer(rig: Rig) -> None:
     for answer in answers:
         assert answer.headers.get(b"x-content-type-options") == b"nosniff", answer
         assert answer.headers.get(b"referrer-policy") == b"no-referrer", answer
+
+
+# -- Trojan Source -------------------------------------------------------------------------------
+
+RLO, ZWSP, LRI, PDI = "\u202e", "\u200b", "\u2066", "\u2069"
+
+
+async def test_invisible_characters_are_shown_on_every_surface(rig: Rig) -> None:
+    record = await rig.create(
+        run_id=f"run{RLO}1",
+        presentation={"title": f"Refund {RLO}0009 €", "summary": f"ok{LRI}x{PDI}"},
+        tool={"name": "stripe.refunds.create", "arguments": {"customer": f"delete{ZWSP}_it"}},
+        requested_by=f"sam{ZWSP}",
+    )
+    cookie, csrf = await rig.signed_in("alice")
+    await rig.drain()  # the cards go to Slack and Telegram
+    page = await rig.raw(b"GET", f"/web/approvals/{record['id']}".encode(), [(b"Cookie", cookie)])
+    inbox = await rig.raw(b"GET", b"/web/inbox", [(b"Cookie", cookie)])
+    # Approved from the page with a note of its own, so the timeline has that to show too.
+    form = f"hash={record['hash']}&csrf={csrf}&note=fine%E2%80%AE".encode()
+    sent = [(b"Cookie", cookie), (b"Content-Type", FORM)]
+    path = f"/web/approvals/{record['id']}/approve".encode()
+    assert (await rig.raw(b"POST", path, sent, form)).status == 303
+    timeline = await rig.raw(
+        b"GET", f"/dashboard/approvals/{record['id']}".encode(), [(b"Cookie", cookie)]
+    )
+    dashboard = await rig.raw(b"GET", b"/dashboard", [(b"Cookie", cookie)])
+    [slack] = [c.args for c in rig.slack.calls_to("chat.postMessage", ok=True)]
+    [telegram] = [c.args for c in rig.tg.calls_to("sendMessage", ok=True)]
+    shown = {
+        "approval page": page.body.decode(),
+        "inbox": inbox.body.decode(),
+        "timeline": timeline.body.decode(),
+        "dashboard": dashboard.body.decode(),
+        "Slack card": json.dumps(slack["blocks"], ensure_ascii=False).replace("\\\\", "\\"),
+        "Telegram card": telegram["text"],
+    }
+    for surface, text in shown.items():
+        assert not {RLO, ZWSP, LRI, PDI} & set(text), surface
+        assert "Refund \\u202e0009" in text, surface
+    for surface in ("approval page", "Slack card", "Telegram card"):
+        assert "delete\\u200b_it" in shown[surface], surface
+    assert "run\\u202e1" in shown["timeline"] and "sam\\u200b" in shown["timeline"]
+    assert "fine\\u202e" in shown["timeline"]
+    # What the agent sent is kept as sent.
+    stored = await rig.state(record["id"])
+    assert stored.presentation["title"] == f"Refund {RLO}0009 €"
+    assert stored.decision_note == f"fine{RLO}"
