@@ -9,7 +9,9 @@ Sec-Fetch-Site names another site is 403 and writes nothing, while one from our 
 from a program sending neither header is served; every web answer says `nosniff` and
 `no-referrer`; bidi controls and zero-width characters in a title, an argument, the
 run id, the requester or a note are shown as escapes on the approval page, the inbox, the
-dashboard and its timeline, and the Slack and Telegram cards, while the request keeps them.
+dashboard and its timeline, and the Slack and Telegram cards, while the request keeps them;
+a person repeating a refused POST adds three `refused` events to the trail and then only a
+count, which the dashboard shows, and the chain still verifies.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bot.audit import verify
 from bot.clock import FakeClock
 from store.repository import Store
 from tests.integration.edge_rig import FORM, PUBLIC_URL, Rig, running
@@ -194,3 +197,50 @@ async def test_invisible_characters_are_shown_on_every_surface(rig: Rig) -> None
     stored = await rig.state(record["id"])
     assert stored.presentation["title"] == f"Refund {RLO}0009 €"
     assert stored.decision_note == f"fine{RLO}"
+
+
+# -- refusals, bounded ---------------------------------------------------------------------------
+
+
+async def test_a_person_repeating_a_refused_post_adds_three_events_and_a_count(rig: Rig) -> None:
+    record = await rig.create()  # payments: group finance (alice, bob, sam); dave is not in it
+    dave_cookie, dave_csrf = await rig.signed_in("dave")
+    carol_cookie, carol_csrf = await rig.signed_in("carol")
+    path = f"/web/approvals/{record['id']}/approve".encode()
+
+    async def post(cookie: bytes, csrf: str) -> int:
+        form = f"hash={record['hash']}&csrf={csrf}".encode()
+        sent = [(b"Cookie", cookie), (b"Content-Type", FORM)]
+        return (await rig.raw(b"POST", path, sent, form)).status
+
+    for _ in range(30):
+        assert await post(dave_cookie, dave_csrf) == 403
+    assert await post(carol_cookie, carol_csrf) == 403
+    rig.clock.advance(minutes=5)
+    assert await post(dave_cookie, dave_csrf) == 403  # still told why, every time
+
+    events = await rig.events(record["id"])
+    assert [(e.type, e.actor) for e in events] == [
+        ("requested", "agent:acme"),
+        ("refused", "web:dave"),
+        ("refused", "web:dave"),
+        ("refused", "web:dave"),
+        ("refused", "web:carol"),
+    ]
+    assert "further_refusals" in events[3].data and "further_refusals" not in events[2].data
+    assert (await verify(rig.store, record["id"])).broken is None
+    async with rig.store.read() as tx:
+        counts = {c.actor: c for c in await tx.refusal_counts(record["id"])}
+    assert {actor: c.refused for actor, c in counts.items()} == {"web:dave": 31, "web:carol": 1}
+    assert counts["web:dave"].last_at == rig.clock.now()
+    assert (counts["web:dave"].last_action, counts["web:dave"].last_code) == (
+        "approve",
+        "not_an_approver",
+    )
+    # The operator sees every one counted beside the timeline.
+    alice_cookie, _ = await rig.signed_in("alice")
+    page = await rig.raw(
+        b"GET", f"/dashboard/approvals/{record['id']}".encode(), [(b"Cookie", alice_cookie)]
+    )
+    assert b'data-actor="web:dave" data-refused="31"' in page.body
+    assert (await rig.state(record["id"])).state == "pending"
