@@ -365,9 +365,9 @@ def build_app(
 def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
     """Refuse a channel whose credentials are missing before anything touches the database."""
     if config.slack is not None:
-        from channels.slack import credentials
+        from channels.slack import check  # credentials, and a warning without a team_id
 
-        credentials(config.slack)
+        check(config.slack)
     if telegram_polling:
         if config.telegram is None:
             raise ConfigError("--telegram-polling needs a [telegram] table in the config")

@@ -75,6 +75,22 @@ def credentials(config: SlackConfig, environ: Mapping[str, str] = os.environ) ->
     return token, secret
 
 
+ANY_WORKSPACE = (
+    "[slack] team_id is not set: any Slack workspace whose app holds this signing secret can "
+    "decide here. Set team_id to your workspace's id (T…, or E… for an Enterprise Grid org) "
+    "so that requests from any other workspace, or naming none, are refused"
+)
+
+
+def check(config: SlackConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """What `serve`, `worker` and `config check` check of [slack] before anything starts: the
+    credentials (ConfigError naming what is unset), and a warning when no team_id says which
+    workspace may decide."""
+    credentials(config, environ)
+    if config.team_id is None:
+        log.warning(ANY_WORKSPACE)
+
+
 class SlackChannel:
     name = "slack"
 

@@ -15,8 +15,11 @@ to answer 500 with a traceback. Here, in this order and before anything parses t
 3. the shape every listener relies on (a JSON object with a user id, actions and objects
    where objects belong; for the Events API's JSON body, a JSON object whose event is one):
    400 otherwise;
-4. the workspace, when `[slack] team_id` is configured: a click from another workspace is
-   403 (a bot installed elsewhere with the same signing secret must not decide here).
+4. the workspace, when `[slack] team_id` is configured: a request from another workspace,
+   or one that names no workspace at all, is 403 (a bot installed elsewhere with the same
+   signing secret must not decide here, and leaving out `team` must not get past the check).
+   Only Slack's URL verification and SSL check, which decide nothing, name none and pass.
+   An `E…` id is an Enterprise Grid org, compared with the request's enterprise id.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import hmac
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 from aiohttp import web
@@ -37,11 +40,28 @@ log = logging.getLogger("signoff.slack")
 
 TIMESTAMP = "X-Slack-Request-Timestamp"
 SIGNATURE = "X-Slack-Signature"
-_OBJECTS = ("channel", "container", "team", "view", "message")
+_OBJECTS = ("channel", "container", "team", "enterprise", "view", "message")
 WINDOW = 60 * 5  # seconds a signed request stays good, as Slack documents it
 # Unix time in seconds has 10 digits until the year 2286; a longer "number" is not a time
 # (and int() of 4,300 digits or more raises ValueError).
 _MAX_TIMESTAMP_DIGITS = 12
+
+
+class Workspace(NamedTuple):
+    """Whom a signed request says it comes from: its team (workspace) and Enterprise Grid org
+    ids where it names them. `exempt`: a request that decides nothing and names neither
+    (Slack's URL verification and SSL check)."""
+
+    team: str | None
+    enterprise: str | None = None
+    exempt: bool = False
+
+
+_NONE = Workspace(None)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class SlackGate:
@@ -89,50 +109,63 @@ class SlackGate:
         if problem is not None:
             log.warning("signed Slack request refused: %s", problem)
             return _error(400, "malformed", problem)
-        if self.team_id is not None and team is not None and team != self.team_id:
-            log.warning("Slack request from workspace %s refused: not %s", team, self.team_id)
-            return _error(403, "wrong_workspace", "this app decides for another workspace")
+        if self.team_id is not None and not team.exempt:
+            named = team.enterprise if self.team_id.startswith("E") else team.team
+            if named is None:
+                log.warning("Slack request refused: it names no workspace (not %s)", self.team_id)
+                return _error(403, "wrong_workspace", "the request names no workspace")
+            if named != self.team_id:
+                log.warning("Slack request from workspace %s refused: not %s", named, self.team_id)
+                return _error(403, "wrong_workspace", "this app decides for another workspace")
         return None
 
 
-def _shape(fields: dict[str, str]) -> tuple[str | None, str | None]:
-    """What is wrong with a signed request's form, and its workspace (team id) if it names one."""
+def _shape(fields: dict[str, str]) -> tuple[str | None, Workspace]:
+    """What is wrong with a signed request's form, and the workspace it names."""
     if "payload" not in fields:  # a slash command, or an event Bolt handles on its own
         if "command" in fields and not fields.get("user_id"):
-            return "a command without user_id", None
-        return None, fields.get("team_id")
+            return "a command without user_id", _NONE
+        if "command" not in fields and fields.get("ssl_check") == "1":
+            return None, Workspace(None, exempt=True)
+        return None, Workspace(_text(fields.get("team_id")), _text(fields.get("enterprise_id")))
     try:
         payload: Any = json.loads(fields["payload"])
     except (ValueError, RecursionError):
-        return "payload is not JSON", None
+        return "payload is not JSON", _NONE
     if not isinstance(payload, dict):
-        return "payload is not a JSON object", None
+        return "payload is not a JSON object", _NONE
     user = payload.get("user")
     if not isinstance(user, dict) or not isinstance(user.get("id"), str):
-        return "payload names no user", None
+        return "payload names no user", _NONE
     for name in _OBJECTS:
         if payload.get(name) is not None and not isinstance(payload[name], dict):
-            return f"payload's {name} is not an object", None
+            return f"payload's {name} is not an object", _NONE
     if payload.get("type") == "block_actions":
         actions = payload.get("actions")
         if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
-            return "block_actions without actions", None
-    team = (payload.get("team") or {}).get("id") or user.get("team_id")
-    return None, team if isinstance(team, str) else None
+            return "block_actions without actions", _NONE
+    team = (payload.get("team") or {}).get("id") or user.get("team_id") or payload.get("team_id")
+    enterprise = (
+        (payload.get("enterprise") or {}).get("id")
+        or user.get("enterprise_id")
+        or payload.get("enterprise_id")
+    )
+    return None, Workspace(_text(team), _text(enterprise))
 
 
-def _event_shape(text: str) -> tuple[str | None, str | None]:
-    """What is wrong with an Events API body, and its workspace."""
+def _event_shape(text: str) -> tuple[str | None, Workspace]:
+    """What is wrong with an Events API body, and the workspace it names."""
     try:
         payload: Any = json.loads(text)
     except (ValueError, RecursionError):
-        return "the body is not JSON", None
+        return "the body is not JSON", _NONE
     if not isinstance(payload, dict):
-        return "the body is not a JSON object", None
+        return "the body is not a JSON object", _NONE
+    if payload.get("type") == "url_verification":
+        return None, Workspace(None, exempt=True)
     if payload.get("type") == "event_callback" and not isinstance(payload.get("event"), dict):
-        return "event_callback without an event", None
-    team = payload.get("team_id")
-    return None, team if isinstance(team, str) else None
+        return "event_callback without an event", _NONE
+    return None, Workspace(_text(payload.get("team_id")), _text(payload.get("enterprise_id")))
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
