@@ -320,17 +320,21 @@ def _origin_of(url: str) -> str:
 def cross_site(request: web.Request, public_origin: str) -> str | None:
     """Why a state-changing request did not come from one of our own pages, or None.
 
-    A browser names where a POST comes from in `Origin` and, since 2020, `Sec-Fetch-Site`;
-    a page on another site cannot forge either. Either header naming another site refuses the
-    request. An Origin is ours when it is the configured public URL's, or the origin of the
-    Host the request was sent to (a deployment reached under another name, or a proxy that
-    passes Host on). A request with neither header did not come from a browser's form on
-    another site (every current browser sends Origin on a cross-site POST): a program such as
-    curl, judged by what it carries (the session cookie and CSRF token, or the sign-in link).
+    A browser says where a POST comes from, and a page on another site can forge neither
+    header. `Sec-Fetch-Site` (every current browser) decides when present: `same-origin` or
+    `none` passes, anything else is refused. It must decide: our own pages send
+    `Referrer-Policy: no-referrer`, under which a browser writes `Origin: null` even on a POST
+    to the same origin. Without it, `Origin` must be ours: the configured public URL's, or the
+    origin of the Host the request was sent to (a deployment reached under another name, or a
+    proxy that passes Host on); `null` is refused (an older browser without Sec-Fetch-Site
+    cannot tell our pages' null from another site's). A request with neither header did not
+    come from a browser's form on another site (every current browser sends Origin on a
+    cross-site POST): a program such as curl, judged by what it carries (the session cookie
+    and CSRF token, or the sign-in link).
     """
     site = request.headers.get("Sec-Fetch-Site")
-    if site is not None and site.lower() not in _OWN_SITE:
-        return f"Sec-Fetch-Site is {site[:40]!r}"
+    if site is not None:
+        return None if site.lower() in _OWN_SITE else f"Sec-Fetch-Site is {site[:40]!r}"
     origin = request.headers.get("Origin")
     if origin is None:
         return None
