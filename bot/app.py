@@ -165,8 +165,7 @@ def build_channels(
 
 @asynccontextmanager
 async def channels_running(channels: dict[str, Any]) -> AsyncIterator[None]:
-    """Start the channels that have a lifetime of their own (Telegram's application) and
-    stop them, last started first."""
+    """Start the channels with a lifetime of their own (Telegram's); stop them, last first."""
     started: list[Any] = []
     try:
         for channel in channels.values():
@@ -282,8 +281,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Answers from the last background read of the database figures (bot.metrics); a read
-    that fails is logged there and the page keeps the figures it had."""
+    """The last background read of the figures (bot.metrics); a failed read keeps the last."""
     body = await request.app[METRICS].scrape(request.app[STORE], request.app[CLOCK])
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

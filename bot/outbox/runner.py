@@ -372,21 +372,11 @@ class OutboxRunner:
     async def _shared(self, job: OutboxJob) -> None:
         """`_attempt` for a job `_admitted` let in; its slots back and its outcome told."""
         outcome: Attempted = "failed"
-        probing = self.shares.probing(job)
         try:
             outcome = await self._attempt(job)
         finally:
             timed_out = outcome == "timed out"
             self.shares.done(job, outcome == "delivered", self.clock.now(), timed_out=timed_out)
-            if timed_out and not probing:
-                log.warning(
-                    "outbox job %d (%s): %s timed out; it gets one job at a time until it "
-                    "answers, and its host's other endpoints keep the rest of its slots",
-                    job.id,
-                    job.kind,
-                    job.payload.get("url"),
-                    extra={"approval_id": job.approval_id, "job_id": job.id},
-                )
 
     async def _attempt(self, job: OutboxJob) -> Attempted:
         """Run one job and settle it; whether its handler delivered, failed or timed out."""

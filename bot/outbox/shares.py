@@ -24,6 +24,7 @@ it does with every job of an endpoint that is resting or being probed (`waits_in
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from store.records import OutboxJob
 
 if TYPE_CHECKING:
     from bot.outbox.runner import OutboxSettings
+
+log = logging.getLogger("signoff.outbox")
 
 # How long a job over its share waits before it is looked at again.
 WAIT = timedelta(seconds=1)
@@ -136,6 +139,12 @@ class Shares:
         if where is None:
             return
         if timed_out:
+            if where.endpoint not in self._probing:
+                log.warning(
+                    "outbox: %s timed out; it gets one job at a time until it answers, and its "
+                    "host's other endpoints keep the rest of its slots",
+                    where.endpoint,
+                )
             self._probing.touch(where.endpoint, None)
         else:
             self._probing.pop(where.endpoint, None)
