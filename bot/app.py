@@ -74,6 +74,7 @@ def outbox_settings(config: Config) -> OutboxSettings:
         busy_lag=o.busy_lag,
         busy_concurrency=o.busy_concurrency,
         settle_window=o.settle_window,
+        probe_wait=o.webhook_timeout,
     )
 
 
@@ -164,8 +165,7 @@ def build_channels(
 
 @asynccontextmanager
 async def channels_running(channels: dict[str, Any]) -> AsyncIterator[None]:
-    """Start the channels that have a lifetime of their own (Telegram's application) and
-    stop them, last started first."""
+    """Start the channels with a lifetime of their own (Telegram's); stop them, last first."""
     started: list[Any] = []
     try:
         for channel in channels.values():
@@ -281,8 +281,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Answers from the last background read of the database figures (bot.metrics); a read
-    that fails is logged there and the page keeps the figures it had."""
+    """The last background read of the figures (bot.metrics); a failed read keeps the last."""
     body = await request.app[METRICS].scrape(request.app[STORE], request.app[CLOCK])
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
@@ -365,9 +364,9 @@ def build_app(
 def check_channels(config: Config, *, telegram_polling: bool = False) -> None:
     """Refuse a channel whose credentials are missing before anything touches the database."""
     if config.slack is not None:
-        from channels.slack import credentials
+        from channels.slack import check  # credentials, and a warning without a team_id
 
-        credentials(config.slack)
+        check(config.slack)
     if telegram_polling:
         if config.telegram is None:
             raise ConfigError("--telegram-polling needs a [telegram] table in the config")

@@ -17,6 +17,7 @@ from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.model import State
 from bot.routing import Directory
+from bot.visible import visible
 from store.records import Approval
 from store.repository import Store
 
@@ -24,7 +25,9 @@ from store.repository import Store
 @dataclass(frozen=True, slots=True)
 class Card:
     """What a human is shown, before any surface renders it. Every string in it that came
-    from the agent (title, fields, arguments, reason) is untrusted and escaped by the surface."""
+    from the agent (title, fields, arguments, reason) or a person (a decision note) has its
+    invisible and reordering characters shown as escapes already (bot/visible.py), so no
+    surface can forget to; it is still untrusted, and each surface escapes its markup."""
 
     approval_id: str
     title: str
@@ -85,26 +88,29 @@ class Card:
         name_of = directory.name_of if directory is not None else str
         presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
         fields = tuple(
-            (str(f.get("label", "")), _truncate(f.get("value"), max_value))
+            (visible(f.get("label", "")), visible(_truncate(f.get("value"), max_value)))
             for f in presentation.get("fields") or []
             if isinstance(f, dict)
         )
         arguments = tuple(
-            (str(key), _truncate(value, max_value))
+            (visible(key), visible(_truncate(value, max_value)))
             for key, value in (approval.tool_args or {}).items()
         )
+        summary = presentation.get("summary")
         pending = approval.state == State.PENDING
         overdue = pending and now >= approval.expires_at
         return cls(
             approval_id=approval.id,
-            title=str(presentation.get("title") or approval.capability),
-            summary=presentation.get("summary"),
-            capability=approval.capability,
-            tool_name=approval.tool_name,
+            title=visible(presentation.get("title") or approval.capability),
+            summary=visible(summary) if summary is not None else None,
+            capability=visible(approval.capability),
+            tool_name=visible(approval.tool_name),
             fields=fields,
             arguments=arguments,
-            reason=approval.reason,
-            requested_by=describe(approval.requested_by) if approval.requested_by else None,
+            reason=visible(approval.reason) if approval.reason is not None else None,
+            requested_by=visible(describe(approval.requested_by))
+            if approval.requested_by
+            else None,
             assignee=describe(approval.assignee),
             state=approval.state,
             expires_at=approval.expires_at,
@@ -114,12 +120,12 @@ class Card:
             overdue=overdue,
             decided_by=describe(approval.decided_by) if approval.decided_by else None,
             decided_at=approval.decided_at,
-            decision_note=approval.decision_note,
+            decision_note=visible(approval.decision_note) if approval.decision_note else None,
             hash=approval.hash,
             approved=approval.grant_expires_at is not None,
             claimed_at=approval.claimed_at,
             executed_at=approval.executed_at,
-            assigned_note=approval.assigned_note,
+            assigned_note=visible(approval.assigned_note) if approval.assigned_note else None,
             approvals_so_far=tuple(name_of(v) for v in votes),
             required_approvals=approval.required_approvals,
         )

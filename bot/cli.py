@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot import logs
+from bot import logs, visible
 from bot.clock import utc_iso
 from bot.errors import ConfigError, InvalidRequest, NotFound, NotPending, SignoffError
 from bot.model import State, public_record
@@ -46,12 +46,6 @@ log = logging.getLogger("signoff.cli")
 
 EXIT_REFUSED = 1
 _HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-# Agent-chosen text must not drive the terminal (ANSI escapes, carriage returns) nor reorder
-# what is shown (bidirectional overrides, as in "Trojan Source").
-_UNSAFE_BEYOND_C0 = r"\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile(f"[\\x00-\\x1f{_UNSAFE_BEYOND_C0}]")
-# Without C0: json.dumps escapes those inside strings, and its own newlines must stay.
-_JSON_UNSAFE = re.compile(f"[{_UNSAFE_BEYOND_C0}]")
 
 
 @dataclass
@@ -80,13 +74,10 @@ Handler = Callable[[Context, argparse.Namespace], Awaitable[int]]
 # -- output ------------------------------------------------------------------------------
 
 
-def _escaped(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
 def _safe(text: Any) -> str:
-    """One line of agent-chosen text, every control character shown as an escape."""
-    return _CONTROL.sub(_escaped, str(text))
+    """One line of agent-chosen text: it must not drive the terminal (ANSI escapes, carriage
+    returns) nor reorder or hide what is shown (bot/visible.py, shared by every surface)."""
+    return visible.one_line(text)
 
 
 def _block(text: str) -> str:
@@ -98,7 +89,7 @@ def _emit_json(document: Any) -> None:
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     # These can only occur inside strings here, where a \uXXXX escape is the same JSON value
     # and inert in a terminal.
-    print(_JSON_UNSAFE.sub(_escaped, text))
+    print(visible.in_json(text))
 
 
 def render_card(card: Card) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from bot import audit, escalation, expiry, transitions
 from bot.audit import content_hash
@@ -58,6 +58,10 @@ class Actor:
 
 # A human decision is a transition like any other.
 Decision = Transition
+
+
+# Refused attempts of one actor on one request recorded as audit events; the rest are counted.
+RECORDED_REFUSALS = 3
 
 
 class Operator(Transitioner):
@@ -126,16 +130,28 @@ class Operator(Transitioner):
     async def record_refusal(
         self, approval_id: str, actor_label: str, action: str, error: SignoffError
     ) -> None:
-        """Append a `refused` event to the approval's audit trail: who tried what, and why it
-        was refused. Chat surfaces call this for every refused click or reply (the CLI's
-        refusals are the operator's own terminal and are not recorded)."""
+        """Record a refused attempt: who tried what, and why it was refused. Chat surfaces and
+        the web call this for every refused click, reply or POST (the CLI's refusals are the
+        operator's own terminal and are not recorded).
+
+        Every refusal is counted (`refusal_counts`); the first RECORDED_REFUSALS of each
+        actor on each request are also `refused` events in its audit trail, the last of them
+        saying that more are only counted. So a person repeating a refused POST cannot grow
+        the trail (and what `audit verify` reads) at will."""
         async with self.store.write() as tx:
             row = await tx.lock_approval(approval_id)  # the chain head is ours until commit
-            if row is not None:
-                data = {"action": action, "code": error.code, "reason": error.message}
-                await audit.note(
-                    tx, row, "refused", actor=actor_label, at=self.clock.now(), data=data
-                )
+            if row is None:
+                return
+            now = self.clock.now()
+            attempt = await tx.count_refusal(
+                row.id, actor_label, action=action, code=error.code, at=now
+            )
+            if attempt > RECORDED_REFUSALS:
+                return
+            data: dict[str, Any] = {"action": action, "code": error.code, "reason": error.message}
+            if attempt == RECORDED_REFUSALS:
+                data["further_refusals"] = "counted, not recorded as events"
+            await audit.note(tx, row, "refused", actor=actor_label, at=now, data=data)
 
     async def delegate(
         self, approval_id: str, actor: Actor, to: str, note: str | None = None

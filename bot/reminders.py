@@ -21,6 +21,7 @@ from bot.durations import format_duration
 from bot.model import State
 from bot.outbox import jobs
 from bot.routing import Directory
+from bot.visible import visible
 from store.records import Approval
 from store.repository import Tx
 
@@ -37,8 +38,9 @@ async def remind_if_due(tx: Tx, directory: Directory, row: Approval, now: dateti
 
 
 def title_of(approval: Approval) -> str:
+    """The request's title as a reminder quotes it, invisible characters shown (bot.visible)."""
     presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
-    return str(presentation.get("title") or approval.capability)
+    return visible(presentation.get("title") or approval.capability)
 
 
 def deadline_text(approval: Approval, now: datetime) -> str:

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -72,6 +73,22 @@ def credentials(config: SlackConfig, environ: Mapping[str, str] = os.environ) ->
         environ,
     )
     return token, secret
+
+
+ANY_WORKSPACE = (
+    "[slack] team_id is not set: any Slack workspace whose app holds this signing secret can "
+    "decide here. Set team_id to your workspace's id (T…, or E… for an Enterprise Grid org) "
+    "so that requests from any other workspace, or naming none, are refused"
+)
+
+
+def check(config: SlackConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """What `serve`, `worker` and `config check` check of [slack] before anything starts: the
+    credentials (ConfigError naming what is unset), and a warning when no team_id says which
+    workspace may decide."""
+    credentials(config, environ)
+    if config.team_id is None:
+        log.warning(ANY_WORKSPACE)
 
 
 class SlackChannel:
@@ -148,7 +165,13 @@ class SlackChannel:
         refused = await self.gate.refusal(request)
         if refused is not None:
             return refused
-        bolt_request = await to_bolt_request(request)
+        # The body as the gate read it (UTF-8, whatever charset the Content-Type names: Bolt's
+        # adapter reads it by that charset, and a made-up one raised LookupError).
+        bolt_request = AsyncBoltRequest(
+            body=(await request.read()).decode(),
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:

@@ -4,8 +4,9 @@ Everything the agent chose (title, summary, field labels and values, tool name, 
 reason, requester, notes) goes into `plain_text` objects, which Slack never parses: no
 `<!channel>`, `<@U…>` mention, `<https://…|link>` or `*bold*` in them becomes markup. Where
 text must be `mrkdwn` (our own labels with a name in them, the notification fallback), it is
-escaped for Slack (`&`, `<`, `>`). Limits: header 150 characters, plain_text 2,000, at most
-ten fields per section.
+escaped for Slack (`&`, `<`, `>`). Both show invisible and reordering characters (bidi
+controls, zero-width spaces) as escapes (bot/visible.py), like every surface. Limits: header
+150 characters, plain_text 2,000, at most ten fields per section.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from bot import card as cards
 from bot.card import Card
 from bot.model import State
+from bot.visible import visible
 
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
@@ -33,11 +35,13 @@ _MAX_FIELDS = 30  # three sections of ten; with the rest, far below Slack's 50 b
 
 
 def escape(text: str) -> str:
-    """Slack's mrkdwn escaping: the three characters that start markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack's mrkdwn escaping: the three characters that start markup; and the characters
+    bot.visible shows as escapes."""
+    return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _plain(text: str, limit: int = 2000) -> dict[str, Any]:
+    text = visible(text)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return {"type": "plain_text", "text": text or " ", "emoji": False}

@@ -4,27 +4,35 @@ Bolt parses a body before it checks the signature, and a listener meets whatever
 payload has; so an unsigned `payload=%7Bnot-json`, or a signed payload without a user, used
 to answer 500 with a traceback. Here, in this order and before anything parses the body:
 
-1. the signature (Slack's `v0` HMAC over the timestamp and the raw body, 5-minute window):
-   anything else is 401, without a traceback;
+1. the signature (Slack's `v0` HMAC over the timestamp and the raw body, 5-minute window),
+   computed here over the bytes as they came: a timestamp that is not a short run of ASCII
+   digits, a signature that is not ASCII, or a body that is not UTF-8 is 401 or 400, never
+   the exception slack-sdk's verifier raises on them (it decodes the body and calls int() on
+   the timestamp first);
 2. replay: a signed request seen before (the same signature, on any replica) is answered
    200 and does nothing again; Slack never sends one request twice, an attacker with a
    captured request does;
 3. the shape every listener relies on (a JSON object with a user id, actions and objects
    where objects belong; for the Events API's JSON body, a JSON object whose event is one):
    400 otherwise;
-4. the workspace, when `[slack] team_id` is configured: a click from another workspace is
-   403 (a bot installed elsewhere with the same signing secret must not decide here).
+4. the workspace, when `[slack] team_id` is configured: a request from another workspace,
+   or one that names no workspace at all, is 403 (a bot installed elsewhere with the same
+   signing secret must not decide here, and leaving out `team` must not get past the check).
+   Only Slack's URL verification and SSL check, which decide nothing, name none and pass.
+   An `E…` id is an Enterprise Grid org, compared with the request's enterprise id.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
-from typing import Any
+import time
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 from aiohttp import web
-from slack_sdk.signature import SignatureVerifier
 
 from bot.inbound import Inbound
 
@@ -32,21 +40,56 @@ log = logging.getLogger("signoff.slack")
 
 TIMESTAMP = "X-Slack-Request-Timestamp"
 SIGNATURE = "X-Slack-Signature"
-_OBJECTS = ("channel", "container", "team", "view", "message")
+_OBJECTS = ("channel", "container", "team", "enterprise", "view", "message")
+WINDOW = 60 * 5  # seconds a signed request stays good, as Slack documents it
+# Unix time in seconds has 10 digits until the year 2286; a longer "number" is not a time
+# (and int() of 4,300 digits or more raises ValueError).
+_MAX_TIMESTAMP_DIGITS = 12
+
+
+class Workspace(NamedTuple):
+    """Whom a signed request says it comes from: its team (workspace) and Enterprise Grid org
+    ids where it names them. `exempt`: a request that decides nothing and names neither
+    (Slack's URL verification and SSL check)."""
+
+    team: str | None
+    enterprise: str | None = None
+    exempt: bool = False
+
+
+_NONE = Workspace(None)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class SlackGate:
     def __init__(self, signing_secret: str, inbound: Inbound, team_id: str | None) -> None:
-        self.verifier = SignatureVerifier(signing_secret)
+        self._key = signing_secret.encode()
         self.inbound = inbound
         self.team_id = team_id
+
+    def signed(self, body: bytes, timestamp: str, signature: str) -> bool:
+        """Whether `signature` is Slack's `v0` signature of `body` at `timestamp`, and the
+        timestamp within WINDOW of now. Header values may hold anything (aiohttp keeps bytes
+        that are not UTF-8 as surrogates): they are compared as bytes, never decoded."""
+        if not (
+            timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= _MAX_TIMESTAMP_DIGITS
+        ):
+            return False
+        if abs(time.time() - int(timestamp)) > WINDOW:
+            return False
+        base = b"v0:" + timestamp.encode() + b":" + body
+        expected = b"v0=" + hmac.new(self._key, base, hashlib.sha256).hexdigest().encode()
+        return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
     async def refusal(self, request: web.Request) -> web.Response | None:
         """The answer for a request that must not reach Bolt, or None to let it through."""
         body = await request.read()
         timestamp = request.headers.get(TIMESTAMP, "")
         signature = request.headers.get(SIGNATURE, "")
-        if not (timestamp.isdigit() and self.verifier.is_valid(body, timestamp, signature)):
+        if not self.signed(body, timestamp, signature):
             log.warning("Slack request from %s refused: bad or stale signature", request.remote)
             return _error(401, "bad_signature", "missing, wrong or stale Slack signature")
         if not await self.inbound.first_delivery("slack", signature):
@@ -66,50 +109,63 @@ class SlackGate:
         if problem is not None:
             log.warning("signed Slack request refused: %s", problem)
             return _error(400, "malformed", problem)
-        if self.team_id is not None and team is not None and team != self.team_id:
-            log.warning("Slack request from workspace %s refused: not %s", team, self.team_id)
-            return _error(403, "wrong_workspace", "this app decides for another workspace")
+        if self.team_id is not None and not team.exempt:
+            named = team.enterprise if self.team_id.startswith("E") else team.team
+            if named is None:
+                log.warning("Slack request refused: it names no workspace (not %s)", self.team_id)
+                return _error(403, "wrong_workspace", "the request names no workspace")
+            if named != self.team_id:
+                log.warning("Slack request from workspace %s refused: not %s", named, self.team_id)
+                return _error(403, "wrong_workspace", "this app decides for another workspace")
         return None
 
 
-def _shape(fields: dict[str, str]) -> tuple[str | None, str | None]:
-    """What is wrong with a signed request's form, and its workspace (team id) if it names one."""
+def _shape(fields: dict[str, str]) -> tuple[str | None, Workspace]:
+    """What is wrong with a signed request's form, and the workspace it names."""
     if "payload" not in fields:  # a slash command, or an event Bolt handles on its own
         if "command" in fields and not fields.get("user_id"):
-            return "a command without user_id", None
-        return None, fields.get("team_id")
+            return "a command without user_id", _NONE
+        if "command" not in fields and fields.get("ssl_check") == "1":
+            return None, Workspace(None, exempt=True)
+        return None, Workspace(_text(fields.get("team_id")), _text(fields.get("enterprise_id")))
     try:
         payload: Any = json.loads(fields["payload"])
     except (ValueError, RecursionError):
-        return "payload is not JSON", None
+        return "payload is not JSON", _NONE
     if not isinstance(payload, dict):
-        return "payload is not a JSON object", None
+        return "payload is not a JSON object", _NONE
     user = payload.get("user")
     if not isinstance(user, dict) or not isinstance(user.get("id"), str):
-        return "payload names no user", None
+        return "payload names no user", _NONE
     for name in _OBJECTS:
         if payload.get(name) is not None and not isinstance(payload[name], dict):
-            return f"payload's {name} is not an object", None
+            return f"payload's {name} is not an object", _NONE
     if payload.get("type") == "block_actions":
         actions = payload.get("actions")
         if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
-            return "block_actions without actions", None
-    team = (payload.get("team") or {}).get("id") or user.get("team_id")
-    return None, team if isinstance(team, str) else None
+            return "block_actions without actions", _NONE
+    team = (payload.get("team") or {}).get("id") or user.get("team_id") or payload.get("team_id")
+    enterprise = (
+        (payload.get("enterprise") or {}).get("id")
+        or user.get("enterprise_id")
+        or payload.get("enterprise_id")
+    )
+    return None, Workspace(_text(team), _text(enterprise))
 
 
-def _event_shape(text: str) -> tuple[str | None, str | None]:
-    """What is wrong with an Events API body, and its workspace."""
+def _event_shape(text: str) -> tuple[str | None, Workspace]:
+    """What is wrong with an Events API body, and the workspace it names."""
     try:
         payload: Any = json.loads(text)
     except (ValueError, RecursionError):
-        return "the body is not JSON", None
+        return "the body is not JSON", _NONE
     if not isinstance(payload, dict):
-        return "the body is not a JSON object", None
+        return "the body is not a JSON object", _NONE
+    if payload.get("type") == "url_verification":
+        return None, Workspace(None, exempt=True)
     if payload.get("type") == "event_callback" and not isinstance(payload.get("event"), dict):
-        return "event_callback without an event", None
-    team = payload.get("team_id")
-    return None, team if isinstance(team, str) else None
+        return "event_callback without an event", _NONE
+    return None, Workspace(_text(payload.get("team_id")), _text(payload.get("enterprise_id")))
 
 
 def _error(status: int, code: str, message: str) -> web.Response:

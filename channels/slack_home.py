@@ -42,6 +42,7 @@ from bot import inbox
 from bot.card import Card, card_for
 from bot.delegations import Delegations
 from bot.routing import Directory
+from bot.visible import visible
 from channels import slack_card
 from channels.conversation import Conversation
 
@@ -323,6 +324,7 @@ def _home(blocks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _plain(text: str, limit: int = 2000) -> dict[str, Any]:
+    text = visible(text)  # invisible and reordering characters as escapes, as on the card
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return {"type": "plain_text", "text": text or " ", "emoji": False}

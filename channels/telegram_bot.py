@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import warnings
@@ -147,7 +148,9 @@ class TelegramBot:
     async def handle(self, request: web.Request) -> web.Response:
         """`POST /telegram/webhook`: one update from Telegram."""
         given = request.headers.get(SECRET_HEADER, "")
-        if self.secret is None or not hmac.compare_digest(given.encode(), self.secret.encode()):
+        # aiohttp keeps header bytes that are not UTF-8 as surrogates: encode them back.
+        offered = given.encode("utf-8", "surrogateescape")
+        if self.secret is None or not hmac.compare_digest(offered, self.secret.encode()):
             log.warning(
                 "Telegram webhook call from %s refused: %s secret token",
                 request.remote,
@@ -155,7 +158,9 @@ class TelegramBot:
             )
             return _error(403, "forbidden", f"missing or wrong {SECRET_HEADER}")
         try:
-            data = await request.json()
+            # Read as UTF-8 whatever charset the Content-Type names (Telegram sends UTF-8;
+            # aiohttp's request.json() trusted the header, and a made-up charset was a 500).
+            data = json.loads((await request.read()).decode("utf-8"))
         except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             return _error(400, "malformed_json", "the body is not JSON Telegram would send")
         update_id = data.get("update_id") if isinstance(data, dict) else None

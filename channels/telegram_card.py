@@ -13,16 +13,22 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from functools import partial
 from html import escape as _html_escape
 from typing import Literal
 
 from bot.canonical import short_hash
 from bot.card import Card, outcome_lines
 from bot.model import State
+from bot.visible import visible
 
-# Quotes need no escaping outside attributes, and Telegram knows only a few named entities.
-escape = partial(_html_escape, quote=False)
+
+def escape(text: str) -> str:
+    """Text for the card's HTML: markup characters escaped (quotes need none outside
+    attributes, and Telegram knows only a few named entities), and the characters bot.visible
+    shows as escapes so shown (Telegram drops some bidi overrides itself, not the isolates
+    or the zero-width characters)."""
+    return _html_escape(visible(text), quote=False)
+
 
 # Telegram's own limit is 4,096; the margin covers the line saying what did not fit.
 _TEXT_BUDGET = 3900

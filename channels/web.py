@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from markupsafe import Markup
 
 from bot.card import Card
 from bot.clock import Clock
@@ -33,6 +35,7 @@ from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.signin import LOGIN_PATH, SignInLinks
 from bot.target import Target
+from bot.visible import visible
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface, credentials
 from channels.web_session import MIN_SECRET, Session, Sessions
@@ -85,6 +88,7 @@ class WebChannel:
     ) -> None:
         self.config = config
         self.public_url = public_url.rstrip("/")
+        self.public_origin = _origin_of(self.public_url)
         self.store = store
         self.directory = directory
         self.clock = clock
@@ -127,7 +131,12 @@ class WebChannel:
             loader=jinja2.PackageLoader("channels", "web_templates"),
             autoescape=jinja2.select_autoescape(default=True),
             undefined=jinja2.StrictUndefined,
+            # Whatever a template prints passes here: text with invisible or reordering
+            # characters (a title, an argument, an audit event's data) shows them as escapes.
+            finalize=_shown,
         )
+        app.middlewares.append(self.guard)
+        app.on_response_prepare.append(_harden)
         app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "web_static"))
         app.router.add_get(LOGIN_PATH + "{token}", self.login_page)
         app.router.add_post(LOGIN_PATH + "{token}", self.login)
@@ -136,6 +145,22 @@ class WebChannel:
         app.router.add_get("/web/", self.home)
         web_inbox.add_routes(app, self)
         web_dashboard.add_routes(app, self)
+
+    # -- what every request under /web and /dashboard gets -----------------------------------
+
+    @web.middleware
+    async def guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Refuse a cross-site POST under /web or /dashboard before its handler reads
+        anything: the sign-in POST included, or a page elsewhere could sign a browser in as
+        whoever its link belongs to."""
+        if request.method not in _SAFE_METHODS and _web_path(request.path):
+            problem = cross_site(request, self.public_origin)
+            if problem is not None:
+                log.warning("cross-site %s %s refused: %s", request.method, request.path, problem)
+                return self.refusal(request, None, 403, CROSS_SITE, title="Refused")
+        return await handler(request)
 
     # -- signing in and out -------------------------------------------------------------------
 
@@ -160,8 +185,10 @@ class WebChannel:
         visitor = await self.visitor(request)
         if isinstance(visitor, web.StreamResponse):
             return visitor
-        form = await request.post()
-        if not self.sessions.csrf_ok(visitor.session, _text(form.get("csrf"))):
+        form = await read_form(request)
+        if form is None:
+            return self.refusal(request, visitor, 400, FORM_UNREADABLE)
+        if not self.sessions.csrf_ok(visitor.session, form.get("csrf")):
             return self.refusal(request, visitor, 403, CSRF_REFUSED)
         response = self.page(request, None, "signed_out.html", {}, keep=False)
         self.sessions.close(response)
@@ -186,8 +213,9 @@ class WebChannel:
         visitor = await self.visitor(request)
         if isinstance(visitor, web.Response):
             return visitor
-        posted = await request.post()
-        data = {key: _text(value) or "" for key, value in posted.items()}
+        data = await read_form(request)
+        if data is None:
+            return self.refusal(request, visitor, 400, FORM_UNREADABLE)
         if not self.sessions.csrf_ok(visitor.session, data.get("csrf")):
             log.warning(
                 "web form without a valid CSRF token from %s: %s",
@@ -250,10 +278,114 @@ CSRF_REFUSED = (
 )
 
 
+CROSS_SITE = (
+    "This form was sent from a page on another site, so nothing was done. signoff takes forms "
+    "only from its own pages; open signoff yourself (or the sign-in link you were sent) and "
+    "try again there."
+)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What a browser says of a request its user started from our own page, or from nowhere (a
+# bookmark, the address bar). "same-site" is refused too: a sibling subdomain is another
+# party.
+_OWN_SITE = frozenset({"same-origin", "none"})
+
+
+def _shown(value: Any) -> Any:
+    """A value as a page prints it: strings through bot.visible (its escapes hold no markup,
+    so Markup stays safe), anything else as it is."""
+    if isinstance(value, Markup):
+        return Markup(visible(str(value)))
+    return visible(value) if isinstance(value, str) else value
+
+
+def _web_path(path: str) -> bool:
+    return path in ("/web", "/dashboard") or path.startswith(("/web/", "/dashboard/"))
+
+
+def _origin_of(url: str) -> str:
+    """scheme://host[:port] of a URL, lower-cased, the default port left out, as browsers
+    write the Origin header."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL at all (an Origin header can hold anything)
+        return ""
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
+
+
+def cross_site(request: web.Request, public_origin: str) -> str | None:
+    """Why a state-changing request did not come from one of our own pages, or None.
+
+    A browser says where a POST comes from, and a page on another site can forge neither
+    header. `Sec-Fetch-Site` (every current browser) decides when present: `same-origin` or
+    `none` passes, anything else is refused. It must decide: our own pages send
+    `Referrer-Policy: no-referrer`, under which a browser writes `Origin: null` even on a POST
+    to the same origin. Without it, `Origin` must be ours: the configured public URL's, or the
+    origin of the Host the request was sent to (a deployment reached under another name, or a
+    proxy that passes Host on); `null` is refused (an older browser without Sec-Fetch-Site
+    cannot tell our pages' null from another site's). A request with neither header did not
+    come from a browser's form on another site (every current browser sends Origin on a
+    cross-site POST): a program such as curl, judged by what it carries (the session cookie
+    and CSRF token, or the sign-in link).
+    """
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return None if site.lower() in _OWN_SITE else f"Sec-Fetch-Site is {site[:40]!r}"
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return None
+    host = request.headers.get("Host", "").lower()
+    ours = {public_origin, f"http://{host}", f"https://{host}"} if host else {public_origin}
+    if origin.lower() not in ours and _origin_of(origin) not in ours:
+        return f"Origin is {origin[:80]!r}"
+    return None
+
+
+async def _harden(request: web.Request, response: web.StreamResponse) -> None:
+    """Headers every answer under /web and /dashboard carries, error pages and static files
+    included (set as the response is sent, whoever made it): no guessing a content type from
+    the bytes, and no Referer leaving with a URL (a sign-in link is one until it is used)."""
+    if _web_path(request.path):
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+
+
+FORM_UNREADABLE = (
+    "This form could not be read (it is not the UTF-8 form a signoff page sends), so nothing "
+    "was done. Reload the page and try again."
+)
+_FORM = "application/x-www-form-urlencoded"
+_MAX_FIELDS = 50  # signoff's forms have a handful
+
+
+async def read_form(request: web.Request) -> dict[str, str] | None:
+    """The URL-encoded form a signoff page POSTs (the last value of each field), or None for
+    anything else: another content type, a charset other than UTF-8, bytes that are not UTF-8
+    once percent-decoded. aiohttp's own reader trusts the declared charset, so a made-up one
+    raised LookupError (a 500) and UTF-7 or UTF-16 read a form no page of ours sends."""
+    body = await request.read()  # the app's client_max_size bounds it
+    if not body:
+        return {}
+    charset = (request.charset or "utf-8").lower()
+    if request.content_type != _FORM or charset not in ("utf-8", "utf8"):
+        return None
+    try:
+        pairs = parse_qsl(
+            body.decode("utf-8"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=_MAX_FIELDS,
+        )
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return dict(pairs)
+
+
 def see_other(location: str) -> web.Response:
     """A 303 to `location` (returned, not raised, so the session cookie can ride on it)."""
     return web.Response(status=303, headers={"Location": location})
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

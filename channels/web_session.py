@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from aiohttp import web
-from itsdangerous import BadSignature, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
+from itsdangerous import BadData, TimestampSigner, URLSafeTimedSerializer
 
 from bot.clock import Clock
 
 COOKIE = "signoff_session"
 MIN_SECRET = 32
+# A cookie this server signed is a few hundred ASCII characters; anything longer or not ASCII
+# was never ours (and itsdangerous would fail to encode one holding undecodable bytes).
+_MAX_COOKIE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +79,11 @@ class Sessions:
     def read(self, request: web.Request) -> Session | None:
         """The request's session, or None: no cookie, a forged one, or one idle too long."""
         raw = request.cookies.get(COOKIE)
-        if not raw:
+        if not raw or not raw.isascii() or len(raw) > _MAX_COOKIE:
             return None
         try:
             data = self._serializer.loads(raw, max_age=int(self.idle.total_seconds()))
-        except (SignatureExpired, BadSignature):
+        except BadData:  # forged, expired, or (signed by us, so never) an unreadable payload
             return None
         if not isinstance(data, dict) or not {"p", "s"} <= data.keys():
             return None
@@ -88,4 +91,9 @@ class Sessions:
         return Session(principal, sid, self._csrf(sid))
 
     def csrf_ok(self, session: Session, offered: str | None) -> bool:
-        return bool(offered) and hmac.compare_digest(session.csrf, str(offered))
+        """Whether `offered` is the session's CSRF token. Compared as bytes: compare_digest
+        refuses str holding anything but ASCII, and a form field can hold anything."""
+        if not offered:
+            return False
+        given = offered.encode("utf-8", "surrogateescape")
+        return hmac.compare_digest(session.csrf.encode(), given)

@@ -186,3 +186,15 @@ class OutboxJob(_FromRow):
     last_error: str | None
     created_at: datetime
     done_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalCount(_FromRow):
+    """Every refused attempt of one actor on one request (the trail records the first few)."""
+
+    approval_id: str
+    actor: str
+    refused: int
+    last_at: datetime
+    last_action: str
+    last_code: str

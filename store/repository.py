@@ -1,7 +1,8 @@
 """Every SQL statement signoff runs, one method each.
 
 `Store.write()` opens a write transaction (BEGIN IMMEDIATE on SQLite), `Store.read()` a read
-one; both yield a `Tx` whose methods are the statements. Callers compose a transition from
+one; both yield a `Tx` whose methods are the statements (those on refusal counts come from
+store/refusals.py). Callers compose a transition from
 them (lock, conditional update, audit event, outbox jobs) inside one transaction. Driver
 errors are translated into signoff's own errors (store.engine.translated_errors).
 """
@@ -55,6 +56,7 @@ from store.records import (
     ReplyPrompt,
     Vote,
 )
+from store.refusals import RefusalStatements
 from store.schema import (
     approval_events,
     approvals,
@@ -450,7 +452,7 @@ _DUE_COLUMN = {
 }
 
 
-class Tx:
+class Tx(RefusalStatements):
     """The statements, bound to one connection: a write transaction, or a read (`Store`)."""
 
     def __init__(self, conn: AsyncConnection, *, reading: bool = False) -> None:

@@ -335,6 +335,20 @@ web_logins = Table(
     Index("ix_web_logins_expires", "expires_at"),
 )
 
+# Refused attempts a person made on one request, all of them: the audit trail records the
+# first few of each (person, request) as `refused` events and this row counts every one, so
+# nobody can grow a request's trail at will by repeating a refused click or POST.
+refusal_counts = Table(
+    "refusal_counts",
+    metadata,
+    Column("approval_id", String(36), ForeignKey("approvals.id"), primary_key=True),
+    Column("actor", String(200), primary_key=True),
+    Column("refused", Integer, nullable=False),
+    Column("last_at", UTCDateTime, nullable=False),
+    Column("last_action", String(16), nullable=False),
+    Column("last_code", String(64), nullable=False),
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     approvals,
     approval_events,
@@ -345,4 +359,5 @@ ALL_TABLES: tuple[Table, ...] = (
     inbound_deliveries,
     reply_prompts,
     web_logins,
+    refusal_counts,
 )

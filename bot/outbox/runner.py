@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from bot.clock import Clock, SystemClock
 from bot.errors import RetryLater, Undeliverable
@@ -77,6 +77,8 @@ class Record:
 Handler = Callable[[OutboxJob], Awaitable[str | Record | None]]
 # The dead-job reason when a job used up its attempts (an Undeliverable names its own).
 EXHAUSTED = "max_attempts"
+# How an attempt ended, for the shares of its destination.
+Attempted = Literal["delivered", "failed", "timed out"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ class OutboxSettings:
     per_tenant: int = 16
     kind_share: float = 0.75
     failing_after: int = 3
+    # Seconds jobs to an endpoint being probed (its last attempt timed out) wait in the queue
+    # between looks: about one attempt's timeout (`[outbox] webhook_timeout`).
+    probe_wait: float = 10.0
     # A rate-limited job (RetryLater with a delay) waits without using up an attempt while it
     # is younger than this; after it, each wait counts as an attempt.
     rate_limited_for: timedelta = timedelta(hours=24)
@@ -329,10 +334,12 @@ class OutboxRunner:
         slots: int,
     ) -> tuple[list[OutboxJob], bool]:
         """The jobs that may run now within their shares (bot.outbox.shares), parked ones
-        first, and whether any went back to the queue. A job over its share only because its
-        destination, tenant or kind has jobs in flight is parked (kept, leased, in memory),
-        while there is room among the parked and half its lease is left, to start when a slot
-        frees up; the others go back to the queue untried, their attempt not counted."""
+        first, and whether any went back to the queue only for want of a free slot. A job
+        over its share only because its destination, tenant or kind has jobs in flight is
+        parked (kept, leased, in memory), while there is room among the parked and half its
+        lease is left, to start when a slot frees up; the others go back to the queue untried,
+        their attempt not counted: for a moment, or, when their endpoint rests or is being
+        probed, until its rest or its probe is over."""
         now = self.clock.now()
         admitted: list[OutboxJob] = []
         waiting: list[tuple[OutboxJob, datetime]] = []
@@ -342,14 +349,15 @@ class OutboxRunner:
             if until is None:
                 del parked[job_id]
                 admitted.append(job)
-            elif since < stale or self.shares.resting(job, now):
+            elif since < stale or self.shares.waits_in_queue(job, now):
                 del parked[job_id]
                 waiting.append((job, until))
         for job in jobs:
             until = self.shares.admit(job, now) if len(admitted) < slots else now
+            queued = self.shares.waits_in_queue(job, now)
             if until is None:
                 admitted.append(job)
-            elif len(parked) < self.settings.concurrency and not self.shares.resting(job, now):
+            elif len(parked) < self.settings.concurrency and not queued:
                 parked[job.id] = (job, now)
             else:
                 waiting.append((job, until))
@@ -359,26 +367,28 @@ class OutboxRunner:
             future = self._settler.submit(job, "defer", run_after=until)
             future.add_done_callback(_put_back)
             self._count(job, "deferred")
-        return admitted, bool(waiting)
+        return admitted, any(not self.shares.waits_in_queue(job, now) for job, _ in waiting)
 
     async def _shared(self, job: OutboxJob) -> None:
-        """`_attempt` for a job `_admitted` let in: its slots are given back at the end."""
-        ok = False
+        """`_attempt` for a job `_admitted` let in; its slots back and its outcome told."""
+        outcome: Attempted = "failed"
         try:
-            ok = await self._attempt(job)
+            outcome = await self._attempt(job)
         finally:
-            self.shares.done(job, ok, self.clock.now())
+            timed_out = outcome == "timed out"
+            self.shares.done(job, outcome == "delivered", self.clock.now(), timed_out=timed_out)
 
-    async def _attempt(self, job: OutboxJob) -> bool:
-        """Run one job and settle it; whether its handler succeeded."""
-        delivered = False
+    async def _attempt(self, job: OutboxJob) -> Attempted:
+        """Run one job and settle it; whether its handler delivered, failed or timed out."""
+        delivered: Attempted = "failed"
         try:
             try:
                 outcome = await self.handlers[job.kind](job)
-                delivered = True
+                delivered = "delivered"
             except Exception as exc:  # any failure is retried; the error is kept on the job
                 await self._failed(job, exc)
-                return False
+                # aiohttp's ServerTimeoutError and ConnectionTimeoutError are TimeoutErrors.
+                return "timed out" if isinstance(exc, TimeoutError) else "failed"
             record = outcome if isinstance(outcome, Record) else None
             held = await self._settler.submit(job, "done", record=record)
             result = SKIPPED if outcome == SKIPPED else "done"
@@ -511,15 +521,16 @@ class OutboxRunner:
                 # Our own lease ran out mid-attempt and we took a job again: the attempt in
                 # flight settles it.
                 fresh = [job for job in claimed if job.id not in running and job.id not in parked]
-                admitted, put_back = await self._admitted(fresh, parked, limit - len(running))
+                admitted, for_a_slot = await self._admitted(fresh, parked, limit - len(running))
                 for job in admitted:
                     task = asyncio.create_task(self._shared(job), name=f"outbox-{job.id}")
                     running[job.id] = task
                     task.add_done_callback(lambda _t, job_id=job.id: running.pop(job_id, None))
-                # Jobs went back for being over their share: claiming again before a slot
-                # frees up would only put more back (a write each), so the next claim waits
-                # for a job to end.
-                held_back = put_back and bool(running)
+                # Jobs went back for want of a free slot: claiming again before one frees up
+                # would only put more back (a write each), so the next claim waits for a job to
+                # end. Jobs of a resting or probed endpoint are out of the way until then: the
+                # claim goes on, so a hundred of them are no wall before another endpoint's.
+                held_back = for_a_slot and bool(running)
                 if claimed and len(claimed) == room and not held_back:
                     continue  # a full batch: more may be due now
                 await self._idle(

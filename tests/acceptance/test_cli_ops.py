@@ -167,6 +167,24 @@ def test_config_check_warns_where_serve_would_only_warn(tmp_path: Path) -> None:
     assert "$ACME_WHSEC: it is not set" in unset.stderr, str(unset)
 
 
+def test_config_check_warns_that_without_team_id_any_workspace_can_decide(
+    tmp_path: Path,
+) -> None:
+    cli = Cli(
+        cwd=tmp_path,
+        env=base_env(SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s", ACME_WHSEC=WHSEC, **KEYS),
+    )
+    db_url = sqlite_url(tmp_path / "new.db")
+    open_to_all = _config_file(tmp_path, db_url, tenants=TENANTS, slack={})
+    result = cli.run("config", "check", "--config", str(open_to_all))
+    assert result.returncode == 0, str(result)
+    [line] = [w for w in result.stderr.splitlines() if "team_id" in w]
+    assert "WARNING" in line and "any Slack workspace" in line, line
+    pinned = _config_file(tmp_path, db_url, tenants=TENANTS, slack={"team_id": "T0OURS"})
+    result = cli.run("config", "check", "--config", str(pinned))
+    assert result.returncode == 0 and "team_id" not in result.stderr, str(result)
+
+
 def test_config_check_refuses_where_serve_would_refuse(tmp_path: Path, pg_empty_url: str) -> None:
     cli = Cli(cwd=tmp_path)
     # The first four are refused before any database is opened (so the kind of database

@@ -222,6 +222,9 @@ def test_a_card_posted_by_serve_is_approved_by_a_signed_click(
         hook = decision_webhook(hooks, record["id"], "approved")
         assert hook["approval"]["decided_by"] == "alice", hook
         assert slack.calls_to("chat.postEphemeral") == []  # nothing was refused
+        # No [slack] team_id: serve said so as it started, once.
+        [warned] = [line for line in server.log.splitlines() if "team_id is not set" in line]
+        assert "WARNING" in warned and "any Slack workspace" in warned, warned
 
 
 # -- 2. a click on another replica -----------------------------------------------------------

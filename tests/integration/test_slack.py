@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlencode
 
 import pytest
 
@@ -75,8 +75,11 @@ class Rig(ChatServer):
         """`/signoff TEXT` typed by `user_id`; the answer Slack shows them."""
         return await self.answer(slash_command_body(user_id, text, channel_id=CHANNEL))
 
-    async def _post(self, body: bytes, headers: dict[str, str] | None) -> tuple[int, str]:
-        sent = {"Content-Type": "application/x-www-form-urlencoded"}
+    async def _post(
+        self, body: bytes, headers: dict[str, str] | None, *, json_body: bool = False
+    ) -> tuple[int, str]:
+        kind = "application/json" if json_body else "application/x-www-form-urlencoded"
+        sent = {"Content-Type": kind}
         sent |= sign(SECRET, body) if headers is None else headers
         async with self.http.post(f"{self.url}/slack/events", data=body, headers=sent) as resp:
             return resp.status, await resp.text()
@@ -697,3 +700,56 @@ async def test_a_click_from_another_workspace_is_refused(start: Start, store: St
     click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")  # team T1
     assert await rig.send(click) == 403
     assert (await rig.state(record["id"])).state == "pending"
+
+
+def _without_workspace(click: bytes, **extra: Any) -> bytes:
+    """A click body as `click`, but naming no workspace at all (no team, no user.team_id, no
+    team_id), and with `extra` set in its payload."""
+    payload = json.loads(parse_qs(click.decode())["payload"][0])
+    payload.pop("team", None)
+    payload.pop("team_id", None)
+    payload["user"].pop("team_id", None)
+    payload.update(extra)
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+async def test_with_team_id_set_a_request_naming_no_workspace_is_refused(
+    start: Start, store: Store
+) -> None:
+    rig = await start(store, team_id="T0OURS")
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+    assert await rig.send(_without_workspace(click)) == 403
+    assert await rig.send(_without_workspace(click, team_id="T0OTHER")) == 403
+    command = slash_command_body("U0ALICE", "delegations", channel_id=CHANNEL)
+    fields = {k: v[0] for k, v in parse_qs(command.decode()).items() if k != "team_id"}
+    assert await rig.send(urlencode(fields).encode()) == 403
+    await asyncio.sleep(0.1)
+    assert (await rig.state(record["id"])).state == "pending"
+    assert [e.type for e in await rig.events(record["id"])] == ["requested"]
+    assert rig.slack.calls_to("chat.postEphemeral") == []
+    # Slack's own checks name no workspace and decide nothing: still answered.
+    challenge = json.dumps({"type": "url_verification", "challenge": "c-1", "token": "x"})
+    status, text = await rig._post(challenge.encode(), None, json_body=True)
+    assert (status, json.loads(text)) == (200, {"challenge": "c-1"})
+    # The same click naming the workspace decides.
+    assert await rig.send(_without_workspace(click, team={"id": "T0OURS"})) == 200
+    await rig.settle(record["id"], 2)
+    assert (await rig.state(record["id"])).state == "approved"
+
+
+async def test_an_enterprise_grid_team_id_is_matched_by_the_org(start: Start, store: Store) -> None:
+    rig = await start(store, team_id="E0ORG")
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+    assert await rig.send(click) == 403  # names workspace T1, no org
+    other = _without_workspace(click, enterprise={"id": "E0ELSE"}, team={"id": "T1"})
+    assert await rig.send(other) == 403
+    await asyncio.sleep(0.1)
+    assert (await rig.state(record["id"])).state == "pending"
+    ours = _without_workspace(click, enterprise={"id": "E0ORG"}, team={"id": "T1"})
+    assert await rig.send(ours) == 200
+    await rig.settle(record["id"], 2)
+    assert (await rig.state(record["id"])).state == "approved"
