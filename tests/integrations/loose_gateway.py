@@ -97,7 +97,9 @@ class LooseShop:
             yield client
 
     @contextlib.asynccontextmanager
-    async def gateway(self, signoff: SignoffClient | None = None) -> AsyncIterator[Gateway]:
+    async def gateway(
+        self, signoff: SignoffClient | None = None, **options: Any
+    ) -> AsyncIterator[Gateway]:
         """The gateway's behaviour in process (no transport of its own), in front of the same
         upstream subprocess: for inputs the MCP wire refuses before a handler sees them."""
         async with contextlib.AsyncExitStack() as stack:
@@ -108,7 +110,7 @@ class LooseShop:
             upstream = await stack.enter_async_context(
                 Upstream(command=self.upstream_command()).client()
             )
-            yield Gateway(parse_policy(POLICY), signoff, upstream)
+            yield Gateway(parse_policy(POLICY), signoff, upstream, **options)
 
 
 def text(result: CallToolResult) -> str:

@@ -437,7 +437,7 @@ class AskCall:
                 return None, f"signoff refused it: {exc.code}: {exc}"
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 problem = f"signoff is unreachable: {type(exc).__name__}: {exc}"
-                await anyio.sleep(0.5 * 2**attempt)
+                await anyio.sleep(self.gateway.complete_retry * 2**attempt)
             except Exception as exc:  # whatever it is, the call has run: say so
                 log.exception("could not record the outcome of %s", claim.approval.id)
                 return None, f"{type(exc).__name__}: {exc}"

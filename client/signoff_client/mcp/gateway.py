@@ -62,8 +62,11 @@ class Gateway:
         wait: float = 0.0,
         lease: str | None = None,
         max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+        complete_retry: float = 0.5,
     ) -> None:
         self.policy = policy
+        # The first wait before recording an outcome again (then doubled, 4 tries in all).
+        self.complete_retry = complete_retry
         self.signoff = signoff
         self.upstream = upstream
         self.run_scope = run_scope
