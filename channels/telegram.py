@@ -42,9 +42,7 @@ from bot.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
 from bot.inbound import Inbound
-from bot.model import State
 from bot.operator import Operator
-from bot.outbox import jobs
 from bot.routing import Directory, Principal
 from bot.target import Target
 from channels import conversation, telegram_card, web_inbox
@@ -59,7 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("signoff.telegram")
 
 _ANSWER_LIMIT = 200  # characters of a callback answer
-_DEAD_SCAN = 1000  # dead jobs looked through for cards waiting on someone's Start
 SURFACE = Surface("telegram", "Telegram", "/", quote_ids=False, backticks=False)
 
 # Said to an anonymous group admin (or someone posting as a channel): Telegram does not say who
@@ -353,23 +350,7 @@ class TelegramChannel:
         """Pressing Start opens the private chat: the cards Telegram refused to deliver before
         (`not_started`: a bot may not write first) go out now, if still pending."""
         target = str(Target.personal("telegram", principal.key))
-        async with self.inbound.store.write() as tx:
-            dead = await tx.list_jobs(states=["dead"], limit=_DEAD_SCAN)
-            for job in dead:
-                if (
-                    job.kind == "post_card"
-                    and job.payload.get("target") == target
-                    and "can't initiate conversation" in (job.last_error or "").casefold()
-                    and job.approval_id is not None
-                ):
-                    approval = await tx.get_approval(job.approval_id)
-                    if approval is not None and approval.state == State.PENDING:
-                        await tx.requeue_job(job.id, now=self.inbound.clock.now())
-                        log.info(
-                            "card for %s requeued: they pressed Start",
-                            target,
-                            extra={"approval_id": job.approval_id, "job_id": job.id},
-                        )
+        await self.inbound.requeue_refused_cards(target, "can't initiate conversation")
 
     async def _refuse_anonymous(
         self, approval_id: str, action: str, tell: conversation.Tell
@@ -398,8 +379,7 @@ class TelegramChannel:
         moved, or when `announce` (once per migration, not for each of its two messages)."""
         if old is None or str(old) == str(new):
             return
-        async with self.inbound.store.write() as tx:
-            moved = await tx.move_card_messages("telegram", str(old), str(new))
+        moved = await self.inbound.move_cards("telegram", str(old), str(new))
         stale = sorted(
             {
                 str(target)
@@ -429,45 +409,29 @@ class TelegramChannel:
     async def _adopt(
         self, message: MaybeInaccessibleMessage, pressed: telegram_card.Pressed
     ) -> CardMessage | None:
-        """A press on a message of ours that card_messages does not know: a card sent just
-        before a crash, whose record was never written (the outbox then posted a second
-        copy). When its button names an approval whose hash starts as the button says (and
-        the message, where Telegram shows it, ends with that short hash), record it as that
-        approval's card, so the press decides against the hash it showed and every later
-        update edits this copy too; an approval decided meanwhile gets the card updated to
-        its outcome. None for anything else (refused as not matching)."""
+        """A press on a message of ours that card_messages does not know (a card sent just
+        before a crash, its record never written): if the message is ours and ends with the
+        short hash its button names, the core records it as that approval's card
+        (Inbound.adopt_card). None for anything else (refused as not matching)."""
         if isinstance(message, Message) and (
             message.from_user is None
             or message.from_user.id != self.bot.id
             or (message.text or "").splitlines()[-1:] != [f"sha256:{pressed.short_hash}"]
         ):
             return None
-        now = self.inbound.clock.now()
-        async with self.inbound.store.write() as tx:
-            approval = await tx.lock_approval(pressed.approval_id)
-            if approval is None or not approval.hash.startswith(pressed.short_hash):
-                return None
-            card = await tx.insert_card_message(
-                {
-                    "approval_id": approval.id,
-                    "channel": "telegram",
-                    "address": str(message.chat.id),
-                    "message_id": str(message.message_id),
-                    "shown_hash": approval.hash,
-                    "rendered_state": State.PENDING,  # it has buttons
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
-            if approval.state != State.PENDING:
-                await jobs.enqueue_card_update(tx, approval, card.id, now)
+        chat, message_id = str(message.chat.id), str(message.message_id)
+        card = await self.inbound.adopt_card(
+            "telegram", chat, message_id, pressed.approval_id, pressed.short_hash
+        )
+        if card is None:
+            return None
         log.warning(
             "a Telegram card of %s that was never recorded (message %s in chat %s) was "
             "pressed; recorded now",
-            approval.id,
+            card.approval_id,
             message.message_id,
             message.chat.id,
-            extra={"approval_id": approval.id},
+            extra={"approval_id": card.approval_id},
         )
         return card
 

@@ -19,7 +19,6 @@ Everyone else gets a 403 that says why. Every query here is in store/repository.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -29,9 +28,10 @@ from aiohttp import web
 
 from bot import audit
 from bot.durations import format_duration
-from bot.errors import NotFound
+from bot.errors import NotFound, NotPending
 from bot.model import execution_of
 from bot.operator import RECORDED_REFUSALS
+from bot.outbox.requeue import retry_dead_job
 from bot.routing import GROUP_PREFIX, Directory, covers
 from channels.web_charts import DECISION_BINS, decision_chart, pending_chart
 from store.records import Approval, Delegation, OutboxJob
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from channels.web import Visitor, WebChannel
     from store.repository import Tx
 
-log = logging.getLogger("signoff.web.dashboard")
 
 DASHBOARD = "/dashboard"
 PAGE_SIZE = 100
@@ -342,29 +341,25 @@ class Dashboard:
             return self.channel.refusal(
                 request, visitor, 404, "There is no such outbox job; nothing was retried."
             )
-        # The same statements as `signoff outbox retry` (bot/cli.py cmd_outbox_retry).
-        async with self.channel.store.write() as tx:
-            job = await tx.requeue_job(job_id, now=self.channel.clock.now())
-            current = None if job else await tx.get_job(job_id)
-        if job is None:
-            if current is None:
-                return self.channel.refusal(
-                    request, visitor, 404, f"There is no outbox job {job_id}; nothing was retried."
-                )
+        try:
+            job = await retry_dead_job(
+                self.channel.store,
+                self.channel.clock,
+                job_id,
+                by=f"{visitor.principal.key} from the dashboard",
+            )
+        except NotFound:
+            return self.channel.refusal(
+                request, visitor, 404, f"There is no outbox job {job_id}; nothing was retried."
+            )
+        except NotPending as exc:
             return self.channel.refusal(
                 request,
                 visitor,
                 409,
-                f"Outbox job {job_id} is {current.state}, not dead: only dead jobs are retried, "
+                f"Outbox job {job_id} is {exc.state}, not dead: only dead jobs are retried, "
                 "so nothing was changed.",
             )
-        log.info(
-            "outbox job %d (%s) requeued from the dashboard by %s",
-            job.id,
-            job.kind,
-            visitor.principal.key,
-            extra={"job_id": job.id, "principal": visitor.principal.key},
-        )
         raise web.HTTPSeeOther(f"{DASHBOARD}?retried={job.id}#dead-jobs")
 
 
