@@ -154,13 +154,42 @@ class Operator(Transitioner):
             await audit.note(tx, row, "refused", actor=actor_label, at=now, data=data)
 
     async def delegate(
-        self, approval_id: str, actor: Actor, to: str, note: str | None = None
+        self,
+        approval_id: str,
+        actor: Actor,
+        to: str,
+        note: str | None = None,
+        *,
+        shown_hash: str | None = None,
     ) -> Decision:
         """Hand one pending request to another principal: they become its assignee and get
         its card; the original approvers keep their authority. For those entitled to decide
-        it (or break-glass from the CLI)."""
+        it (or break-glass from the CLI). With `shown_hash` (a card or page offered the
+        hand-off), a request changed since it was shown is handed to nobody."""
         self.directory.principal(to)
-        return await self._decide("delegate", approval_id, actor, note, None, to=to)
+        return await self._decide("delegate", approval_id, actor, note, shown_hash, to=to)
+
+    async def decide(
+        self,
+        action: Action,
+        approval_id: str,
+        shown_hash: str,
+        actor: Actor,
+        *,
+        note: str | None = None,
+        to: str | None = None,
+    ) -> Decision:
+        """What a button or form on a card asks for, judged against the hash the card showed:
+        approve, reject, or hand over to `to`. Every surface decides through this."""
+        if action == "approve":
+            return await self.approve_shown(approval_id, shown_hash, actor, note)
+        if action == "reject":
+            return await self.reject_shown(approval_id, shown_hash, actor, note)
+        if action == "delegate":
+            if not to:
+                raise InvalidRequest("choose whom to hand the request to")
+            return await self.delegate(approval_id, actor, to, note, shown_hash=shown_hash)
+        raise InvalidRequest(f"a card cannot {action} a request")
 
     async def _decide(
         self,
@@ -201,7 +230,7 @@ class Operator(Transitioner):
                 expired = expiry.expired_error(ran_out.approval)
             elif action == "delegate":
                 assert to is not None
-                decision = await self._hand_off(tx, row, actor, to, note, now)
+                decision = await self._hand_off(tx, row, actor, to, note, shown_hash, now)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
         if expired is not None:
@@ -284,9 +313,16 @@ class Operator(Transitioner):
         )
 
     async def _hand_off(
-        self, tx: Tx, row: Approval, actor: Actor, to: str, note: str | None, now: datetime
+        self,
+        tx: Tx,
+        row: Approval,
+        actor: Actor,
+        to: str,
+        note: str | None,
+        shown_hash: str | None,
+        now: datetime,
     ) -> Decision:
-        standing = await self._standing(tx, row, "delegate", actor, None, now)
+        standing = await self._standing(tx, row, "delegate", actor, shown_hash, now)
         if not actor.break_glass:
             _check_hand_off(row, standing, to)
         if to == row.assignee:

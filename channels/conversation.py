@@ -147,16 +147,14 @@ class Conversation:
         """Approve, reject or hand over through the Operator. Returns what happened, in a
         sentence; on a refusal, records it, tells the person why and returns None."""
         try:
+            decision = await self.operator.decide(
+                action, approval_id, shown_hash, actor, note=note, to=to
+            )
             if action == "approve":
-                return approved_text(
-                    await self.operator.approve_shown(approval_id, shown_hash, actor, note)
-                )
+                return approved_text(decision)
             if action == "reject":
-                await self.operator.reject_shown(approval_id, shown_hash, actor, note)
                 return "Rejected."
-            assert to is not None
-            handed = await self.operator.delegate(approval_id, actor, to, note)
-            return f"Handed to {self.directory.name_of(handed.approval.assignee)}."
+            return f"Handed to {self.directory.name_of(decision.approval.assignee)}."
         except SignoffError as error:
             await self.refuse(approval_id, actor.label, action, error, tell_refusal)
             return None

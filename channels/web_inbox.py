@@ -279,22 +279,16 @@ class InboxPages:
         to show. Raises the Operator's refusal."""
         shown = form.get("hash", "").strip()
         note = form.get("note", "").strip() or None
-        if action == "approve":
-            decision = await self.operator.approve_shown(approval_id, shown, actor, note)
-            return "voted" if decision.event.type == "voted" else "approved"
-        if action == "reject":
-            await self.operator.reject_shown(approval_id, shown, actor, note)
-            return "rejected"
-        to = form.get("to", "").strip()
-        if not to:
+        to = form.get("to", "").strip() if action == "delegate" else None
+        # The form's own mistakes, in the page's words; the Operator judges the rest.
+        if to == "":
             raise InvalidRequest("Choose whom to hand the request to; nothing was changed.")
-        if to not in self.directory.principals:
+        if to is not None and to not in self.directory.principals:
             raise UnknownPrincipal(f"There is no principal {to!r}; nothing was changed.")
-        # A hand-off names no hash of its own, so check the page is current first: a stale
-        # page hands nothing on either.
-        await self.operator.precheck(approval_id, shown, actor, "delegate")
-        await self.operator.delegate(approval_id, actor, to, note)
-        return "delegated"
+        decision = await self.operator.decide(action, approval_id, shown, actor, note=note, to=to)
+        if action == "approve":
+            return "voted" if decision.event.type == "voted" else "approved"
+        return "rejected" if action == "reject" else "delegated"
 
 
 def _status(error: SignoffError) -> int:
