@@ -23,8 +23,8 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.integration import test_slack as slack_tests
 from tests.integration import test_telegram as telegram_tests
-from tests.integration.chat_server import serve
 from tests.integration.test_telegram import ALICE, ERIN, GROUP, SECRET, TOKEN
+from tests.support.chat_server import serve
 
 API_KEY = "acme-key"
 CONTRACT = {"capability": "contracts.sign", "run_id": "run-contract"}

@@ -43,7 +43,7 @@ from tests.conftest import TEST_CONFIG, make_request
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.integration import test_slack, test_telegram
-from tests.integration.chat_server import Cleanup, serve
+from tests.support.chat_server import Cleanup, serve
 
 CARDS = 10
 

@@ -40,7 +40,7 @@ from store.records import Delegation
 from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack, sign, slash_command_body, users_select
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 SECRET = "slack-signing-secret"
 CHANNEL = "C0FINANCE"

@@ -30,8 +30,8 @@ from bot.delegations import Delegations
 from channels import slack_home
 from store.repository import Store
 from tests.fakes.slack import FakeSlack, app_home_opened, sign
-from tests.integration.chat_server import serve
 from tests.integration.test_slack import API_KEY, CHANNEL, SECRET, Rig, _config, _texts
+from tests.support.chat_server import serve
 
 PUBLIC_URL = "http://signoff.example.com"
 

@@ -31,7 +31,7 @@ from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 TOKEN = "123456:TEST-token"
 SECRET = "telegram-webhook-secret"

@@ -30,7 +30,6 @@ from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import serve
 from tests.integration.test_telegram import (
     ALICE,
     API_KEY,
@@ -42,6 +41,7 @@ from tests.integration.test_telegram import (
     _buttons,
     _config,
 )
+from tests.support.chat_server import serve
 
 OLD_GROUP = -4012345678  # a basic group: not -100...
 NEW_GROUP = -1009876543210  # the supergroup it becomes

@@ -37,7 +37,7 @@ from bot.signin import SignInLinks
 from channels import web_inbox
 from store.repository import Store
 from tests.conftest import TEST_CONFIG
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 API_KEY = "acme-key"
 GLOBEX_KEY = "globex-key"
