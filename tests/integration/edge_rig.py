@@ -25,7 +25,7 @@ from store.schema import ALL_TABLES
 from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 API_KEY = "acme-key"
 WEB_SECRET = "w" * 40

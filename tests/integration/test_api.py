@@ -28,102 +28,33 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
-from multidict import CIMultiDictProxy
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import build_app
-from bot.clock import FakeClock, utc_iso
-from bot.config import Config, parse_config
+from bot.clock import utc_iso
+from bot.config import parse_config
 from bot.errors import ConfigError
-from bot.operator import Actor, Operator
-from bot.routing import Directory
 from store.migrate import head_revision
 from store.repository import Store
 from tests.conftest import TEST_CONFIG, request_body, tamper
+from tests.support.api_server import (
+    ACME_KEY,
+    GLOBEX_KEY,
+    NO_BODY,
+    Api,
+    Reply,
+    Serve,
+    listing,
+)
 
-ACME_KEY = "acme-test-key-9f2c41"
-GLOBEX_KEY = "globex-test-key-07be3d"
 MAX_BODY = 256 * 1024  # server.max_body_bytes default
-ALICE = Actor("alice", "cli")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_NO_BODY = object()
-
-
-@dataclass
-class Reply:
-    status: int
-    body: Any
-    headers: CIMultiDictProxy[str]
-
-
-@dataclass
-class Api:
-    url: str
-    http: aiohttp.ClientSession
-    store: Store
-    clock: FakeClock
-    directory: Directory
-    config: Config
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = _NO_BODY,
-        *,
-        key: str | None = ACME_KEY,
-        data: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> Reply:
-        sent = dict(headers or {})
-        if key is not None:
-            sent["Authorization"] = f"Bearer {key}"
-        if body is not _NO_BODY:
-            data = json.dumps(body).encode()
-            sent.setdefault("Content-Type", "application/json")
-        async with self.http.request(method, self.url + path, data=data, headers=sent) as resp:
-            raw = await resp.read()
-            parsed: Any = raw.decode()
-            if resp.content_type == "application/json":
-                parsed = json.loads(raw)
-            return Reply(resp.status, parsed, resp.headers)
-
-    async def create(self, key: str = ACME_KEY, **overrides: Any) -> dict[str, Any]:
-        reply = await self.call("POST", "/v1/approvals", request_body(**overrides), key=key)
-        assert reply.status == 201, reply.body
-        return reply.body
-
-    async def get(self, approval_id: str, key: str = ACME_KEY) -> dict[str, Any]:
-        reply = await self.call("GET", f"/v1/approvals/{approval_id}", key=key)
-        assert reply.status == 200, reply.body
-        return reply.body
-
-    async def approve(self, record: dict[str, Any]) -> None:
-        operator = Operator(self.store, self.directory, self.clock)
-        await operator.approve_shown(record["id"], record["hash"], ALICE)
-
-    async def approved(self, **overrides: Any) -> dict[str, Any]:
-        record = await self.create(**overrides)
-        await self.approve(record)
-        return record
-
-    async def claim(self, approval_id: str, body: Any = _NO_BODY) -> Reply:
-        return await self.call("POST", f"/v1/approvals/{approval_id}/claim", body)
-
-    async def snapshot(self) -> tuple[list[tuple[str, str, int]], int]:
-        """Every approval's (id, state, version) and the number of outbox jobs."""
-        async with self.store.read() as tx:
-            rows = await tx.list_approvals(limit=1000)
-            jobs = await tx.outbox_jobs()
-        return sorted((a.id, a.state, a.version) for a in rows), len(jobs)
 
 
 def assert_error(reply: Reply, status: int, code: str) -> dict[str, Any]:
@@ -146,51 +77,6 @@ def error_fields(error: dict[str, Any]) -> list[str]:
     return [f["field"] for f in error.get("fields", [])]
 
 
-# -- the server ------------------------------------------------------------------------------
-
-
-Serve = Callable[..., Awaitable[Api]]
-
-
-@pytest.fixture
-async def serve(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Serve]:
-    """Start the real application on a loopback port; keyword arguments go to [server]."""
-    monkeypatch.setenv("SIGNOFF_TEST_ACME_KEY", ACME_KEY)
-    monkeypatch.setenv("SIGNOFF_TEST_GLOBEX_KEY", GLOBEX_KEY)
-    runners: list[web.AppRunner] = []
-    sessions: list[aiohttp.ClientSession] = []
-
-    async def start(**server: Any) -> Api:
-        tenants = [
-            {**TEST_CONFIG["tenants"][0], "api_key_env": "SIGNOFF_TEST_ACME_KEY"},
-            {**TEST_CONFIG["tenants"][1], "api_key_env": "SIGNOFF_TEST_GLOBEX_KEY"},
-        ]
-        config = parse_config({**TEST_CONFIG, "tenants": tenants, "server": server})
-        app = build_app(config, store, clock=clock, background=False)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        http = aiohttp.ClientSession()
-        sessions.append(http)
-        return Api(f"http://{host}:{port}", http, store, clock, config.directory(), config)
-
-    yield start
-    for http in sessions:
-        await http.close()
-    for runner in runners:
-        await runner.cleanup()
-
-
-@pytest.fixture
-async def api(serve: Serve) -> Api:
-    return await serve()
-
-
 # -- 1. bad input ----------------------------------------------------------------------------
 
 
@@ -203,7 +89,7 @@ class Bad:
     code: str
     field: str | None = None
     path: str = "/v1/approvals"  # "{id}" is an approved approval of acme
-    body: Any = _NO_BODY
+    body: Any = NO_BODY
     raw: bytes | None = None
     key: str | None = ACME_KEY
     headers: dict[str, str] | None = None
@@ -609,13 +495,6 @@ async def test_get_returns_the_truthful_record(api: Api) -> None:
     assert_error(missing, 404, "not_found")
 
 
-async def _list(api: Api, query: str = "", key: str = ACME_KEY) -> dict[str, Any]:
-    reply = await api.call("GET", f"/v1/approvals{query}", key=key)
-    assert reply.status == 200, reply.body
-    assert set(reply.body) == {"approvals", "next_cursor"}
-    return reply.body
-
-
 async def test_list_filters_by_state_run_capability_and_assignee(api: Api) -> None:
     refund = await api.create(run_id="run-a")
     api.clock.advance(seconds=1)
@@ -633,16 +512,16 @@ async def test_list_filters_by_state_run_capability_and_assignee(api: Api) -> No
     def ids(page: dict[str, Any]) -> list[str]:
         return [a["id"] for a in page["approvals"]]
 
-    assert ids(await _list(api)) == [contract["id"], refund_b["id"], refund["id"]]
-    assert ids(await _list(api, "?state=pending")) == [contract["id"], refund["id"]]
-    assert ids(await _list(api, "?state=approved")) == [refund_b["id"]]
-    assert ids(await _list(api, "?state=executed")) == []
-    assert ids(await _list(api, "?run_id=run-a")) == [contract["id"], refund["id"]]
-    assert ids(await _list(api, "?capability=payments.refund")) == [refund_b["id"], refund["id"]]
-    assert ids(await _list(api, "?assignee=alice")) == [contract["id"]]
-    assert ids(await _list(api, "?assignee=group%3Afinance&state=pending")) == [refund["id"]]
-    assert ids(await _list(api, "?run_id=run-a", key=GLOBEX_KEY)) == [globex["id"]]
-    page = await _list(api, "?state=approved")
+    assert ids(await listing(api)) == [contract["id"], refund_b["id"], refund["id"]]
+    assert ids(await listing(api, "?state=pending")) == [contract["id"], refund["id"]]
+    assert ids(await listing(api, "?state=approved")) == [refund_b["id"]]
+    assert ids(await listing(api, "?state=executed")) == []
+    assert ids(await listing(api, "?run_id=run-a")) == [contract["id"], refund["id"]]
+    assert ids(await listing(api, "?capability=payments.refund")) == [refund_b["id"], refund["id"]]
+    assert ids(await listing(api, "?assignee=alice")) == [contract["id"]]
+    assert ids(await listing(api, "?assignee=group%3Afinance&state=pending")) == [refund["id"]]
+    assert ids(await listing(api, "?run_id=run-a", key=GLOBEX_KEY)) == [globex["id"]]
+    page = await listing(api, "?state=approved")
     assert page["approvals"][0]["execution"] == "not_started"
     assert page["approvals"][0]["hash"] == refund_b["hash"]
 
@@ -662,7 +541,7 @@ async def test_cursor_pagination_returns_every_approval_once_newest_first(api: A
     pages = 0
     query = "?limit=3"
     while True:
-        page = await _list(api, query)
+        page = await listing(api, query)
         pages += 1
         assert len(page["approvals"]) <= 3
         seen += [a["id"] for a in page["approvals"]]
@@ -675,7 +554,7 @@ async def test_cursor_pagination_returns_every_approval_once_newest_first(api: A
     assert len(set(seen)) == 7
 
     # A full last page says there is no more only if there truly is none.
-    exact = await _list(api, "?limit=7")
+    exact = await listing(api, "?limit=7")
     assert [a["id"] for a in exact["approvals"]] == expected
     assert exact["next_cursor"] is None
 
@@ -706,7 +585,7 @@ async def test_list_refuses_bad_query_parameters(api: Api, query: str, field: st
 
 
 _ACTIONS: list[tuple[str, str, Any]] = [
-    ("GET", "", _NO_BODY),
+    ("GET", "", NO_BODY),
     ("POST", "/claim", {}),
     ("POST", "/complete", {"claim_token": "x", "outcome": "succeeded"}),
     ("POST", "/supersede", {"reason": "stale"}),
@@ -738,9 +617,9 @@ async def test_another_tenants_approval_is_not_found(
     assert await api.snapshot() == before
     assert (await api.get(record["id"]))["state"] == acme_state
 
-    listed = await _list(api, "?limit=500", key=GLOBEX_KEY)
+    listed = await listing(api, "?limit=500", key=GLOBEX_KEY)
     assert record["id"] not in [a["id"] for a in listed["approvals"]]
-    by_run = await _list(api, f"?run_id={record['run_id']}", key=GLOBEX_KEY)
+    by_run = await listing(api, f"?run_id={record['run_id']}", key=GLOBEX_KEY)
     assert by_run["approvals"] == []
 
 
@@ -1055,11 +934,11 @@ async def test_twenty_concurrent_claims_have_one_winner(api: Api) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
-        ("GET", "/v1/approvals/a%00b", _NO_BODY),
+        ("GET", "/v1/approvals/a%00b", NO_BODY),
         ("POST", "/v1/approvals/a%00b/claim", {}),
         ("POST", "/v1/approvals/a%00b/cancel", {}),
-        ("GET", "/v1/approvals/" + "x" * 300, _NO_BODY),
-        ("GET", "/v1/approvals/%C3%A9t%C3%A9", _NO_BODY),
+        ("GET", "/v1/approvals/" + "x" * 300, NO_BODY),
+        ("GET", "/v1/approvals/%C3%A9t%C3%A9", NO_BODY),
     ],
 )
 async def test_odd_ids_are_not_found(api: Api, method: str, path: str, body: Any) -> None:

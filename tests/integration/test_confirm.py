@@ -21,10 +21,20 @@ from store.repository import Store
 from store.schema import card_messages, outbox
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.integration import test_slack as slack_tests
-from tests.integration import test_telegram as telegram_tests
-from tests.integration.chat_server import serve
-from tests.integration.test_telegram import ALICE, ERIN, GROUP, SECRET, TOKEN
+from tests.support.chat_server import serve
+from tests.support.slack_rig import CHANNEL, SlackRig, slack_config
+from tests.support.slack_rig import SECRET as SLACK_SECRET
+from tests.support.slack_rig import buttons_in as slack_buttons
+from tests.support.telegram_rig import (
+    ALICE,
+    ERIN,
+    GROUP,
+    SECRET,
+    TOKEN,
+    TelegramRig,
+    telegram_config,
+)
+from tests.support.telegram_rig import buttons_in as telegram_buttons
 
 API_KEY = "acme-key"
 CONTRACT = {"capability": "contracts.sign", "run_id": "run-contract"}
@@ -36,29 +46,27 @@ CONTRACT = {"capability": "contracts.sign", "run_id": "run-contract"}
 @pytest.fixture
 async def slack_rig(
     clock: FakeClock, store: Store, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[slack_tests.Rig]:
+) -> AsyncIterator[SlackRig]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", slack_tests.SECRET)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
     monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeSlack() as slack:
-        data = slack_tests._config(slack)
+        data = slack_config(slack)
         data["routes"][0]["confirm"] = True  # payments.*: high risk
-        data["routes"][1]["notify"] = [f"slack:{slack_tests.CHANNEL}"]  # contracts.*: not
+        data["routes"][1]["notify"] = [f"slack:{CHANNEL}"]  # contracts.*: not
         config = parse_config(data)
-        yield await serve(slack_tests.Rig, config, store, clock, API_KEY, cleanup, slack=slack)
+        yield await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
         for close in reversed(cleanup):
             await close()
 
 
 async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
-    slack_rig: slack_tests.Rig,
+    slack_rig: SlackRig,
 ) -> None:
     risky = await slack_rig.create()
     plain = await slack_rig.create(**CONTRACT)
-    [approve, reject, delegate] = slack_tests._buttons(
-        (await slack_rig.card_for(risky["id"]))["blocks"]
-    )
+    [approve, reject, delegate] = slack_buttons((await slack_rig.card_for(risky["id"]))["blocks"])
     assert approve["action_id"] == "signoff_approve"
     confirm = approve["confirm"]
     assert confirm["title"] == {
@@ -70,7 +78,7 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
     assert f"sha256:{risky['hash'][:12]}" in confirm["text"]["text"]
     assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Approve", "Cancel")
     assert "confirm" not in reject and "confirm" not in delegate
-    buttons = slack_tests._buttons((await slack_rig.card_for(plain["id"]))["blocks"])
+    buttons = slack_buttons((await slack_rig.card_for(plain["id"]))["blocks"])
     assert buttons[0]["action_id"] == "signoff_approve"
     assert all("confirm" not in b for b in buttons)
 
@@ -81,18 +89,18 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
 @pytest.fixture
 async def start_telegram(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Callable[..., Awaitable[telegram_tests.Rig]]]:
+) -> AsyncIterator[Callable[..., Awaitable[TelegramRig]]]:
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeTelegram(TOKEN) as tg:
 
-        async def one(store: Store, *, confirm: bool) -> telegram_tests.Rig:
-            data = telegram_tests._config(tg, [f"telegram:{GROUP}"])
+        async def one(store: Store, *, confirm: bool) -> TelegramRig:
+            data = telegram_config(tg, [f"telegram:{GROUP}"])
             data["routes"][0]["confirm"] = confirm
             config = parse_config(data)
-            return await serve(telegram_tests.Rig, config, store, clock, API_KEY, cleanup, tg=tg)
+            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
 
         yield one
         for close in reversed(cleanup):
@@ -101,17 +109,17 @@ async def start_telegram(
 
 @pytest.fixture
 async def tg_rig(
-    start_telegram: Callable[..., Awaitable[telegram_tests.Rig]], store: Store
-) -> telegram_tests.Rig:
+    start_telegram: Callable[..., Awaitable[TelegramRig]], store: Store
+) -> TelegramRig:
     return await start_telegram(store, confirm=True)
 
 
 def _labels(message: dict[str, Any] | None) -> list[str]:
     assert message is not None
-    return [b["text"] for b in telegram_tests._buttons(message)]
+    return [b["text"] for b in telegram_buttons(message)]
 
 
-async def _confirming(rig: telegram_tests.Rig) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _confirming(rig: TelegramRig) -> tuple[dict[str, Any], dict[str, Any]]:
     """A request on the confirm route whose Approve Alice has pressed: (record, card now)."""
     record = await rig.create()
     card = await rig.card_for(record["id"])
@@ -123,11 +131,11 @@ async def _confirming(rig: telegram_tests.Rig) -> tuple[dict[str, Any], dict[str
 
 
 async def test_telegram_approve_asks_to_confirm_and_decides_nothing(
-    tg_rig: telegram_tests.Rig,
+    tg_rig: TelegramRig,
 ) -> None:
     record, shown = await _confirming(tg_rig)
     assert _labels(shown) == ["Confirm approve", "Cancel"]
-    for button in telegram_tests._buttons(shown):
+    for button in telegram_buttons(shown):
         assert len(button["callback_data"].encode()) <= 64
         assert record["hash"][:12] in button["callback_data"]
     answer = tg_rig.tg.calls_to("answerCallbackQuery", ok=True)[-1]
@@ -137,7 +145,7 @@ async def test_telegram_approve_asks_to_confirm_and_decides_nothing(
     assert [e.type for e in await tg_rig.events(record["id"])] == ["requested"]
 
 
-async def test_telegram_confirm_approve_decides(tg_rig: telegram_tests.Rig) -> None:
+async def test_telegram_confirm_approve_decides(tg_rig: TelegramRig) -> None:
     record, shown = await _confirming(tg_rig)
     assert await tg_rig.click(ALICE, shown, button=0) == 200
     approved = await tg_rig.state(record["id"])
@@ -150,7 +158,7 @@ async def test_telegram_confirm_approve_decides(tg_rig: telegram_tests.Rig) -> N
 
 
 async def test_telegram_cancel_puts_the_buttons_back_and_decides_nothing(
-    tg_rig: telegram_tests.Rig,
+    tg_rig: TelegramRig,
 ) -> None:
     record, shown = await _confirming(tg_rig)
     assert await tg_rig.click(ALICE, shown, button=1) == 200
@@ -165,7 +173,7 @@ async def test_telegram_cancel_puts_the_buttons_back_and_decides_nothing(
 
 
 async def test_telegram_approve_from_someone_who_may_not_decide_is_refused_at_once(
-    tg_rig: telegram_tests.Rig,
+    tg_rig: TelegramRig,
 ) -> None:
     record = await tg_rig.create()
     card = await tg_rig.card_for(record["id"])
@@ -176,7 +184,7 @@ async def test_telegram_approve_from_someone_who_may_not_decide_is_refused_at_on
 
 
 async def test_telegram_without_confirm_approve_decides_at_once(
-    start_telegram: Callable[..., Awaitable[telegram_tests.Rig]], store: Store
+    start_telegram: Callable[..., Awaitable[TelegramRig]], store: Store
 ) -> None:
     rig = await start_telegram(store, confirm=False)
     record = await rig.create()
@@ -187,7 +195,7 @@ async def test_telegram_without_confirm_approve_decides_at_once(
 # -- Telegram: a card sent but never recorded ----------------------------------------------------
 
 
-async def _crash_after_sending(rig: telegram_tests.Rig, approval_id: str) -> dict[str, Any]:
+async def _crash_after_sending(rig: TelegramRig, approval_id: str) -> dict[str, Any]:
     """Post the card, then forget it as a crash between sendMessage and the card_messages
     insert would have: the job is due again and posts a second copy. The first copy."""
     first = await rig.card_for(approval_id)
@@ -209,7 +217,7 @@ async def _crash_after_sending(rig: telegram_tests.Rig, approval_id: str) -> dic
     return first
 
 
-async def _both_show_the_outcome(rig: telegram_tests.Rig, approval_id: str, ids: list[int]) -> None:
+async def _both_show_the_outcome(rig: TelegramRig, approval_id: str, ids: list[int]) -> None:
     await rig.drain()
     async with rig.store.read() as tx:
         recorded = sorted(int(m.message_id) for m in await tx.card_messages_for(approval_id))
@@ -222,7 +230,7 @@ async def _both_show_the_outcome(rig: telegram_tests.Rig, approval_id: str, ids:
 
 @pytest.mark.parametrize("confirm", [False, True])
 async def test_a_press_on_the_unrecorded_copy_decides_and_both_copies_follow(
-    start_telegram: Callable[..., Awaitable[telegram_tests.Rig]], store: Store, confirm: bool
+    start_telegram: Callable[..., Awaitable[TelegramRig]], store: Store, confirm: bool
 ) -> None:
     rig = await start_telegram(store, confirm=confirm)
     record = await rig.create()
@@ -239,7 +247,7 @@ async def test_a_press_on_the_unrecorded_copy_decides_and_both_copies_follow(
 
 
 async def test_a_press_on_the_unrecorded_copy_after_the_decision_updates_it(
-    start_telegram: Callable[..., Awaitable[telegram_tests.Rig]], store: Store
+    start_telegram: Callable[..., Awaitable[TelegramRig]], store: Store
 ) -> None:
     rig = await start_telegram(store, confirm=False)
     record = await rig.create()
@@ -256,12 +264,12 @@ async def test_a_press_on_the_unrecorded_copy_after_the_decision_updates_it(
 
 
 async def test_an_unrecorded_message_with_another_hash_is_still_refused(
-    start_telegram: Callable[..., Awaitable[telegram_tests.Rig]], store: Store
+    start_telegram: Callable[..., Awaitable[TelegramRig]], store: Store
 ) -> None:
     rig = await start_telegram(store, confirm=False)
     record = await rig.create()
     first = await _crash_after_sending(rig, record["id"])
-    data = telegram_tests._buttons(first)[0]["callback_data"][:-12] + "0" * 12
+    data = telegram_buttons(first)[0]["callback_data"][:-12] + "0" * 12
     assert await rig.click(ALICE, first, data=data) == 200
     answer = rig.tg.calls_to("answerCallbackQuery", ok=True)[-1].args["text"]
     assert "does not match" in answer

@@ -37,7 +37,7 @@ from store.repository import Store
 from tests.acceptance.conftest import Cli, base_env, config_with, to_toml
 from tests.conftest import TEST_CONFIG, make_request, request_body
 from tests.fakes.slack import FakeSlack
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 CHANNEL = "C0FINANCE"
 

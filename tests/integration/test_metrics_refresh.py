@@ -33,14 +33,7 @@ from bot.routing import Directory
 from store.repository import Store, Tx
 from tests.acceptance.conftest import Cli, base_env, config_with, to_toml
 from tests.conftest import make_request, request_body
-from tests.integration.test_api import (  # noqa: F401 (api and serve are fixtures)
-    ALICE,
-    GLOBEX_KEY,
-    Api,
-    _list,
-    api,
-    serve,
-)
+from tests.support.api_server import ALICE, GLOBEX_KEY, Api, listing
 
 # Small enough that the tests wait a few tens of milliseconds for a refresh, never seconds.
 REFRESH = 0.02
@@ -193,7 +186,7 @@ async def test_a_scrape_never_waits_for_a_refresh_in_progress(
 # -- the list by state -----------------------------------------------------------------------
 
 
-async def test_the_list_by_state_pages_through_that_state_only(api: Api) -> None:  # noqa: F811
+async def test_the_list_by_state_pages_through_that_state_only(api: Api) -> None:
     operator = Operator(api.store, api.directory, api.clock)
     made = []
     for i in range(9):
@@ -215,7 +208,7 @@ async def test_the_list_by_state_pages_through_that_state_only(api: Api) -> None
         seen: list[str] = []
         query = f"?state={state}&limit=2"
         for _ in range(10):
-            page = await _list(api, query)
+            page = await listing(api, query)
             assert {a["state"] for a in page["approvals"]} <= {state}
             seen += [a["id"] for a in page["approvals"]]
             if page["next_cursor"] is None:
@@ -223,7 +216,7 @@ async def test_the_list_by_state_pages_through_that_state_only(api: Api) -> None
             query = f"?state={state}&limit=2&cursor={page['next_cursor']}"
         assert seen == expected
 
-    empty = await _list(api, "?state=rejected")
+    empty = await listing(api, "?state=rejected")
     assert empty == {"approvals": [], "next_cursor": None}
     # Another tenant's rows in the same state are never listed.
-    assert (await _list(api, "?state=pending", key=GLOBEX_KEY))["approvals"] == []
+    assert (await listing(api, "?state=pending", key=GLOBEX_KEY))["approvals"] == []

@@ -42,8 +42,8 @@ from store.repository import Store, Tx
 from tests.conftest import TEST_CONFIG, make_request
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.integration import test_slack, test_telegram
-from tests.integration.chat_server import Cleanup, serve
+from tests.support import slack_rig, telegram_rig
+from tests.support.chat_server import Cleanup, serve
 
 CARDS = 10
 
@@ -64,16 +64,16 @@ def _counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool
 @asynccontextmanager
 async def _slack_server(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[test_slack.Rig]:
+) -> AsyncIterator[slack_rig.SlackRig]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", test_slack.SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", test_slack.API_KEY)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", slack_rig.SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", slack_rig.API_KEY)
     cleanup: Cleanup = []
     async with FakeSlack() as slack:
-        config = parse_config(test_slack._config(slack))
+        config = parse_config(slack_rig.slack_config(slack))
         try:
             yield await serve(
-                test_slack.Rig, config, store, clock, test_slack.API_KEY, cleanup, slack=slack
+                slack_rig.SlackRig, config, store, clock, slack_rig.API_KEY, cleanup, slack=slack
             )
         finally:
             for close in reversed(cleanup):
@@ -257,14 +257,14 @@ async def test_slack_card_posts_and_homes_reuse_a_few_connections(
 async def test_telegram_card_posts_reuse_a_few_connections(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", test_telegram.TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", test_telegram.SECRET)
-    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", test_telegram.API_KEY)
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", telegram_rig.TOKEN)
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", telegram_rig.SECRET)
+    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", telegram_rig.API_KEY)
     cleanup: Cleanup = []
-    async with FakeTelegram(test_telegram.TOKEN) as tg:
-        config = parse_config(test_telegram._config(tg, [f"telegram:{test_telegram.GROUP}"]))
+    async with FakeTelegram(telegram_rig.TOKEN) as tg:
+        config = parse_config(telegram_rig.telegram_config(tg, [f"telegram:{telegram_rig.GROUP}"]))
         rig = await serve(
-            test_telegram.Rig, config, store, clock, test_telegram.API_KEY, cleanup, tg=tg
+            telegram_rig.TelegramRig, config, store, clock, telegram_rig.API_KEY, cleanup, tg=tg
         )
         try:
             for batch in range(3):

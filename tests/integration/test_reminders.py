@@ -29,7 +29,7 @@ from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import ChatServer, serve
 
 API_KEY = "acme-key"
 CHANNEL = "C0FINANCE"

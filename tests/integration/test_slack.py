@@ -20,11 +20,9 @@ response, with clear refusals (a circle, someone else's delegation, an unlinked 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -34,79 +32,21 @@ import pytest
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.config import parse_config
-from bot.delegations import Delegations
 from bot.outbox import jobs
-from store.records import Delegation
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack, sign, slash_command_body, users_select
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import serve
+from tests.support.slack_rig import (
+    API_KEY,
+    CHANNEL,
+    SECRET,
+    SlackRig,
+    buttons_in,
+    slack_config,
+    texts_in,
+)
 
-SECRET = "slack-signing-secret"
-CHANNEL = "C0FINANCE"
-API_KEY = "acme-key"
-
-
-@dataclass
-class Rig(ChatServer):
-    """One signoff server wired to the fake Slack, and what a test needs to drive it."""
-
-    slack: FakeSlack
-
-    async def card_for(self, approval_id: str) -> dict[str, Any]:
-        """Run the outbox until the approval's card is posted; the postMessage call."""
-        await self.drain()
-        posts = [c for c in self.slack.calls_to("chat.postMessage", ok=True)]
-        for call in posts:
-            if any(approval_id in str(b) for b in call.args.get("blocks", [])):
-                return call.args | {"ts": call.response["ts"]}  # type: ignore[index]
-        raise AssertionError(f"no card for {approval_id}: {posts}")
-
-    async def send(self, body: bytes, headers: dict[str, str] | None = None) -> int:
-        return (await self._post(body, headers))[0]
-
-    async def answer(self, body: bytes) -> str:
-        """What signoff answered a signed request in its HTTP response (Bolt's ack body)."""
-        status, text = await self._post(body, None)
-        assert status == 200, text
-        return text
-
-    async def command(self, user_id: str, text: str) -> str:
-        """`/signoff TEXT` typed by `user_id`; the answer Slack shows them."""
-        return await self.answer(slash_command_body(user_id, text, channel_id=CHANNEL))
-
-    async def _post(
-        self, body: bytes, headers: dict[str, str] | None, *, json_body: bool = False
-    ) -> tuple[int, str]:
-        kind = "application/json" if json_body else "application/x-www-form-urlencoded"
-        sent = {"Content-Type": kind}
-        sent |= sign(SECRET, body) if headers is None else headers
-        async with self.http.post(f"{self.url}/slack/events", data=body, headers=sent) as resp:
-            return resp.status, await resp.text()
-
-    async def delegations(self) -> list[Delegation]:
-        return await Delegations(self.store, self.directory, self.clock).list()
-
-    async def settle(self, approval_id: str, seq: int) -> None:
-        """Wait until the click handler (which runs after Bolt's ack) appended event `seq`."""
-        for _ in range(200):
-            if len(await self.events(approval_id)) >= seq:
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"approval {approval_id} never reached event {seq}")
-
-
-def _config(slack: FakeSlack) -> dict[str, Any]:
-    config = copy.deepcopy(TEST_CONFIG)
-    config["tenants"][0]["api_key_env"] = "SLACK_TEST_API_KEY"
-    config["slack"] = {"api_base_url": slack.base_url}
-    config["principals"]["erin"] = {"name": "Erin Outsider", "slack": "U0ERIN"}
-    config["principals"]["carol"]["slack"] = "U0CAROL"
-    config["routes"][0]["notify"] = [f"slack:{CHANNEL}"]
-    return config
-
-
-Start = Callable[..., Awaitable[Rig]]
+Start = Callable[..., Awaitable[SlackRig]]
 
 
 @pytest.fixture
@@ -119,14 +59,14 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
         async def one(
             store: Store, *, trailing_slash: bool = True, team_id: str | None = None
-        ) -> Rig:
-            data = _config(slack)
+        ) -> SlackRig:
+            data = slack_config(slack)
             if not trailing_slash:  # as an operator might write it
                 data["slack"]["api_base_url"] = slack.base_url.rstrip("/")
             if team_id is not None:
                 data["slack"]["team_id"] = team_id
             config = parse_config(data)
-            return await serve(Rig, config, store, clock, API_KEY, cleanup, slack=slack)
+            return await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
 
         yield one
         for close in reversed(cleanup):
@@ -134,38 +74,16 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
 
 @pytest.fixture
-async def rig(start: Start, store: Store) -> Rig:
+async def rig(start: Start, store: Store) -> SlackRig:
     return await start(store)
 
 
-def _texts(blocks: list[dict[str, Any]], kind: str) -> list[str]:
-    """Every text of `kind` (plain_text or mrkdwn) anywhere in the blocks."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == kind and isinstance(node.get("text"), str):
-                found.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(blocks)
-    return found
-
-
-def _buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
-
-
-async def test_a_request_becomes_a_card_with_the_hash_and_its_buttons(rig: Rig) -> None:
+async def test_a_request_becomes_a_card_with_the_hash_and_its_buttons(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert card["channel"] == CHANNEL
-    assert f"`sha256:{record['hash'][:12]}`" in _texts(card["blocks"], "mrkdwn")
-    buttons = _buttons(card["blocks"])
+    assert f"`sha256:{record['hash'][:12]}`" in texts_in(card["blocks"], "mrkdwn")
+    buttons = buttons_in(card["blocks"])
     assert [(b["action_id"], b.get("style")) for b in buttons] == [
         ("signoff_approve", "primary"),
         ("signoff_reject", "danger"),
@@ -181,7 +99,7 @@ async def test_a_request_becomes_a_card_with_the_hash_and_its_buttons(rig: Rig) 
     )
 
 
-async def test_an_entitled_click_approves_and_the_card_loses_its_buttons(rig: Rig) -> None:
+async def test_an_entitled_click_approves_and_the_card_loses_its_buttons(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     started = time.monotonic()
@@ -193,14 +111,16 @@ async def test_an_entitled_click_approves_and_the_card_loses_its_buttons(rig: Ri
     assert (approved.state, approved.decided_by) == ("approved", "alice")
     await rig.drain()
     [update] = rig.slack.calls_to("chat.update", ok=True)
-    assert _buttons(update.args["blocks"]) == []
-    assert any("Approved" in t and "Alice Ng" in t for t in _texts(update.args["blocks"], "mrkdwn"))
+    assert buttons_in(update.args["blocks"]) == []
+    assert any(
+        "Approved" in t and "Alice Ng" in t for t in texts_in(update.args["blocks"], "mrkdwn")
+    )
     async with rig.store.read() as tx:
         kinds = [j.kind for j in await tx.outbox_jobs(approval_id=record["id"])]
     assert "webhook" in kinds  # the decision webhook is queued with the transition
 
 
-async def test_reject_asks_for_a_reason_in_a_modal(rig: Rig) -> None:
+async def test_reject_asks_for_a_reason_in_a_modal(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.send(rig.slack.click_body("U0BOB", CHANNEL, card["ts"], "signoff_reject"))
@@ -217,7 +137,7 @@ async def test_reject_asks_for_a_reason_in_a_modal(rig: Rig) -> None:
     )
     await rig.drain()
     [update] = rig.slack.calls_to("chat.update", ok=True)
-    assert "Note: duplicate refund" in _texts(update.args["blocks"], "plain_text")
+    assert "Note: duplicate refund" in texts_in(update.args["blocks"], "plain_text")
 
 
 _PRINCIPAL = {"U0ERIN": "erin", "U0ALICE": "alice", "U0BOB": "bob"}
@@ -239,7 +159,7 @@ _PRINCIPAL = {"U0ERIN": "erin", "U0ALICE": "alice", "U0BOB": "bob"}
     ids=["not an approver", "unknown slack user", "forged hash", "after expiry", "second click"],
 )
 async def test_refused_clicks_say_why_are_audited_and_change_nothing(
-    rig: Rig, user: str, change: str | None, expected: str
+    rig: SlackRig, user: str, change: str | None, expected: str
 ) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
@@ -270,7 +190,9 @@ async def test_refused_clicks_say_why_are_audited_and_change_nothing(
 
 
 @pytest.mark.parametrize("problem", ["bad signature", "six minutes old", "no headers"])
-async def test_badly_signed_requests_are_401_and_change_nothing(rig: Rig, problem: str) -> None:
+async def test_badly_signed_requests_are_401_and_change_nothing(
+    rig: SlackRig, problem: str
+) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     body = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
@@ -288,7 +210,7 @@ async def test_badly_signed_requests_are_401_and_change_nothing(rig: Rig, proble
 
 
 async def test_a_click_on_another_server_of_the_same_database_works(
-    start: Start, rig: Rig, db_url: str
+    start: Start, rig: SlackRig, db_url: str
 ) -> None:
     other_store = Store.from_url(db_url)
     try:
@@ -303,7 +225,7 @@ async def test_a_click_on_another_server_of_the_same_database_works(
         await other_store.close()
 
 
-async def test_model_chosen_text_never_reaches_slack_as_markup(rig: Rig) -> None:
+async def test_model_chosen_text_never_reaches_slack_as_markup(rig: SlackRig) -> None:
     nasty = "<!channel> <@U0ALICE> <https://evil.example|click here> *bold* & more"
     record = await rig.create(
         reason=nasty,
@@ -311,14 +233,14 @@ async def test_model_chosen_text_never_reaches_slack_as_markup(rig: Rig) -> None
         presentation={"title": f"Refund {nasty}", "fields": [{"label": nasty, "value": nasty}]},
     )
     card = await rig.card_for(record["id"])
-    for text in [*_texts(card["blocks"], "mrkdwn"), card["text"]]:
+    for text in [*texts_in(card["blocks"], "mrkdwn"), card["text"]]:
         assert "<!channel>" not in text and "<@U0ALICE>" not in text and "<https://" not in text
-    plain = " ".join(_texts(card["blocks"], "plain_text"))
+    plain = " ".join(texts_in(card["blocks"], "plain_text"))
     assert nasty in plain  # shown literally, as plain text Slack does not parse
     assert "&lt;!channel&gt;" in card["text"]
 
 
-async def test_slack_down_or_rate_limiting_delays_the_card_without_losing_it(rig: Rig) -> None:
+async def test_slack_down_or_rate_limiting_delays_the_card_without_losing_it(rig: SlackRig) -> None:
     rig.slack.fail_next("chat.postMessage", times=2, status=500)
     record = await rig.create()
     assert await rig.runner.run_once() == 1
@@ -339,7 +261,7 @@ async def test_slack_down_or_rate_limiting_delays_the_card_without_losing_it(rig
     assert card["channel"] == CHANNEL
 
 
-async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: Rig) -> None:
+async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: SlackRig) -> None:
     fields = [{"label": f"Line {i}", "value": "x" * 1000} for i in range(200)]
     record = await rig.create(
         presentation={"title": "T" * 300, "summary": "s" * 4000, "fields": fields},
@@ -349,16 +271,16 @@ async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: Rig) -> None
     blocks = card["blocks"]
     assert len(blocks) <= 50
     assert len(blocks[0]["text"]["text"]) <= 150
-    for text in _texts(blocks, "plain_text"):
+    for text in texts_in(blocks, "plain_text"):
         assert len(text) <= 2000
     assert all(len(b.get("fields", [])) <= 10 for b in blocks)
-    assert "… and 170 more fields" in _texts(blocks, "plain_text")
+    assert "… and 170 more fields" in texts_in(blocks, "plain_text")
 
 
 # -- what a human sees when things go wrong or happen later ----------------------------------
 
 
-async def test_a_failure_after_the_ack_is_told_not_left_silent(rig: Rig) -> None:
+async def test_a_failure_after_the_ack_is_told_not_left_silent(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     rig.slack.fail_next("views.open", status=500)
@@ -370,7 +292,7 @@ async def test_a_failure_after_the_ack_is_told_not_left_silent(rig: Rig) -> None
     assert (await rig.state(record["id"])).state == "pending"
 
 
-async def test_reject_by_a_non_approver_is_refused_before_the_dialog(rig: Rig) -> None:
+async def test_reject_by_a_non_approver_is_refused_before_the_dialog(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.send(rig.slack.click_body("U0ERIN", CHANNEL, card["ts"], "signoff_reject"))
@@ -380,7 +302,7 @@ async def test_reject_by_a_non_approver_is_refused_before_the_dialog(rig: Rig) -
     assert (await rig.events(record["id"]))[-1].type == "refused"
 
 
-async def test_a_later_transition_keeps_who_approved_and_says_what_followed(rig: Rig) -> None:
+async def test_a_later_transition_keeps_who_approved_and_says_what_followed(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.send(rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve"))
@@ -393,19 +315,21 @@ async def test_a_later_transition_keeps_who_approved_and_says_what_followed(rig:
     ) as response:
         assert response.status == 200
     await rig.drain()
-    text = " ".join(_texts(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "mrkdwn"))
+    text = " ".join(
+        texts_in(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "mrkdwn")
+    )
     assert "*Approved* by Alice Ng (alice) at 2026-01-05 09:00 UTC" in text
     assert "*Superseded* before it ran" in text
     assert "Note: balance changed" in " ".join(
-        _texts(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "plain_text")
+        texts_in(rig.slack.calls_to("chat.update", ok=True)[-1].args["blocks"], "plain_text")
     )
 
 
-async def test_arguments_that_do_not_fit_are_counted_not_dropped(rig: Rig) -> None:
+async def test_arguments_that_do_not_fit_are_counted_not_dropped(rig: SlackRig) -> None:
     arguments = {f"arg{i:02}": "v" * 150 for i in range(30)}
     record = await rig.create(tool={"name": "bulk.update", "arguments": arguments})
     card = await rig.card_for(record["id"])
-    [shown] = [t for t in _texts(card["blocks"], "plain_text") if t.startswith("Arguments")]
+    [shown] = [t for t in texts_in(card["blocks"], "plain_text") if t.startswith("Arguments")]
     listed = shown.count(" = ")
     assert 0 < listed < 30
     assert f"… and {30 - listed} more arguments" in shown
@@ -428,7 +352,7 @@ async def test_clicks_work_when_auth_test_fails_and_without_a_trailing_slash(
 # -- delegation: "Delegate…" on a card, and the /signoff command ---------------------------------
 
 
-async def _open_delegate_modal(rig: Rig, user: str, ts: str) -> str:
+async def _open_delegate_modal(rig: SlackRig, user: str, ts: str) -> str:
     """`user` clicks Delegate… on the card at `ts`; the id of the modal it opened."""
     assert await rig.send(rig.slack.click_body(user, CHANNEL, ts, "signoff_delegate")) == 200
     opened = await rig.slack.wait_for("views.open")
@@ -436,14 +360,14 @@ async def _open_delegate_modal(rig: Rig, user: str, ts: str) -> str:
     return str(opened.response["view"]["id"])  # type: ignore[index]
 
 
-def _hand_to(rig: Rig, view_id: str, user: str, to: str, note: str | None = None) -> bytes:
+def _hand_to(rig: SlackRig, view_id: str, user: str, to: str, note: str | None = None) -> bytes:
     values: dict[str, Any] = {"delegate_to": {"delegate_to": users_select(to)}}
     if note is not None:
         values["note"] = {"note": note}
     return rig.slack.submit_body(view_id, user, values)
 
 
-async def test_delegate_hands_the_request_over_and_the_card_says_to_whom(rig: Rig) -> None:
+async def test_delegate_hands_the_request_over_and_the_card_says_to_whom(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     view_id = await _open_delegate_modal(rig, "U0ALICE", card["ts"])
@@ -474,10 +398,10 @@ async def test_delegate_hands_the_request_over_and_the_card_says_to_whom(rig: Ri
     await rig.drain()
     [update] = rig.slack.calls_to("chat.update", ok=True)
     assert update.args["ts"] == card["ts"]
-    assert "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in _texts(
+    assert "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in texts_in(
         update.args["blocks"], "plain_text"
     )
-    assert len(_buttons(update.args["blocks"])) == 3  # still pending: still decidable
+    assert len(buttons_in(update.args["blocks"])) == 3  # still pending: still decidable
     # Carol gets the card in her direct messages too.
     assert [c.args["channel"] for c in rig.slack.calls_to("chat.postMessage", ok=True)] == [
         CHANNEL,
@@ -486,7 +410,7 @@ async def test_delegate_hands_the_request_over_and_the_card_says_to_whom(rig: Ri
     assert (await verify(rig.store)).ok
 
 
-async def test_delegate_by_a_non_approver_is_refused_before_the_modal(rig: Rig) -> None:
+async def test_delegate_by_a_non_approver_is_refused_before_the_modal(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.send(rig.slack.click_body("U0ERIN", CHANNEL, card["ts"], "signoff_delegate"))
@@ -505,7 +429,7 @@ async def test_delegate_by_a_non_approver_is_refused_before_the_modal(rig: Rig) 
 
 
 async def test_picking_someone_not_linked_keeps_the_modal_open_and_changes_nothing(
-    rig: Rig,
+    rig: SlackRig,
 ) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
@@ -520,7 +444,7 @@ async def test_picking_someone_not_linked_keeps_the_modal_open_and_changes_nothi
     assert rig.slack.calls_to("chat.postEphemeral") == []
 
 
-async def test_a_hand_off_after_someone_decided_is_refused_and_audited(rig: Rig) -> None:
+async def test_a_hand_off_after_someone_decided_is_refused_and_audited(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     view_id = await _open_delegate_modal(rig, "U0ALICE", card["ts"])
@@ -541,7 +465,7 @@ async def test_a_hand_off_after_someone_decided_is_refused_and_audited(rig: Rig)
 
 
 @pytest.mark.parametrize("bob", ["<@U0BOB|bob>", "<@U0BOB>", "@bob", "bob"])
-async def test_slash_delegate_creates_a_delegation(rig: Rig, bob: str) -> None:
+async def test_slash_delegate_creates_a_delegation(rig: SlackRig, bob: str) -> None:
     said = await rig.command("U0ALICE", f"delegate {bob} until 2026-12-24 payments.*")
     [made] = await rig.delegations()
     assert (made.principal, made.delegate, made.scope, made.created_by) == (
@@ -558,7 +482,7 @@ async def test_slash_delegate_creates_a_delegation(rig: Rig, bob: str) -> None:
     )
 
 
-async def test_slash_delegate_refuses_a_circle_and_says_why(rig: Rig) -> None:
+async def test_slash_delegate_refuses_a_circle_and_says_why(rig: SlackRig) -> None:
     await rig.command("U0BOB", "delegate alice")
     said = await rig.command("U0ALICE", "delegate <@U0BOB|bob> until 2026-12-24")
     assert "would make a circle (alice -&gt; bob -&gt; alice)" in said  # escaped for mrkdwn
@@ -577,7 +501,7 @@ async def test_slash_delegate_refuses_a_circle_and_says_why(rig: Rig) -> None:
     ],
 )
 async def test_slash_delegate_mistakes_are_answered_not_raised(
-    rig: Rig, text: str, expected: str
+    rig: SlackRig, text: str, expected: str
 ) -> None:
     said = await rig.command("U0ALICE", text)
     assert expected in said, said
@@ -585,7 +509,7 @@ async def test_slash_delegate_mistakes_are_answered_not_raised(
     assert await rig.delegations() == []
 
 
-async def test_slash_delegations_lists_and_revoke_revokes(rig: Rig) -> None:
+async def test_slash_delegations_lists_and_revoke_revokes(rig: SlackRig) -> None:
     assert await rig.command("U0ALICE", "delegations") == (
         "No active or scheduled delegations for you."
     )
@@ -612,7 +536,7 @@ async def test_slash_delegations_lists_and_revoke_revokes(rig: Rig) -> None:
     assert again.startswith(f"You have no delegation {made.id} to revoke")
 
 
-async def test_slash_command_from_an_unlinked_user_or_without_a_verb(rig: Rig) -> None:
+async def test_slash_command_from_an_unlinked_user_or_without_a_verb(rig: SlackRig) -> None:
     said = await rig.command("U0NOBODY", "delegate bob")
     assert "Your Slack account (U0NOBODY) is not linked to a signoff principal" in said
     assert await rig.delegations() == []
@@ -622,13 +546,13 @@ async def test_slash_command_from_an_unlinked_user_or_without_a_verb(rig: Rig) -
         assert "/signoff revoke ID" in usage
 
 
-async def test_a_badly_signed_command_is_401_and_does_nothing(rig: Rig) -> None:
+async def test_a_badly_signed_command_is_401_and_does_nothing(rig: SlackRig) -> None:
     body = slash_command_body("U0ALICE", "delegate bob", channel_id=CHANNEL)
     assert await rig.send(body, sign("not-the-secret", body)) == 401
     assert await rig.delegations() == []
 
 
-async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: Rig) -> None:
+async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: SlackRig) -> None:
     """Delegation start and end notices: plain text, escaped, to each person's DM."""
     async with rig.store.write() as tx:
         await jobs.enqueue_notice(
@@ -651,7 +575,7 @@ async def test_a_notice_reaches_the_principal_in_their_direct_messages(rig: Rig)
     ids=["not json", "a list", "5000 brackets", "not utf-8"],
 )
 async def test_unsigned_garbage_is_401_without_a_traceback(
-    rig: Rig, body: bytes, caplog: pytest.LogCaptureFixture
+    rig: SlackRig, body: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     for headers in ({}, {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=1"}):
         assert await rig.send(body, headers) == 401
@@ -672,13 +596,13 @@ async def test_unsigned_garbage_is_401_without_a_traceback(
     ids=["not json", "a list", "no user", "no actions", "channel as a string"],
 )
 async def test_signed_but_malformed_payloads_are_400(
-    rig: Rig, payload: str, caplog: pytest.LogCaptureFixture
+    rig: SlackRig, payload: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert await rig.send(f"payload={quote(payload)}".encode()) == 400
     assert not [r for r in caplog.records if r.exc_info or r.levelname == "ERROR"]
 
 
-async def test_a_replayed_click_is_answered_and_does_nothing_again(rig: Rig) -> None:
+async def test_a_replayed_click_is_answered_and_does_nothing_again(rig: SlackRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     click = rig.slack.click_body("U0ERIN", CHANNEL, card["ts"], "signoff_approve")  # refused

@@ -30,13 +30,13 @@ from bot.delegations import Delegations
 from channels import slack_home
 from store.repository import Store
 from tests.fakes.slack import FakeSlack, app_home_opened, sign
-from tests.integration.chat_server import serve
-from tests.integration.test_slack import API_KEY, CHANNEL, SECRET, Rig, _config, _texts
+from tests.support.chat_server import serve
+from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config, texts_in
 
 PUBLIC_URL = "http://signoff.example.com"
 
 
-class HomeRig(Rig):
+class HomeRig(SlackRig):
     async def open_home(self, user_id: str, tab: str = "home", team_id: str = "T1") -> int:
         """`user_id` opens the app's tab; the event carries their last Home, as Slack's does."""
         body = app_home_opened(user_id, tab=tab, team_id=team_id, view=self.slack.home(user_id))
@@ -59,7 +59,7 @@ class HomeRig(Rig):
 
     def text(self, user_id: str) -> str:
         blocks = self.home(user_id)["blocks"]
-        return "\n".join(_texts(blocks, "plain_text") + _texts(blocks, "mrkdwn"))
+        return "\n".join(texts_in(blocks, "plain_text") + texts_in(blocks, "mrkdwn"))
 
     async def press(self, user_id: str, action_id: str, approval_id: str) -> None:
         body = self.slack.home_click_body(user_id, action_id, f"signoff_home_{approval_id}")
@@ -81,7 +81,7 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
         async def one(
             store: Store, *, web: bool = False, team_id: str | None = None, confirm: bool = False
         ) -> HomeRig:
-            data = copy.deepcopy(_config(slack))
+            data = copy.deepcopy(slack_config(slack))
             if team_id is not None:
                 data["slack"]["team_id"] = team_id
             if confirm:

@@ -13,11 +13,8 @@ text reaches Telegram escaped.
 
 from __future__ import annotations
 
-import copy
-import itertools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,87 +25,25 @@ from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import ChatServer, serve
+from tests.support.chat_server import serve
+from tests.support.telegram_rig import (
+    ALICE,
+    API_KEY,
+    BOB,
+    ERIN,
+    GROUP,
+    SECRET,
+    STRANGER,
+    TOKEN,
+    TelegramRig,
+    buttons_in,
+    telegram_config,
+    update_ids,
+)
 
-TOKEN = "123456:TEST-token"
-SECRET = "telegram-webhook-secret"
-GROUP = -1001234567890
-API_KEY = "acme-key"
-
-ALICE = fake.user(111, "Alice", username="alice_ng")
-BOB = fake.user(222, "Bob", username="bob_stone")
-ERIN = fake.user(555, "Erin", username="erin")  # a principal, but not an approver
-STRANGER = fake.user(999, "Mallory")  # no principal at all
-_update_ids = itertools.count(700_000)
-
-
-@dataclass
-class Rig(ChatServer):
-    """One signoff server wired to the fake Bot API, and what a test needs to drive it."""
-
-    tg: FakeTelegram
-
-    async def card_for(self, approval_id: str, chat: int = GROUP) -> dict[str, Any]:
-        """Run the outbox until the approval's card is in `chat`; the message as it stands."""
-        await self.drain()
-        async with self.store.read() as tx:
-            messages = await tx.card_messages_for(approval_id)
-        for message in messages:
-            if message.address == str(chat):
-                found = self.tg.message(chat, int(message.message_id))
-                assert found is not None
-                return found
-        raise AssertionError(f"no card for {approval_id} in {chat}: {messages}")
-
-    async def send(self, update: dict[str, Any], secret: str | None = SECRET) -> int:
-        headers = fake.webhook_headers(secret) if secret is not None else {}
-        headers.setdefault("Content-Type", "application/json")
-        async with self.http.post(
-            f"{self.url}/telegram/webhook", json=update, headers=headers
-        ) as response:
-            return response.status
-
-    async def click(
-        self, who: dict[str, Any], card: dict[str, Any], button: int = 0, data: str | None = None
-    ) -> int:
-        pressed = data if data is not None else _buttons(card)[button]["callback_data"]
-        return await self.send(
-            fake.callback_query(next(_update_ids), from_user=who, message=card, data=pressed)
-        )
-
-    async def reply(self, who: dict[str, Any], to: dict[str, Any], text: str) -> int:
-        return await self.send(
-            fake.text_message(
-                next(_update_ids),
-                chat=to["chat"],
-                from_user=who,
-                text=text,
-                message_id=next(_update_ids),
-                reply_to=to,
-            )
-        )
-
-
-def _buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
-    markup = message.get("reply_markup") or {}
-    return [button for row in markup.get("inline_keyboard", []) for button in row]
-
-
-def _config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
-    config = copy.deepcopy(TEST_CONFIG)
-    config["tenants"][0]["api_key_env"] = "TELEGRAM_TEST_API_KEY"
-    config["telegram"] = {"api_base_url": tg.base_url}
-    config["principals"]["erin"] = {"name": "Erin Outsider", "telegram": 555}
-    config["principals"]["carol"]["telegram"] = 333
-    config["routes"][0]["notify"] = notify
-    config["routes"][2]["notify"] = notify  # quorum.*: 2 of alice, bob, carol
-    return config
-
-
-Start = Callable[..., Awaitable[Rig]]
+Start = Callable[..., Awaitable[TelegramRig]]
 
 
 @pytest.fixture
@@ -119,9 +54,9 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeTelegram(TOKEN) as tg:
 
-        async def one(store: Store, notify: list[str] | None = None) -> Rig:
-            config = parse_config(_config(tg, notify or [f"telegram:{GROUP}"]))
-            return await serve(Rig, config, store, clock, API_KEY, cleanup, tg=tg)
+        async def one(store: Store, notify: list[str] | None = None) -> TelegramRig:
+            config = parse_config(telegram_config(tg, notify or [f"telegram:{GROUP}"]))
+            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
 
         yield one
         for close in reversed(cleanup):
@@ -129,7 +64,7 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
 
 @pytest.fixture
-async def rig(start: Start, store: Store) -> Rig:
+async def rig(start: Start, store: Store) -> TelegramRig:
     return await start(store)
 
 
@@ -137,7 +72,7 @@ async def rig(start: Start, store: Store) -> Rig:
 
 
 async def test_a_request_becomes_an_html_card_with_the_short_hash_and_two_buttons(
-    rig: Rig,
+    rig: TelegramRig,
 ) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
@@ -146,7 +81,7 @@ async def test_a_request_becomes_an_html_card_with_the_short_hash_and_two_button
     assert sent.args["text"].splitlines()[-1] == f"<code>sha256:{record['hash'][:12]}</code>"
     assert card["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
     assert "Refund €120.00 to Zoë" in card["text"]
-    buttons = _buttons(card)
+    buttons = buttons_in(card)
     assert [b["text"] for b in buttons] == ["Approve", "Reject"]
     for button in buttons:
         assert len(button["callback_data"].encode()) <= 64
@@ -181,7 +116,9 @@ async def test_dm_targets_post_to_each_approvers_private_chat(start: Start, stor
 # -- deciding ------------------------------------------------------------------------------------
 
 
-async def test_approve_by_button_decides_edits_the_card_and_queues_the_webhook(rig: Rig) -> None:
+async def test_approve_by_button_decides_edits_the_card_and_queues_the_webhook(
+    rig: TelegramRig,
+) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.click(ALICE, card) == 200
@@ -194,7 +131,7 @@ async def test_approve_by_button_decides_edits_the_card_and_queues_the_webhook(r
     assert (edit.args["chat_id"], edit.args["message_id"]) == (GROUP, card["message_id"])
     assert "reply_markup" not in edit.args
     shown = rig.tg.message(GROUP, card["message_id"])
-    assert shown is not None and _buttons(shown) == []
+    assert shown is not None and buttons_in(shown) == []
     assert "Approved by Alice Ng (alice)" in shown["text"]
     assert shown["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
     async with rig.store.read() as tx:
@@ -202,7 +139,7 @@ async def test_approve_by_button_decides_edits_the_card_and_queues_the_webhook(r
     assert "webhook" in kinds
 
 
-async def test_reply_approve_with_a_note(rig: Rig) -> None:
+async def test_reply_approve_with_a_note(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(BOB, card, "approve looks fine") == 200
@@ -216,7 +153,7 @@ async def test_reply_approve_with_a_note(rig: Rig) -> None:
     assert said.args["text"] == "Approved."
 
 
-async def test_reply_no_rejects_with_the_reason(rig: Rig) -> None:
+async def test_reply_no_rejects_with_the_reason(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ALICE, card, "no budget exhausted") == 200
@@ -231,7 +168,7 @@ async def test_reply_no_rejects_with_the_reason(rig: Rig) -> None:
     assert shown is not None and "Note: budget exhausted" in shown["text"]
 
 
-async def test_any_other_reply_gets_help_and_decides_nothing(rig: Rig) -> None:
+async def test_any_other_reply_gets_help_and_decides_nothing(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ALICE, card, "maybe") == 200
@@ -241,19 +178,19 @@ async def test_any_other_reply_gets_help_and_decides_nothing(rig: Rig) -> None:
     assert len(await rig.events(record["id"])) == 1
 
 
-async def test_messages_that_are_not_replies_to_cards_are_ignored(rig: Rig) -> None:
+async def test_messages_that_are_not_replies_to_cards_are_ignored(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     chat = card["chat"]
     plain = fake.text_message(
-        next(_update_ids), chat=chat, from_user=ALICE, text="approve", message_id=50
+        next(update_ids), chat=chat, from_user=ALICE, text="approve", message_id=50
     )
     assert await rig.send(plain) == 200
     other = fake.text_message(
-        next(_update_ids), chat=chat, from_user=BOB, text="lunch?", message_id=51
+        next(update_ids), chat=chat, from_user=BOB, text="lunch?", message_id=51
     )
     reply_to_other = fake.text_message(
-        next(_update_ids),
+        next(update_ids),
         chat=chat,
         from_user=ALICE,
         text="yes",
@@ -266,7 +203,7 @@ async def test_messages_that_are_not_replies_to_cards_are_ignored(rig: Rig) -> N
     assert (await rig.state(record["id"])).state == "pending"
 
 
-async def test_reject_button_asks_for_the_reason_with_a_force_reply(rig: Rig) -> None:
+async def test_reject_button_asks_for_the_reason_with_a_force_reply(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.click(BOB, card, button=1) == 200
@@ -289,7 +226,7 @@ async def test_reject_button_asks_for_the_reason_with_a_force_reply(rig: Rig) ->
     )
 
 
-async def test_skip_rejects_without_a_reason(rig: Rig) -> None:
+async def test_skip_rejects_without_a_reason(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.click(ALICE, card, button=1)
@@ -304,12 +241,12 @@ async def test_skip_rejects_without_a_reason(rig: Rig) -> None:
 
 @pytest.mark.parametrize("secret", ["not-the-secret", None], ids=["wrong secret", "no secret"])
 async def test_a_wrong_or_missing_secret_is_403_and_processes_nothing(
-    rig: Rig, secret: str | None
+    rig: TelegramRig, secret: str | None
 ) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     update = fake.callback_query(
-        next(_update_ids), from_user=ALICE, message=card, data=_buttons(card)[0]["callback_data"]
+        next(update_ids), from_user=ALICE, message=card, data=buttons_in(card)[0]["callback_data"]
     )
     assert await rig.send(update, secret=secret) == 403
     assert (await rig.state(record["id"])).state == "pending"
@@ -319,11 +256,11 @@ async def test_a_wrong_or_missing_secret_is_403_and_processes_nothing(
     assert (await rig.state(record["id"])).state == "approved"
 
 
-async def test_a_redelivered_update_is_processed_once(rig: Rig) -> None:
+async def test_a_redelivered_update_is_processed_once(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     update = fake.callback_query(
-        next(_update_ids), from_user=ALICE, message=card, data=_buttons(card)[0]["callback_data"]
+        next(update_ids), from_user=ALICE, message=card, data=buttons_in(card)[0]["callback_data"]
     )
     assert await rig.send(update) == 200
     events = len(await rig.events(record["id"]))
@@ -352,15 +289,15 @@ async def test_a_redelivered_update_is_processed_once(rig: Rig) -> None:
     ],
 )
 async def test_refused_clicks_say_why_are_audited_and_change_nothing(
-    rig: Rig, who: dict[str, Any], change: str | None, expected: str, alert: bool
+    rig: TelegramRig, who: dict[str, Any], change: str | None, expected: str, alert: bool
 ) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
-    data = _buttons(card)[0]["callback_data"]
+    data = buttons_in(card)[0]["callback_data"]
     if change == "other id":
         other = await rig.create(run_id="run-2")
         other_card = await rig.card_for(other["id"])
-        data = _buttons(other_card)[0]["callback_data"]  # pasted onto this card's message
+        data = buttons_in(other_card)[0]["callback_data"]  # pasted onto this card's message
     elif change == "other hash":
         data = re.sub(r"[0-9a-f]{12}$", "0" * 12, data)
     elif change == "expire":
@@ -385,7 +322,7 @@ async def test_refused_clicks_say_why_are_audited_and_change_nothing(
     assert (await verify(rig.store)).ok
 
 
-async def test_a_reply_from_a_non_approver_in_the_group_is_refused(rig: Rig) -> None:
+async def test_a_reply_from_a_non_approver_in_the_group_is_refused(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ERIN, card, "yes") == 200
@@ -399,7 +336,7 @@ async def test_a_reply_from_a_non_approver_in_the_group_is_refused(rig: Rig) -> 
 
 
 async def test_an_update_on_another_server_of_the_same_database_works(
-    start: Start, rig: Rig, db_url: str
+    start: Start, rig: TelegramRig, db_url: str
 ) -> None:
     other_store = Store.from_url(db_url)
     try:
@@ -407,10 +344,10 @@ async def test_an_update_on_another_server_of_the_same_database_works(
         record = await rig.create()
         card = await rig.card_for(record["id"])
         update = fake.callback_query(
-            next(_update_ids),
+            next(update_ids),
             from_user=ALICE,
             message=card,
-            data=_buttons(card)[0]["callback_data"],
+            data=buttons_in(card)[0]["callback_data"],
         )
         assert await other.send(update) == 200
         assert (await rig.state(record["id"])).state == "approved"
@@ -422,7 +359,7 @@ async def test_an_update_on_another_server_of_the_same_database_works(
 
 
 async def test_telegram_down_or_flood_control_delays_the_card_without_losing_it(
-    rig: Rig,
+    rig: TelegramRig,
 ) -> None:
     rig.tg.fail_next("sendMessage", status=502, times=1)
     record = await rig.create()
@@ -439,10 +376,10 @@ async def test_telegram_down_or_flood_control_delays_the_card_without_losing_it(
     assert (job.run_after - rig.clock.now()).total_seconds() >= 40  # retry_after honoured
     rig.clock.advance(minutes=1)
     card = await rig.card_for(record["id"])
-    assert _buttons(card)
+    assert buttons_in(card)
 
 
-async def test_an_edit_that_changes_nothing_is_not_an_error(rig: Rig) -> None:
+async def test_an_edit_that_changes_nothing_is_not_an_error(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.click(ALICE, card)
@@ -469,7 +406,7 @@ async def test_an_edit_that_changes_nothing_is_not_an_error(rig: Rig) -> None:
     assert [j.state for j in jobs] == ["done", "done"]
 
 
-async def test_model_chosen_text_reaches_telegram_escaped(rig: Rig) -> None:
+async def test_model_chosen_text_reaches_telegram_escaped(rig: TelegramRig) -> None:
     nasty = '<b>URGENT</b> <a href="https://evil.example/pay">click</a> &amp; 1 < 2'
     record = await rig.create(
         reason=nasty,
@@ -502,7 +439,7 @@ async def test_model_chosen_text_reaches_telegram_escaped(rig: Rig) -> None:
 # -- hand-off and delegation from the chat ---------------------------------------------------------
 
 
-async def test_reply_delegate_hands_the_request_over(rig: Rig) -> None:
+async def test_reply_delegate_hands_the_request_over(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ALICE, card, "delegate carol she owns this vendor") == 200
@@ -519,10 +456,10 @@ async def test_reply_delegate_hands_the_request_over(rig: Rig) -> None:
     shown = rig.tg.message(GROUP, card["message_id"])
     assert shown is not None
     assert "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in shown["text"]
-    assert _buttons(shown)  # still pending: still decidable
+    assert buttons_in(shown)  # still pending: still decidable
 
 
-async def test_reply_delegate_from_a_non_approver_is_refused(rig: Rig) -> None:
+async def test_reply_delegate_from_a_non_approver_is_refused(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ERIN, card, "delegate erin") == 200
@@ -532,10 +469,10 @@ async def test_reply_delegate_from_a_non_approver_is_refused(rig: Rig) -> None:
     assert (await rig.events(record["id"]))[-1].type == "refused"
 
 
-async def _command(rig: Rig, who: dict[str, Any], text: str) -> str:
+async def _command(rig: TelegramRig, who: dict[str, Any], text: str) -> str:
     chat = fake.private_chat(who)
     update = fake.text_message(
-        next(_update_ids), chat=chat, from_user=who, text=text, message_id=next(_update_ids)
+        next(update_ids), chat=chat, from_user=who, text=text, message_id=next(update_ids)
     )
     assert await rig.send(update) == 200
     answer = rig.tg.calls_to("sendMessage", ok=True)[-1]
@@ -543,7 +480,7 @@ async def _command(rig: Rig, who: dict[str, Any], text: str) -> str:
     return str(answer.args["text"])
 
 
-async def test_delegate_commands_create_list_and_revoke(rig: Rig) -> None:
+async def test_delegate_commands_create_list_and_revoke(rig: TelegramRig) -> None:
     said = await _command(rig, ALICE, "/delegate bob until 2026-12-24 payments.*")
     assert "Bob Stone decides for Alice Ng (payments.*) until 2026-12-24 00:00 UTC" in said
     async with rig.store.read() as tx:
@@ -583,7 +520,7 @@ async def test_delegate_commands_create_list_and_revoke(rig: Rig) -> None:
     assert sorted(ended) == [111, 222]
 
 
-async def test_delegate_command_explains_mistakes(rig: Rig) -> None:
+async def test_delegate_command_explains_mistakes(rig: TelegramRig) -> None:
     assert "delegate NAME" in await _command(rig, ALICE, "/delegate bob until christmas")
     assert "unknown principal 'zed'" in await _command(rig, ALICE, "/delegate zed")
     assert "not linked" in await _command(rig, STRANGER, "/delegate bob")
@@ -610,10 +547,10 @@ async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_se
     try:
         other = await start(other_store, notify=["telegram:dm"])
         update = fake.callback_query(
-            next(_update_ids),
+            next(update_ids),
             from_user=BOB,
             message=bobs_card,
-            data=_buttons(bobs_card)[0]["callback_data"],
+            data=buttons_in(bobs_card)[0]["callback_data"],
         )
         assert await other.send(update) == 200
     finally:
@@ -628,7 +565,7 @@ async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_se
     )
 
 
-async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: Rig) -> None:
+async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: TelegramRig) -> None:
     record = await rig.create(capability="quorum.transfer")
     card = await rig.card_for(record["id"])
     assert "0 of 2 approvals: none yet" in card["text"]
@@ -641,14 +578,14 @@ async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: Rig) -> No
     await rig.drain()
     shown = rig.tg.message(GROUP, card["message_id"])
     assert shown is not None and "1 of 2 approvals: Alice Ng" in shown["text"]
-    assert _buttons(shown)  # still open for the second approval
+    assert buttons_in(shown)  # still open for the second approval
     assert await rig.reply(BOB, shown, "yes") == 200
     assert rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"] == "Approved."
     assert (await rig.state(record["id"])).state == "approved"
 
 
 async def test_a_huge_request_and_a_long_reason_still_make_cards_telegram_accepts(
-    rig: Rig,
+    rig: TelegramRig,
 ) -> None:
     emoji = "💸" * 150  # two UTF-16 units each, as Telegram counts them
     record = await rig.create(
@@ -670,14 +607,14 @@ async def test_a_huge_request_and_a_long_reason_still_make_cards_telegram_accept
     assert shown is not None and "Rejected" in shown["text"] and "Note: because" in shown["text"]
 
 
-async def test_start_says_who_the_account_is_linked_to(rig: Rig) -> None:
+async def test_start_says_who_the_account_is_linked_to(rig: TelegramRig) -> None:
     said = await _command(rig, ALICE, "/start")
     assert said.startswith("Linked to signoff as Alice Ng (alice)")
     assert "not linked" in await _command(rig, STRANGER, "/start")
     assert "telegram = 999" in await _command(rig, STRANGER, "/help")
 
 
-async def test_a_reply_to_one_of_the_bots_other_messages_gets_help(rig: Rig) -> None:
+async def test_a_reply_to_one_of_the_bots_other_messages_gets_help(rig: TelegramRig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     await rig.reply(ALICE, card, "maybe")  # the bot answers with help: not a card
@@ -688,7 +625,7 @@ async def test_a_reply_to_one_of_the_bots_other_messages_gets_help(rig: Rig) -> 
     assert (await rig.state(record["id"])).state == "pending"
 
 
-async def test_deeply_nested_json_with_the_right_secret_is_400_not_500(rig: Rig) -> None:
+async def test_deeply_nested_json_with_the_right_secret_is_400_not_500(rig: TelegramRig) -> None:
     body = b'{"update_id": 1, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     headers = {**fake.webhook_headers(SECRET), "Content-Type": "application/json"}
     async with rig.http.post(f"{rig.url}/telegram/webhook", data=body, headers=headers) as r:
@@ -696,7 +633,9 @@ async def test_deeply_nested_json_with_the_right_secret_is_400_not_500(rig: Rig)
         assert (await r.json())["error"]["code"] == "malformed_json"
 
 
-async def test_a_nul_in_a_reply_note_is_refused_in_words_on_both_databases(rig: Rig) -> None:
+async def test_a_nul_in_a_reply_note_is_refused_in_words_on_both_databases(
+    rig: TelegramRig,
+) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
     assert await rig.reply(ALICE, card, "approve looks\x00fine") == 200

@@ -1,6 +1,6 @@
 """Telegram as groups really are, end to end on SQLite and PostgreSQL: real python-telegram-bot
 code against the fake Bot API (tests/fakes/telegram.py), updates shaped as Telegram sends
-them, posted over HTTP to signoff's own server (the rig of test_telegram.py).
+them, posted over HTTP to signoff's own server (the rig of tests/support/telegram_rig.py).
 
 Proves: a card goes into a forum topic and a reply there decides, while chatter in a topic
 the bot opened gets no answer; an anonymous admin is told to turn anonymity off and decides
@@ -30,24 +30,24 @@ from store.repository import Store
 from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import serve
-from tests.integration.test_telegram import (
+from tests.support.chat_server import serve
+from tests.support.telegram_rig import (
     ALICE,
     API_KEY,
     BOB,
     GROUP,
     SECRET,
     TOKEN,
-    Rig,
-    _buttons,
-    _config,
+    TelegramRig,
+    buttons_in,
+    telegram_config,
 )
 
 OLD_GROUP = -4012345678  # a basic group: not -100...
 NEW_GROUP = -1009876543210  # the supergroup it becomes
 _ids = itertools.count(900_000)
 
-Start = Callable[..., Awaitable[Rig]]
+Start = Callable[..., Awaitable[TelegramRig]]
 
 
 @pytest.fixture
@@ -58,21 +58,21 @@ async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeTelegram(TOKEN) as tg:
 
-        async def one(store: Store, notify: list[str]) -> Rig:
-            config = parse_config(_config(tg, notify))
-            return await serve(Rig, config, store, clock, API_KEY, cleanup, tg=tg)
+        async def one(store: Store, notify: list[str]) -> TelegramRig:
+            config = parse_config(telegram_config(tg, notify))
+            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
 
         yield one
         for close in reversed(cleanup):
             await close()
 
 
-async def _jobs(rig: Rig, approval_id: str, kind: str) -> list[Any]:
+async def _jobs(rig: TelegramRig, approval_id: str, kind: str) -> list[Any]:
     async with rig.store.read() as tx:
         return [j for j in await tx.outbox_jobs(approval_id=approval_id) if j.kind == kind]
 
 
-def _said(rig: Rig) -> str:
+def _said(rig: TelegramRig) -> str:
     return str(rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"])
 
 
@@ -104,7 +104,7 @@ async def test_a_card_goes_into_its_topic_and_a_reply_there_decides(
     await rig.drain()
     shown = rig.tg.message(GROUP, card["message_id"])
     assert shown is not None and "Approved by Bob Stone" in shown["text"]
-    assert _buttons(shown) == []
+    assert buttons_in(shown) == []
 
 
 async def test_chatter_in_a_topic_the_bot_opened_gets_no_answer(start: Start, store: Store) -> None:
@@ -234,7 +234,7 @@ async def test_flood_control_is_not_a_permanent_refusal(start: Start, store: Sto
     assert job.state == "queued" and job.attempts <= 1  # never dead: it only waits
     assert (job.run_after - rig.clock.now()).total_seconds() >= 5  # Telegram's wait
     rig.clock.advance(seconds=30)
-    assert _buttons(await rig.card_for(record["id"]))
+    assert buttons_in(await rig.card_for(record["id"]))
 
 
 # -- a group upgraded to a supergroup --------------------------------------------------------------
@@ -303,7 +303,7 @@ async def test_a_card_for_the_old_group_id_is_posted_in_the_supergroup(
     with caplog.at_level(logging.WARNING, logger="signoff.telegram"):
         record = await rig.create()
         card = await rig.card_for(record["id"], chat=NEW_GROUP)
-    assert _buttons(card)
+    assert buttons_in(card)
     [post] = await _jobs(rig, record["id"], "post_card")
     assert (post.state, post.attempts) == ("done", 1)
     [warning] = [r for r in caplog.records if "upgraded to a supergroup" in r.getMessage()]
@@ -367,7 +367,7 @@ async def test_a_dm_card_refused_before_start_is_sent_once_they_press_start(
     assert await rig.send(start_update) == 200
     assert _said(rig).startswith("Linked to signoff as Alice Ng")
     card = await rig.card_for(record["id"], chat=111)
-    assert _buttons(card)
+    assert buttons_in(card)
     assert await rig.click(ALICE, card) == 200
     assert (await rig.state(record["id"])).decided_by == "alice"
     # The request decided meanwhile stays dead: there is nothing left to ask.

@@ -32,8 +32,8 @@ from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record
 from tests.fakes import telegram as fake
 from tests.fakes.slack import FakeSlack, sign, slash_command_body
 from tests.fakes.telegram import FakeTelegram
-from tests.integration.chat_server import ChatServer, serve
-from tests.integration.test_web import Browser
+from tests.support.chat_server import ChatServer, serve
+from tests.support.web_browser import Browser
 
 PUBLIC_URL = "http://signoff.example.com"
 API_KEY = "acme-key"

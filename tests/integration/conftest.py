@@ -1,0 +1,58 @@
+"""Fixtures more than one integration test module uses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.app import build_app
+from bot.clock import FakeClock
+from bot.config import parse_config
+from store.repository import Store
+from tests.conftest import TEST_CONFIG
+from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, Serve
+
+# -- the agent API on a loopback port (tests/support/api_server.py) --------------------------------
+
+
+@pytest.fixture
+async def serve(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Serve]:
+    """Start the real application on a loopback port; keyword arguments go to [server]."""
+    monkeypatch.setenv("SIGNOFF_TEST_ACME_KEY", ACME_KEY)
+    monkeypatch.setenv("SIGNOFF_TEST_GLOBEX_KEY", GLOBEX_KEY)
+    runners: list[web.AppRunner] = []
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def start(**server: Any) -> Api:
+        tenants = [
+            {**TEST_CONFIG["tenants"][0], "api_key_env": "SIGNOFF_TEST_ACME_KEY"},
+            {**TEST_CONFIG["tenants"][1], "api_key_env": "SIGNOFF_TEST_GLOBEX_KEY"},
+        ]
+        config = parse_config({**TEST_CONFIG, "tenants": tenants, "server": server})
+        app = build_app(config, store, clock=clock, background=False)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        http = aiohttp.ClientSession()
+        sessions.append(http)
+        return Api(f"http://{host}:{port}", http, store, clock, config.directory(), config)
+
+    yield start
+    for http in sessions:
+        await http.close()
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def api(serve: Serve) -> Api:
+    return await serve()

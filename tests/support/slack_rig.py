@@ -1,0 +1,106 @@
+"""The Slack rig: one signoff server in the test's process (tests/support/chat_server.py) wired
+to the fake Slack Web API (tests/fakes/slack.py), the config it runs, and readers for the
+Block Kit it sends. Used by the Slack tests, the confirm tests, the App Home tests and the
+outbox batch tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from bot.delegations import Delegations
+from store.records import Delegation
+from tests.conftest import TEST_CONFIG
+from tests.fakes.slack import FakeSlack, sign, slash_command_body
+from tests.support.chat_server import ChatServer
+
+SECRET = "slack-signing-secret"
+CHANNEL = "C0FINANCE"
+API_KEY = "acme-key"
+
+
+@dataclass
+class SlackRig(ChatServer):
+    """One signoff server wired to the fake Slack, and what a test needs to drive it."""
+
+    slack: FakeSlack
+
+    async def card_for(self, approval_id: str) -> dict[str, Any]:
+        """Run the outbox until the approval's card is posted; the postMessage call."""
+        await self.drain()
+        posts = [c for c in self.slack.calls_to("chat.postMessage", ok=True)]
+        for call in posts:
+            if any(approval_id in str(b) for b in call.args.get("blocks", [])):
+                return call.args | {"ts": call.response["ts"]}  # type: ignore[index]
+        raise AssertionError(f"no card for {approval_id}: {posts}")
+
+    async def send(self, body: bytes, headers: dict[str, str] | None = None) -> int:
+        return (await self._post(body, headers))[0]
+
+    async def answer(self, body: bytes) -> str:
+        """What signoff answered a signed request in its HTTP response (Bolt's ack body)."""
+        status, text = await self._post(body, None)
+        assert status == 200, text
+        return text
+
+    async def command(self, user_id: str, text: str) -> str:
+        """`/signoff TEXT` typed by `user_id`; the answer Slack shows them."""
+        return await self.answer(slash_command_body(user_id, text, channel_id=CHANNEL))
+
+    async def _post(
+        self, body: bytes, headers: dict[str, str] | None, *, json_body: bool = False
+    ) -> tuple[int, str]:
+        kind = "application/json" if json_body else "application/x-www-form-urlencoded"
+        sent = {"Content-Type": kind}
+        sent |= sign(SECRET, body) if headers is None else headers
+        async with self.http.post(f"{self.url}/slack/events", data=body, headers=sent) as resp:
+            return resp.status, await resp.text()
+
+    async def delegations(self) -> list[Delegation]:
+        return await Delegations(self.store, self.directory, self.clock).list()
+
+    async def settle(self, approval_id: str, seq: int) -> None:
+        """Wait until the click handler (which runs after Bolt's ack) appended event `seq`."""
+        for _ in range(200):
+            if len(await self.events(approval_id)) >= seq:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"approval {approval_id} never reached event {seq}")
+
+
+def slack_config(slack: FakeSlack) -> dict[str, Any]:
+    """TEST_CONFIG with Slack at the fake, Erin (no approver) and Carol linked, payments.*
+    cards in CHANNEL, and acme's key read from SLACK_TEST_API_KEY."""
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0]["api_key_env"] = "SLACK_TEST_API_KEY"
+    config["slack"] = {"api_base_url": slack.base_url}
+    config["principals"]["erin"] = {"name": "Erin Outsider", "slack": "U0ERIN"}
+    config["principals"]["carol"]["slack"] = "U0CAROL"
+    config["routes"][0]["notify"] = [f"slack:{CHANNEL}"]
+    return config
+
+
+def texts_in(blocks: list[dict[str, Any]], kind: str) -> list[str]:
+    """Every text of `kind` (plain_text or mrkdwn) anywhere in the blocks."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == kind and isinstance(node.get("text"), str):
+                found.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    return found
+
+
+def buttons_in(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every button of the blocks' actions, in order."""
+    return [e for b in blocks if b["type"] == "actions" for e in b["elements"]]

@@ -1,0 +1,94 @@
+"""The Telegram rig: one signoff server in the test's process (tests/support/chat_server.py)
+wired to the fake Bot API (tests/fakes/telegram.py), the people who write to it, the config it
+runs, and a reader for the keyboards it sends. Used by the Telegram tests, the group and
+confirm tests, and the outbox batch tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from tests.conftest import TEST_CONFIG
+from tests.fakes import telegram as fake
+from tests.fakes.telegram import FakeTelegram
+from tests.support.chat_server import ChatServer
+
+TOKEN = "123456:TEST-token"
+SECRET = "telegram-webhook-secret"
+GROUP = -1001234567890
+API_KEY = "acme-key"
+
+ALICE = fake.user(111, "Alice", username="alice_ng")
+BOB = fake.user(222, "Bob", username="bob_stone")
+ERIN = fake.user(555, "Erin", username="erin")  # a principal, but not an approver
+STRANGER = fake.user(999, "Mallory")  # no principal at all
+update_ids = itertools.count(700_000)  # update and message ids, never reused in a process
+
+
+@dataclass
+class TelegramRig(ChatServer):
+    """One signoff server wired to the fake Bot API, and what a test needs to drive it."""
+
+    tg: FakeTelegram
+
+    async def card_for(self, approval_id: str, chat: int = GROUP) -> dict[str, Any]:
+        """Run the outbox until the approval's card is in `chat`; the message as it stands."""
+        await self.drain()
+        async with self.store.read() as tx:
+            messages = await tx.card_messages_for(approval_id)
+        for message in messages:
+            if message.address == str(chat):
+                found = self.tg.message(chat, int(message.message_id))
+                assert found is not None
+                return found
+        raise AssertionError(f"no card for {approval_id} in {chat}: {messages}")
+
+    async def send(self, update: dict[str, Any], secret: str | None = SECRET) -> int:
+        headers = fake.webhook_headers(secret) if secret is not None else {}
+        headers.setdefault("Content-Type", "application/json")
+        async with self.http.post(
+            f"{self.url}/telegram/webhook", json=update, headers=headers
+        ) as response:
+            return response.status
+
+    async def click(
+        self, who: dict[str, Any], card: dict[str, Any], button: int = 0, data: str | None = None
+    ) -> int:
+        pressed = data if data is not None else buttons_in(card)[button]["callback_data"]
+        return await self.send(
+            fake.callback_query(next(update_ids), from_user=who, message=card, data=pressed)
+        )
+
+    async def reply(self, who: dict[str, Any], to: dict[str, Any], text: str) -> int:
+        return await self.send(
+            fake.text_message(
+                next(update_ids),
+                chat=to["chat"],
+                from_user=who,
+                text=text,
+                message_id=next(update_ids),
+                reply_to=to,
+            )
+        )
+
+
+def buttons_in(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every button of the message's inline keyboard, row by row."""
+    markup = message.get("reply_markup") or {}
+    return [button for row in markup.get("inline_keyboard", []) for button in row]
+
+
+def telegram_config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
+    """TEST_CONFIG with Telegram at the fake, Erin (no approver) and Carol linked, payments.*
+    and quorum.* cards to `notify`, and acme's key read from TELEGRAM_TEST_API_KEY."""
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0]["api_key_env"] = "TELEGRAM_TEST_API_KEY"
+    config["telegram"] = {"api_base_url": tg.base_url}
+    config["principals"]["erin"] = {"name": "Erin Outsider", "telegram": 555}
+    config["principals"]["carol"]["telegram"] = 333
+    config["routes"][0]["notify"] = notify
+    config["routes"][2]["notify"] = notify  # quorum.*: 2 of alice, bob, carol
+    return config
