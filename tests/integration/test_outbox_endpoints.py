@@ -192,6 +192,7 @@ async def ticking(clock: FakeClock) -> AsyncIterator[None]:
         task.cancel()
 
 
+@pytest.mark.alone  # it times deliveries against a 0.3 s webhook timeout
 async def test_a_hung_path_is_probed_one_job_at_a_time_and_the_healthy_path_flows(
     store: Store, directory: Directory, clock: FakeClock, receiver: Receiver
 ) -> None:
@@ -221,6 +222,7 @@ async def test_a_hung_path_is_probed_one_job_at_a_time_and_the_healthy_path_flow
     assert await _queued(store) == 0
 
 
+@pytest.mark.alone  # it times deliveries against a 0.3 s webhook timeout
 async def test_several_hung_paths_of_one_host_never_hold_all_its_slots(
     store: Store, directory: Directory, clock: FakeClock, receiver: Receiver
 ) -> None:
