@@ -12,7 +12,13 @@ without a recorded outcome, it says so and runs nothing.
 
 When the definition has changed, nothing runs: every earlier request of the same call that is
 still pending or approved is superseded through the API with the reason in words, and a new
-request shows the new definition.
+request shows the new definition. signoff hands back an existing request of the same run id
+and hash; when that request was superseded (a definition that changed and changed back), the
+call is filed again with an "Asked again after" field, so the question is open again. Only a
+new open request supersedes others.
+
+A forwarded call waits at most the gateway's `call_timeout` for the upstream; no answer by
+then is an unknown outcome (it may have run), never "not run".
 """
 
 from __future__ import annotations

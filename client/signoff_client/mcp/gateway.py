@@ -146,8 +146,8 @@ class Gateway:
 
     async def listed_tool(self, name: str) -> types.Tool | None:
         """The tool listed under exactly `name`, listing again only if the last listing has
-        no such name (a tool added since). Ambiguous, as for fresh_tool."""
-        if name not in self._tools:
+        no such name (a tool added since) or listed it twice. Ambiguous, as for fresh_tool."""
+        if name not in self._tools or name in self._ambiguous:
             await self.list_tools()
         return self._known(name)
 
@@ -277,7 +277,7 @@ class Gateway:
         async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             try:
                 return types.ListToolsResult(tools=await self.list_tools())
-            except MCPError as exc:  # said as the gateway's, not passed off as the upstream's
+            except (MCPError, TimeoutError) as exc:  # the gateway's words, not the upstream's
                 raise MCPError(
                     types.INTERNAL_ERROR,
                     f"signoff-mcp could not list the upstream's tools ({upstream_failure(exc)})",
