@@ -58,6 +58,28 @@ class LooseShop:
             path.write_text(POLICY, "utf-8")
         return path
 
+    def listings(self) -> list[str | None]:
+        """The cursor of every tools/list request the upstream was sent (None: page one)."""
+        path = self.calls.with_suffix(".lists")
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+    def shape(self, **options: Any) -> None:
+        """How the upstream lists its tools from now on (mcp_loose_upstream.py): `ttl_ms`,
+        `page_two`, `repeat_cursor`. Kept across change_tool and remove_tool."""
+        written = self._written()
+        written.update({f"_{k}": v for k, v in options.items()})
+        self.definitions.write_text(json.dumps(written), "utf-8")
+
+    def _written(self) -> dict[str, Any]:
+        if not self.definitions.exists():
+            return {}
+        return json.loads(self.definitions.read_text("utf-8"))
+
+    def _options(self) -> dict[str, Any]:
+        return {k: v for k, v in self._written().items() if k.startswith("_") and k != "_hold"}
+
     def ran(self) -> list[dict[str, Any]]:
         """Every call the upstream executed: {"sent", "tool", "arguments"}."""
         if not self.calls.exists():
@@ -70,22 +92,28 @@ class LooseShop:
         """The upstream redefines a tool: its tools/list and tools/call see it after `hold`
         more listings."""
         changes = {name: {"description": description, "inputSchema": input_schema}}
-        self.definitions.write_text(json.dumps({**changes, "_hold": hold}), "utf-8")
+        written = {**self._options(), **changes, "_hold": hold}
+        self.definitions.write_text(json.dumps(written), "utf-8")
 
     def remove_tool(self, name: str, *, hold: int = 0) -> None:
         """The upstream stops listing a tool, after `hold` more listings."""
-        self.definitions.write_text(json.dumps({name: None, "_hold": hold}), "utf-8")
+        written = {**self._options(), name: None, "_hold": hold}
+        self.definitions.write_text(json.dumps(written), "utf-8")
+
+    def restore_tools(self) -> None:
+        """The upstream lists its tools as at first again (its listing's shape stays)."""
+        self.definitions.write_text(json.dumps(self._options()), "utf-8")
 
     def upstream_command(self) -> list[str]:
         return [sys.executable, str(LOOSE_UPSTREAM), str(self.calls), str(self.definitions)]
 
     @contextlib.asynccontextmanager
-    async def agent(self) -> AsyncIterator[Client]:
-        """The official MCP client, launching `signoff-mcp serve` on stdio."""
+    async def agent(self, *options: str) -> AsyncIterator[Client]:
+        """The official MCP client, launching `signoff-mcp serve [options]` on stdio."""
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "signoff_client.mcp.cli", "serve", "--policy", str(self.policy_path),
-                  "--", *self.upstream_command()],
+                  *options, "--", *self.upstream_command()],
             env={
                 **self.deployment.env,
                 "SIGNOFF_URL": self.deployment.url,

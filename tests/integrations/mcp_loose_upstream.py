@@ -9,7 +9,18 @@ input schemas are read from DEFINITIONS (JSON, `{tool: {"description", "inputSch
 every tools/list and tools/call when that file exists, so a test changes a tool under a
 running gateway by writing the file. With `"_hold": N` in it, the next N tools/list answers
 still show the old definitions (the file counts them down): a tool that changes between two
-listings of the same call.
+listings of the same call. Other keys of that file shape the listing:
+
+- `"_ttl_ms": N`: every tools/list answer carries the caching hint `ttlMs` (MCP 2026-07-28),
+  which the SDK's default client honours by answering later listings from its cache;
+- `"_page_two": {tool: {"description", "inputSchema"}}`: the listing has a second page
+  (cursor "2") holding these tools, listed a second time under a name page one lists too;
+- `"_repeat_cursor": true`: page two names cursor "2" again as the next page, for ever.
+
+Each tools/list request appends its cursor to LISTS (CALLS with the suffix `.lists`).
+
+A call whose arguments hold `"hang": true` is recorded and then never answered; one holding
+`"exit": true` is recorded and the server exits before answering.
 
     python tests/integrations/mcp_loose_upstream.py CALLS.jsonl DEFINITIONS.json     # stdio
 """
@@ -17,6 +28,7 @@ listings of the same call.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,26 +69,50 @@ def loose(name: str) -> str:
     return name.translate(_ZERO_WIDTH).strip().lower().replace("-", "_")
 
 
+def options(path: Path) -> dict[str, Any]:
+    """The `_` keys of the definitions file."""
+    if not path.exists():
+        return {}
+    return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if k.startswith("_")}
+
+
 def definitions(path: Path, *, listing: bool = False) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return TOOLS
-    changes = json.loads(path.read_text("utf-8"))
-    hold = changes.pop("_hold", 0)
+    written = json.loads(path.read_text("utf-8"))
+    hold = written.get("_hold", 0)
     if hold and listing:
-        path.write_text(json.dumps({**changes, "_hold": hold - 1}), "utf-8")
+        path.write_text(json.dumps({**written, "_hold": hold - 1}), "utf-8")
     if hold:
         return TOOLS
+    changes = {k: v for k, v in written.items() if not k.startswith("_")}
     merged = {**TOOLS, **changes}
     return {name: d for name, d in merged.items() if d is not None}  # null: the tool is gone
 
 
+def tools(listed: dict[str, dict[str, Any]]) -> list[types.Tool]:
+    return [
+        types.Tool(name=name, description=d["description"], input_schema=d["inputSchema"])
+        for name, d in listed.items()
+    ]
+
+
 def main(calls: Path, defs: Path) -> None:
+    lists = calls.with_suffix(".lists")
+
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        cursor = params.cursor if params is not None else None
+        with lists.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(cursor) + "\n")
+        shape = options(defs)
+        hint = {"ttl_ms": shape["_ttl_ms"]} if "_ttl_ms" in shape else {}
+        if cursor is None:
+            listed = tools(definitions(defs, listing=True))
+            two = "2" if shape.get("_page_two") or shape.get("_repeat_cursor") else None
+            return types.ListToolsResult(tools=listed, next_cursor=two, **hint)
+        again = "2" if shape.get("_repeat_cursor") else None
         return types.ListToolsResult(
-            tools=[
-                types.Tool(name=name, description=d["description"], input_schema=d["inputSchema"])
-                for name, d in definitions(defs, listing=True).items()
-            ]
+            tools=tools(shape.get("_page_two") or {}), next_cursor=again, **hint
         )
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -89,6 +125,10 @@ def main(calls: Path, defs: Path) -> None:
         with calls.open("a", encoding="utf-8") as out:
             record = {"sent": params.name, "tool": ran, "arguments": params.arguments}
             out.write(json.dumps(record) + "\n")
+        if (params.arguments or {}).get("hang") is True:
+            await anyio.sleep_forever()
+        if (params.arguments or {}).get("exit") is True:
+            os._exit(0)
         text = f"{ran} ran with {json.dumps(params.arguments, sort_keys=True)}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 

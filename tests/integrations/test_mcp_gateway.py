@@ -236,9 +236,9 @@ async def test_gated_calls_wait_for_a_human_and_run_once(
         schema = rfc8785.dumps(listed.input_schema).decode()
         digest = "sha256:" + hashlib.sha256(rfc8785.dumps(definition)).hexdigest()
         assert record.presentation["fields"] == [
-            {"label": "body", "value": "attached"},
-            {"label": "subject", "value": "Q3 numbers"},
-            {"label": "to", "value": "zoe@example.com"},
+            {"label": 'Argument "body"', "value": "attached"},
+            {"label": 'Argument "subject"', "value": "Q3 numbers"},
+            {"label": 'Argument "to"', "value": "zoe@example.com"},
             {"label": "MCP tool input schema", "value": schema},
             {"label": "MCP tool definition", "value": digest},
         ]

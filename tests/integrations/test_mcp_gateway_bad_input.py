@@ -5,7 +5,8 @@ reaches the upstream and nothing is asked of a human, and the gateway goes on wo
 
 `Gateway.call_tool` is driven directly for inputs the MCP wire cannot carry (the SDK's own
 client refuses to send them); over the wire, the official client and a raw HTTP client reach
-the same answers or the SDK's own JSON-RPC errors.
+the same answers or the SDK's own JSON-RPC errors. An upstream that never answers costs a call its
+timeout, and the answer says the call may have run.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from signoff_client import SignoffClient
 from tests.integrations.conftest import Deployment
-from tests.integrations.loose_gateway import LooseShop, text
+from tests.integrations.loose_gateway import LooseShop, approval, text
 
 
 def nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
@@ -185,3 +187,89 @@ async def test_raw_json_nested_5000_deep_is_answered_over_http(
 
 def _rpc(ident: int, method: str, params: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode()
+
+
+async def test_an_integer_too_long_for_a_parser_is_refused(
+    shop: LooseShop, deployment: Deployment
+) -> None:
+    """An integer of more than 4,300 digits passed the argument check; the upstream could not
+    parse the request, answered a parse error with no id, and the gateway waited forever.
+    Now it is refused in words before anything is forwarded or asked; 4,300 digits pass."""
+    async with SignoffClient(deployment.url, deployment.api_key) as api:
+        async with shop.gateway(api) as gateway:
+            for name, arguments in [
+                ("list_orders", {"customer": 10**5000}),
+                ("list_orders", {"customer": [1, {"id": -(10**4300)}]}),
+                ("refund_order", {"order": 10**4300, "amount": 1}),
+            ]:
+                with anyio.fail_after(10):
+                    answer = await gateway.call_tool(name, arguments)
+                says = text(answer)
+                assert answer.is_error and says.startswith("Not run:"), says[:300]
+                assert "integer of more than 4,300 digits" in says, says[:300]
+            with anyio.fail_after(10):
+                fits = await gateway.call_tool("list_orders", {"customer": 10**4300 - 1})
+            assert not fits.is_error, text(fits)[:300]
+        assert (await api.list())[0] == []
+    assert [r["arguments"] for r in shop.ran()] == [{"customer": 10**4300 - 1}]
+
+
+@pytest.fixture
+def shop_on(deployment_on: Deployment, tmp_path: Path) -> LooseShop:
+    return LooseShop(deployment_on, tmp_path)
+
+
+async def test_an_upstream_that_never_answers_costs_the_call_timeout(
+    shop_on: LooseShop, deployment_on: Deployment
+) -> None:
+    """`signoff-mcp serve --call-timeout 1` in front of an upstream that records a call and
+    never answers it: an allowed call and an approved gated call each end after a second,
+    saying that the call was sent and may have run (never "not run"); the gated one is left
+    started, for signoff to ask a human about, and is not run again."""
+    shop, deployment = shop_on, deployment_on
+    hang = {"order": 9, "amount": 1, "hang": True}
+    async with (
+        shop.agent("--call-timeout", "1") as agent,
+        SignoffClient(deployment.url, deployment.api_key) as api,
+    ):
+        with anyio.fail_after(20):
+            allowed = await agent.call_tool("list_orders", {"customer": "c-1", "hang": True})
+        says = text(allowed)
+        assert allowed.is_error and "no answer came from the upstream within 1 s" in says, says
+        assert "may have run" in says and "not run" not in says.lower()
+
+        waiting = approval(await agent.call_tool("refund_order", hang))
+        await deployment.approve_async(waiting["id"], waiting["hash"])
+        with anyio.fail_after(20):
+            gated = await agent.call_tool("refund_order", hang)
+        says = text(gated)
+        assert gated.is_error and "sent to the upstream, so it may have run" in says, says
+        assert "within 1 s" in says and "not run" not in says.lower()
+        record = await api.get(waiting["id"])
+        assert record.state == "executing" and record.execution == "started"
+        again = await agent.call_tool("refund_order", hang)
+        assert again.is_error and "no outcome is recorded" in text(again)
+    assert [r["tool"] for r in shop.ran()] == ["list_orders", "refund_order"]
+
+
+async def test_the_gateways_own_failures_are_told_as_its_own(
+    shop: LooseShop, deployment: Deployment
+) -> None:
+    """A tool name with a lone surrogate is refused with an answer that can be sent (its
+    `_meta` used to hold the raw name, which no encoder takes); an upstream that goes away
+    mid-call gets an answer in the gateway's words (that call may have run), not the SDK's
+    "Connection closed" passed off as the upstream's own JSON-RPC error."""
+    async with SignoffClient(deployment.url, deployment.api_key) as api:
+        async with shop.gateway(api) as gateway:
+            odd = await gateway.call_tool("list_orders\ud800", {})
+            assert odd.is_error and "lists no tool named" in text(odd)
+            sent = json.loads(odd.model_dump_json(by_alias=True, exclude_none=True))
+            assert sent["_meta"]["signoff/approval"]["tool"] == "list_orders\\ud800"
+
+            gone = await gateway.call_tool("list_orders", {"customer": "c-1", "exit": True})
+            says = text(gone)
+            assert gone.is_error and "connection to the upstream closed" in says, says
+            assert "may have run" in says
+            later = await gateway.call_tool("drop_table", {"table": "t"})
+            assert later.is_error  # denied by policy before anything is sent
+    assert [r["arguments"] for r in shop.ran()] == [{"customer": "c-1", "exit": True}]

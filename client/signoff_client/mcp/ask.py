@@ -12,7 +12,13 @@ without a recorded outcome, it says so and runs nothing.
 
 When the definition has changed, nothing runs: every earlier request of the same call that is
 still pending or approved is superseded through the API with the reason in words, and a new
-request shows the new definition.
+request shows the new definition. signoff hands back an existing request of the same run id
+and hash; when that request was superseded (a definition that changed and changed back), the
+call is filed again with an "Asked again after" field, so the question is open again. Only a
+new open request supersedes others.
+
+A forwarded call waits at most the gateway's `call_timeout` for the upstream; no answer by
+then is an unknown outcome (it may have run), never "not run".
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from signoff_client.errors import (
 )
 from signoff_client.hashing import record_hash
 from signoff_client.mcp.definition import (
+    Ambiguous,
     BadDefinition,
     ToolDefinition,
     presentation,
@@ -45,7 +52,17 @@ from signoff_client.mcp.definition import (
     run_id_for,
 )
 from signoff_client.mcp.policy import Decision
-from signoff_client.mcp.results import approval_meta, error, merge_meta, own, replay, stored
+from signoff_client.mcp.results import (
+    NO_ANSWER,
+    approval_meta,
+    error,
+    merge_meta,
+    no_answer,
+    own,
+    replay,
+    stored,
+    upstream_failure,
+)
 
 if TYPE_CHECKING:
     from signoff_client.mcp.gateway import Gateway
@@ -54,11 +71,11 @@ __all__ = ["AskCall", "Attempt"]
 
 log = logging.getLogger("signoff_client.mcp")
 
-# MCPError codes the SDK raises itself when no answer came (closed, timed out): the call may
-# have run, so these are not the upstream refusing it.
-_NO_ANSWER = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
 _OPEN = ("pending", "approved")  # the states supersede accepts
 _STARTED = ("executing", "executed", "failed", "outcome_unknown")  # the call was sent
+# How many times a call is filed again past superseded requests of the same presentation
+# (each flip of a definition back to one shown before adds one).
+_MAX_REFILES = 50
 
 
 @dataclass
@@ -105,8 +122,12 @@ class AskCall:
                 # else (an older definition, an older gateway): "once" holds, whatever the
                 # upstream says about the tool now. Newest first.
                 return await self._settle(started[0], definition)
-            record = await self._file(run_id, definition)
-            replaced = await self._supersede_stale(earlier, record, definition)
+            record = await self._file_open(run_id, definition)
+            replaced = (
+                await self._supersede_stale(earlier, record, definition)
+                if record.state in _OPEN
+                else []  # an outcome (rejected, expired, withdrawn) is no new question
+            )
             if record.state == "pending" and self.gateway.wait > 0:
                 record = await self.signoff.wait(record.id, self.gateway.wait, first=0.25, most=2.0)
             return await self._settle(record, definition, replaced=replaced)
@@ -130,10 +151,15 @@ class AskCall:
         """The tool as the upstream lists it now (a fresh tools/list), or the refusal."""
         try:
             tool = await self.gateway.fresh_tool(self.name)
+        except Ambiguous as exc:
+            return error(
+                f"Not run: {exc.words()}. No approval was requested; the upstream's operator "
+                "must give each tool its own name."
+            )
         except Exception as exc:  # the upstream's transport or protocol: nothing was sent
             return error(
-                f"Not run: could not list the upstream's tools to show the approver "
-                f"({type(exc).__name__}: {exc}); no approval was requested."
+                f"Not run: the gateway could not list the upstream's tools to show the "
+                f"approver ({upstream_failure(exc)}); no approval was requested."
             )
         if tool is None:
             return error(
@@ -148,14 +174,33 @@ class AskCall:
                 f"human faithfully ({exc}); no approval was requested."
             )
 
-    async def _file(self, run_id: str, definition: ToolDefinition) -> ApprovalRecord:
+    async def _file_open(self, run_id: str, definition: ToolDefinition) -> ApprovalRecord:
+        """Ask signoff for the call as shown with `definition`, or find that request. signoff
+        dedupes on (run id, hash): when the request it hands back was superseded (the
+        definition changed and has now changed back, or the policy changed since it was
+        approved), the call is filed again, with an "Asked again after" field naming that
+        request, so that the question is open again instead of closed for good."""
+        record = await self._file(run_id, definition)
+        for _ in range(_MAX_REFILES):
+            if record.state != "superseded":
+                break
+            log.info("%s was superseded: asking again for %s", record.id, self.name)
+            record = await self._file(run_id, definition, after=record.id)
+        return record
+
+    async def _file(
+        self, run_id: str, definition: ToolDefinition, *, after: str | None = None
+    ) -> ApprovalRecord:
         """Ask signoff for the call as shown with `definition` (or find that request)."""
         decision, policy = self.decision, self.gateway.policy
+        shown = presentation(
+            policy.server, decision, definition, self.arguments, asked_again_after=after
+        )
         body: dict[str, Any] = {
             "run_id": run_id,
             "capability": decision.capability,
             "tool": {"name": self.name, "arguments": self.arguments},
-            "presentation": presentation(policy.server, decision, definition, self.arguments),
+            "presentation": shown,
         }
         if policy.requested_by:
             body["requested_by"] = policy.requested_by
@@ -207,7 +252,7 @@ class AskCall:
             return _definition_changed(self.name, shown, definition.digest, new.id)
         return (
             f"Replaced by request {new.id} for the same call: what the approver is shown "
-            "changed (the gateway policy's title or capability)."
+            "changed (the gateway policy's title or capability, or the layout of the card)."
         )
 
     # -- the approval's state -------------------------------------------------------------
@@ -320,7 +365,7 @@ class AskCall:
         try:
             result = await self._call_holding(claim, tool)
         except MCPError as exc:
-            if exc.code in _NO_ANSWER:
+            if exc.code in NO_ANSWER:
                 return self._unknown(approval, exc)
             # The upstream answered with a protocol error: it refused the call.
             kept = {"error": {"code": exc.code, "message": exc.message}}
@@ -342,51 +387,71 @@ class AskCall:
     async def _recheck(
         self, claim: Claim, definition: ToolDefinition
     ) -> types.CallToolResult | None:
-        """None if the upstream still defines the tool as the approver saw it; otherwise the
-        claim is handed back, the approval superseded, and (if the tool is still listed) a
-        new request filed with the new definition, and that is the answer."""
+        """None if the upstream still defines the tool as the approver saw it (the digest in
+        the claimed approval's own presentation); otherwise nothing runs: a new request is
+        filed showing the tool as it is now (if it is still listed), and the claim is handed
+        back and the approval superseded at once, naming the new request. That is the
+        answer."""
         approval = claim.approval
+        seen = presented_digest(approval.presentation)
         try:
             tool = await self.gateway.fresh_tool(self.name)
             now = ToolDefinition.of(tool) if tool is not None else None
-        except BadDefinition as exc:
-            now, unusable = None, str(exc)
+        except (BadDefinition, Ambiguous) as exc:
+            now, unusable = None, exc.words() if isinstance(exc, Ambiguous) else str(exc)
         except Exception as exc:  # could not look: do not run what cannot be checked
             await self.signoff.release(approval.id, claim.claim_token)
             return error(
-                f"Not run: could not re-check the tool's definition with the upstream before "
-                f"running approval {approval.id} ({type(exc).__name__}: {exc}). The approval "
-                "stands; call again with the same arguments.",
+                f"Not run: the gateway could not re-check the tool's definition with the "
+                f"upstream before running approval {approval.id} ({upstream_failure(exc)}). "
+                "The approval stands; call again with the same arguments.",
                 meta=approval_meta(approval),
             )
         else:
             unusable = "it is no longer listed"
-        if now is not None and now.digest == definition.digest:
+        if now is not None and seen is not None and now.digest == seen:
             return None
-        await self.signoff.release(approval.id, claim.claim_token)
         if now is None:
             reason = (
                 f"The MCP server no longer offers the tool {self.name!r} as the approver saw "
                 f"it ({unusable}); nothing ran."
             )
-            closed = await self.signoff.supersede(approval.id, reason)
+            closed = await self._release_superseded(claim, reason)
             text = f"Not run. {reason} Approval {approval.id} is superseded."
-            return error(text, meta=approval_meta(closed))
-        fresh = await self._file(approval.raw["run_id"], now)
-        await self.signoff.supersede(
-            approval.id, _definition_changed(self.name, definition.digest, now.digest, fresh.id)
-        )
+            return error(text, meta=approval_meta(closed or approval))
+        try:
+            fresh = await self._file_open(approval.raw["run_id"], now)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.signoff.release(approval.id, claim.claim_token)
+            raise
+        if seen is None:
+            reason = self._why_replaced(approval, now, fresh)
+        else:
+            reason = _definition_changed(self.name, seen, now.digest, fresh.id)
+        await self._release_superseded(claim, reason)
         log.info("approval %s superseded: %s was redefined upstream", approval.id, self.name)
         return await self._settle(fresh, now, claimed=True, replaced=[approval.id])
+
+    async def _release_superseded(self, claim: Claim, reason: str) -> ApprovalRecord | None:
+        """Hand the claim back and supersede the approval straight after, so that it is
+        claimable again for as short a time as two requests take (a caller that wins it in
+        between re-checks the definition before running, and finds it changed)."""
+        await self.signoff.release(claim.approval.id, claim.claim_token)
+        try:
+            return await self.signoff.supersede(claim.approval.id, reason)
+        except NotPending:  # claimed meanwhile: that caller re-checks before it runs anything
+            log.info("could not supersede %s: claimed meanwhile", claim.approval.id)
+            return None
 
     def _unknown(self, approval: ApprovalRecord, exc: Exception) -> types.CallToolResult:
         """No answer from the upstream: the call may have run. Nothing is completed, so the
         claim's lease lapses to `outcome_unknown` and signoff asks a human about a re-run."""
         log.error("approved call %s: no answer from the upstream: %r", approval.id, exc)
         return error(
-            f"The approved call was sent to the upstream but no answer came back ({exc}). "
-            "Its outcome is unknown, so it will not be run again; signoff asks a human once "
-            "the claim's lease runs out.",
+            "The approved call was sent to the upstream, so it may have run, but "
+            f"{no_answer(exc, self.gateway.call_timeout)}. Its outcome is unknown: it will not "
+            "be run again, and signoff asks a human once the claim's lease runs out.",
             meta=approval_meta(approval),
         )
 
@@ -397,7 +462,9 @@ class AskCall:
             group.start_soon(self._renew, claim)
             try:
                 called = await self.gateway.upstream.call_tool(
-                    tool["name"], dict(tool["arguments"])
+                    tool["name"],
+                    dict(tool["arguments"]),
+                    read_timeout_seconds=self.gateway.call_timeout,
                 )
                 answer = own(called)
             except Exception as exc:  # raised below, unwrapped from the task group's group

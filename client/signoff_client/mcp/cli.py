@@ -15,6 +15,10 @@ Options of `serve`:
     --wait SECONDS                      hold an `ask` call up to this long for a quick
                                         decision before answering "waiting" (default 0)
     --lease DURATION                    claim lease for an approved call (server default)
+    --call-timeout SECONDS              how long a forwarded call may wait for the upstream's
+                                        answer (default 300); then its outcome is unknown
+    --list-timeout SECONDS              how long one tools/list may take, every page
+                                        (default 60)
     --log-level LEVEL                   stderr logging (default info)
 
 Exit status: 0 fine, 1 a policy that does not validate (check) or a gateway that stopped on
@@ -33,6 +37,10 @@ from collections.abc import Sequence
 from signoff_client.mcp.policy import Policy, PolicyError, load_policy
 
 __all__ = ["main"]
+
+# The gateway's defaults (gateway.py), repeated here: `check` must work without the MCP SDK.
+CALL_TIMEOUT = 300.0
+LIST_TIMEOUT = 60.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--run-scope")
     serve.add_argument("--wait", type=float, default=0.0)
     serve.add_argument("--lease")
+    serve.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT)
+    serve.add_argument("--list-timeout", type=float, default=LIST_TIMEOUT)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -96,6 +106,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
         )
     if args.wait < 0:
         parser.error("--wait must be zero or more seconds")
+    for option in ("call_timeout", "list_timeout"):
+        if not 0 < getattr(args, option) < float("inf"):
+            parser.error(f"--{option.replace('_', '-')} must be a number of seconds above 0")
     if args.run_scope is not None and not re.fullmatch(r"[!-~]{1,64}", args.run_scope):
         parser.error("--run-scope must be 1-64 printable ASCII characters without spaces")
     logging.basicConfig(
@@ -156,6 +169,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
             run_scope=args.run_scope,
             wait=args.wait,
             lease=args.lease,
+            call_timeout=args.call_timeout,
+            list_timeout=args.list_timeout,
         )
 
     try:

@@ -28,13 +28,18 @@ from signoff_client.hashing import canonical_json
 from signoff_client.mcp.policy import Decision
 
 __all__ = [
+    "AGAIN_LABEL",
     "DEFINITION_LABEL",
+    "DESCRIPTION_LABEL",
     "MAX_ARGUMENT_BYTES",
     "MAX_DEPTH",
+    "MAX_INTEGER_DIGITS",
     "SCHEMA_LABEL",
     "TITLE_LABEL",
+    "Ambiguous",
     "BadDefinition",
     "ToolDefinition",
+    "argument_label",
     "argument_problem",
     "cut",
     "field_value",
@@ -43,6 +48,7 @@ __all__ = [
     "presentation",
     "presented_digest",
     "run_id_for",
+    "shown_name",
 ]
 
 # The signoff server refuses JSON nested deeper (bot/canonical.py); an argument it could
@@ -50,18 +56,49 @@ __all__ = [
 MAX_DEPTH = 64
 # Arguments beyond this (as JSON, roughly) are refused before anything is forwarded or asked.
 MAX_ARGUMENT_BYTES = 4 * 1024 * 1024
+# Integers beyond this many digits are refused: Python's JSON parser (the SDK's, and many an
+# upstream's) reads no more by default, and an upstream that cannot parse a request may
+# never answer it.
+MAX_INTEGER_DIGITS = 4300
+_INTEGER_LIMIT = 10**MAX_INTEGER_DIGITS
 # A definition beyond this is not shown to a human: refused rather than hashed unseen.
 MAX_DEFINITION_BYTES = 1024 * 1024
-# Card fields the gateway adds after the arguments' fields.
+# Card fields the gateway adds after the arguments' fields (labelled `Argument "<key>"`, so
+# that no argument can be read as one of these).
+AGAIN_LABEL = "Asked again after"
+DESCRIPTION_LABEL = "MCP tool description"
 TITLE_LABEL = "MCP tool title"
 SCHEMA_LABEL = "MCP tool input schema"
 DEFINITION_LABEL = "MCP tool definition"
-_SHOWN = 2000  # characters of a field value on the card (the digest binds the whole)
+MAX_SUMMARY = 4000  # the signoff server's bound on a presentation's summary
+_SHOWN = 2000  # characters of an argument's value in its field (the card shows the call too)
 _NEAR_NAME_LIMIT = 512  # longer names are not compared with the listed ones
 
 
 class BadDefinition(ValueError):
     """The upstream describes a tool in a way no human could be shown faithfully."""
+
+
+class Ambiguous(Exception):
+    """The upstream lists two different definitions under one name: the gateway cannot know
+    which of them a call would run, so it runs neither."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def words(self) -> str:
+        return (
+            f"the upstream server lists more than one tool named {shown_name(self.name)!r}, with "
+            "different definitions, so which one a call would run is unknown"
+        )
+
+
+def shown_name(name: str) -> str:
+    """A name as text any encoder takes (lone surrogates as escapes), cut to 120 characters:
+    for messages and `_meta`, where the agent's raw name could break the answer."""
+    text = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def json_problem(
@@ -107,10 +144,17 @@ def json_problem(
             size += len(item) + 2
         elif isinstance(item, bool) or item is None:
             size += 5
-        elif isinstance(item, int | float):
-            if isinstance(item, float) and not math.isfinite(item):
+        elif isinstance(item, float):
+            if not math.isfinite(item):
                 return f"{here} is {item}, which is not a JSON number"
             size += 24  # rough: the bound is about memory, not an exact byte count
+        elif isinstance(item, int):
+            if not -_INTEGER_LIMIT < item < _INTEGER_LIMIT:
+                return (
+                    f"{here} is an integer of more than {MAX_INTEGER_DIGITS:,} digits, more "
+                    "than a JSON parser can be relied on to read"
+                )
+            size += 24 if -(2**64) < item < 2**64 else item.bit_length() // 3 + 1
         else:
             return f"{here} is a {type(item).__name__}, which is not a JSON value"
         if max_bytes is not None and size > max_bytes:
@@ -181,22 +225,52 @@ def _json_text(value: Any) -> str:
 
 
 def presentation(
-    server: str, decision: Decision, definition: ToolDefinition, arguments: Mapping[str, Any]
+    server: str,
+    decision: Decision,
+    definition: ToolDefinition,
+    arguments: Mapping[str, Any],
+    *,
+    asked_again_after: str | None = None,
 ) -> dict[str, Any]:
-    """What the human reads, and the approval hashes: the tool's own description, one field per
-    argument in key order (the same call must always look the same), then the tool's title,
-    input schema and definition digest."""
+    """What the human reads, and the approval hashes: the tool's own description (in full: as
+    the summary when it fits the server's 4,000 characters, else in a field of its own that
+    the summary points to), one field per argument in key order (the same call must always
+    look the same), labelled `Argument "<key>"` so that no argument can pass for one of the
+    gateway's own fields, then the tool's title, input schema and definition digest, which
+    are never cut: what the digest binds is what is shown.
+
+    `asked_again_after`: the superseded request this one asks again after (the same call
+    shown the same way was superseded, and signoff would otherwise hand that request back)."""
     title = decision.title or f"{decision.tool} (MCP server {server})"
-    summary = (definition.description or "").strip() or f"Call the MCP tool {decision.tool}."
+    description = (definition.description or "").strip()
     fields: list[dict[str, Any]] = [
-        {"label": (key or "(empty)")[:200], "value": field_value(arguments[key])}
+        {"label": argument_label(key), "value": field_value(arguments[key])}
         for key in sorted(arguments)
     ]
+    if asked_again_after is not None:
+        fields.append({"label": AGAIN_LABEL, "value": asked_again_after})
+    if len(description) <= MAX_SUMMARY:
+        summary = description or f"Call the MCP tool {decision.tool}."
+    else:
+        summary = (
+            f"The tool's description is {len(description):,} characters, more than a summary "
+            f"holds: read all of it in the field {DESCRIPTION_LABEL!r}."
+        )
+        fields.append({"label": DESCRIPTION_LABEL, "value": description})
     if definition.title:
-        fields.append({"label": TITLE_LABEL, "value": cut(definition.title, _SHOWN)})
-    fields.append({"label": SCHEMA_LABEL, "value": cut(definition.schema_text, _SHOWN)})
+        fields.append({"label": TITLE_LABEL, "value": definition.title})
+    fields.append({"label": SCHEMA_LABEL, "value": definition.schema_text})
     fields.append({"label": DEFINITION_LABEL, "value": definition.digest})
-    return {"title": title[:300], "summary": cut(summary, 4000), "fields": fields}
+    return {"title": title[:300], "summary": summary, "fields": fields}
+
+
+def argument_label(key: str) -> str:
+    """An argument's card label: `Argument "<key>"`, the key JSON-quoted (line breaks and
+    other control characters escaped), cut to the server's 200 characters with a mark."""
+    quoted = json.dumps(key, ensure_ascii=False)
+    if len(quoted) > 180:
+        quoted = quoted[:160] + f'…" ({len(key)} characters)'
+    return f"Argument {quoted}"
 
 
 def presented_digest(shown: Any) -> str | None:

@@ -30,13 +30,26 @@ from mcp.shared.exceptions import MCPError
 
 from signoff_client.client import SignoffClient
 from signoff_client.mcp.ask import AskCall, Attempt
-from signoff_client.mcp.definition import MAX_ARGUMENT_BYTES, argument_problem, near_names
+from signoff_client.mcp.definition import (
+    MAX_ARGUMENT_BYTES,
+    Ambiguous,
+    argument_problem,
+    near_names,
+    shown_name,
+)
 from signoff_client.mcp.policy import Policy
-from signoff_client.mcp.results import error, own
+from signoff_client.mcp.results import NO_ANSWER, error, no_answer, own, upstream_failure
 
 __all__ = ["INSTRUCTIONS", "Gateway"]
 
 log = logging.getLogger("signoff_client.mcp")
+
+MAX_PAGES = 1000  # pages of one tools/list
+# Seconds a forwarded tools/call may wait for the upstream's answer, and a whole tools/list
+# (every page): an upstream that never answers (it could not parse the request, say) must
+# not hold a call forever.
+CALL_TIMEOUT = 300.0
+LIST_TIMEOUT = 60.0
 
 INSTRUCTIONS = (
     "Some tools behind this gateway need a human's approval (signoff). Such a call first "
@@ -63,8 +76,13 @@ class Gateway:
         lease: str | None = None,
         max_argument_bytes: int = MAX_ARGUMENT_BYTES,
         complete_retry: float = 0.5,
+        call_timeout: float = CALL_TIMEOUT,
+        list_timeout: float = LIST_TIMEOUT,
     ) -> None:
         self.policy = policy
+        # How long a forwarded tools/call, and one whole tools/list, may go unanswered.
+        self.call_timeout = call_timeout
+        self.list_timeout = list_timeout
         # The first wait before recording an outcome again (then doubled, 4 tries in all).
         self.complete_retry = complete_retry
         self.signoff = signoff
@@ -74,34 +92,68 @@ class Gateway:
         self.lease = lease
         self.max_argument_bytes = max_argument_bytes
         self._tools: dict[str, types.Tool] = {}
+        self._ambiguous: set[str] = set()
 
     # -- tools/list -----------------------------------------------------------------------
 
     async def list_tools(self) -> list[types.Tool]:
-        """The upstream's tools, every page, as the upstream describes them. `execution` (task
-        support) is dropped: the gateway answers every call itself, without tasks."""
+        """The upstream's tools, every page, as the upstream describes them, always asked of
+        the upstream itself: `cache_mode="bypass"`, so that no `mcp.Client` configuration
+        (the SDK's default client honours an upstream's `ttlMs` hint and would answer from
+        its cache) can show a human, or re-check before running, a stale definition.
+        `execution` (task support) is dropped: the gateway answers every call itself.
+
+        A name listed more than once with differing definitions (on two pages, say) is
+        ambiguous: which one the upstream would run is unknown, so calls to it are refused.
+        Listing stops at a cursor already seen, and after `MAX_PAGES` pages."""
         tools: list[types.Tool] = []
         cursor: str | None = None
-        for _ in range(1000):  # a paginator that never ends cannot hang the gateway
-            page = await self.upstream.list_tools(cursor=cursor)
-            tools += [tool.model_copy(update={"execution": None}) for tool in page.tools]
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self._tools = {tool.name: tool for tool in tools}
+        seen: set[str] = set()
+        with anyio.fail_after(self.list_timeout):
+            for _ in range(MAX_PAGES):  # a paginator that never ends cannot hang the gateway
+                page = await self.upstream.list_tools(cursor=cursor, cache_mode="bypass")
+                tools += [tool.model_copy(update={"execution": None}) for tool in page.tools]
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+                if cursor in seen:
+                    log.warning(
+                        "the upstream's tools/list repeats cursor %r: listing stops", cursor
+                    )
+                    break
+                seen.add(cursor)
+        listed: dict[str, types.Tool] = {}
+        ambiguous: set[str] = set()
+        for tool in tools:
+            if tool.name in listed and listed[tool.name] != tool:
+                ambiguous.add(tool.name)
+            listed.setdefault(tool.name, tool)
+        for name in sorted(ambiguous):
+            log.warning(
+                "the upstream lists %s more than once with different definitions: calls to it "
+                "are refused",
+                _shown(name),
+            )
+        self._tools, self._ambiguous = listed, ambiguous
         return tools
 
     async def fresh_tool(self, name: str) -> types.Tool | None:
         """The tool listed under exactly `name` by a tools/list sent now (None if none is):
-        what a human is shown, and checked again before an approved call runs."""
+        what a human is shown, and checked again before an approved call runs. Ambiguous
+        if the upstream lists two different definitions under that name."""
         await self.list_tools()
-        return self._tools.get(name)
+        return self._known(name)
 
     async def listed_tool(self, name: str) -> types.Tool | None:
         """The tool listed under exactly `name`, listing again only if the last listing has
-        no such name (a tool added since)."""
-        if name not in self._tools:
+        no such name (a tool added since) or listed it twice. Ambiguous, as for fresh_tool."""
+        if name not in self._tools or name in self._ambiguous:
             await self.list_tools()
+        return self._known(name)
+
+    def _known(self, name: str) -> types.Tool | None:
+        if name in self._ambiguous:
+            raise Ambiguous(name)
         return self._tools.get(name)
 
     # -- tools/call -----------------------------------------------------------------------
@@ -113,11 +165,11 @@ class Gateway:
         attempt = Attempt()
         try:
             return await self._call(name, arguments, attempt)
-        except MCPError:
+        except MCPError as exc:
             if attempt.forwarded and attempt.passthrough:
                 raise
             log.exception("tools/call %s failed", _shown(name))
-            return self._failure(attempt, "the upstream answered with an error")
+            return self._failure(attempt, upstream_failure(exc))
         except Exception as exc:  # RecursionError, a bug, a transport: in words, not a trace
             log.exception("tools/call %s failed", _shown(name))
             return self._failure(attempt, f"{type(exc).__name__}: {_cut(str(exc))}")
@@ -146,10 +198,12 @@ class Gateway:
         arguments = dict(arguments or {})
         try:
             tool = await self.listed_tool(name)
+        except Ambiguous as exc:
+            return self._ambiguous_refusal(exc)
         except Exception as exc:  # the upstream's transport or protocol: nothing was sent
             return error(
-                f"Not run: could not list the upstream's tools ({type(exc).__name__}: "
-                f"{_cut(str(exc))})."
+                "Not run: the gateway could not list the upstream's tools "
+                f"({upstream_failure(exc)})."
             )
         if tool is None:
             return self._unlisted(name)
@@ -167,6 +221,15 @@ class Gateway:
             return await self._forward_allowed(tool.name, arguments, attempt)
         return await AskCall(self, decision, arguments, attempt).run()
 
+    @staticmethod
+    def _ambiguous_refusal(exc: Ambiguous) -> types.CallToolResult:
+        log.info("refused %s: %s", _shown(exc.name), exc.words())
+        return error(
+            f"Not run: {exc.words()}. The call was not forwarded and no approval was requested; "
+            "the upstream's operator must give each tool its own name.",
+            meta={"state": "ambiguous", "tool": shown_name(exc.name)},
+        )
+
     def _unlisted(self, name: str) -> types.CallToolResult:
         log.info("refused %s: not a name the upstream lists", _shown(name))
         near = near_names(name, self._tools)
@@ -179,7 +242,7 @@ class Gateway:
         return error(
             f"Not run: the upstream server lists no tool named {_shown(name)}, so the call "
             f"was not forwarded and no approval was requested.{hint}",
-            meta={"state": "unlisted", "tool": _cut(name)},
+            meta={"state": "unlisted", "tool": shown_name(name)},
         )
 
     async def _forward_allowed(
@@ -187,13 +250,23 @@ class Gateway:
     ) -> types.CallToolResult:
         attempt.forwarded = attempt.passthrough = True
         try:
-            return own(await self.upstream.call_tool(name, arguments))
-        except MCPError:
+            return own(
+                await self.upstream.call_tool(
+                    name, arguments, read_timeout_seconds=self.call_timeout
+                )
+            )
+        except MCPError as exc:
+            if exc.code in NO_ANSWER:  # the SDK's own: no answer came, the call may have run
+                return error(
+                    f"The call was sent to the upstream, but {no_answer(exc, self.call_timeout)}. "
+                    "It may have run: its outcome is unknown."
+                )
             raise  # the upstream's own protocol error, passed through as it came
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             return error(
-                f"The upstream MCP server is unreachable: {exc}. If the call was sent before "
-                "the connection broke, it may have run."
+                f"The gateway lost its connection to the upstream MCP server "
+                f"({type(exc).__name__}: {_cut(str(exc))}). If the call was sent before the "
+                "connection broke, it may have run."
             )
 
     # -- the MCP server -------------------------------------------------------------------
@@ -202,7 +275,13 @@ class Gateway:
         """A low-level MCP server whose tools/list and tools/call are this gateway."""
 
         async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=await self.list_tools())
+            try:
+                return types.ListToolsResult(tools=await self.list_tools())
+            except (MCPError, TimeoutError) as exc:  # the gateway's words, not the upstream's
+                raise MCPError(
+                    types.INTERNAL_ERROR,
+                    f"signoff-mcp could not list the upstream's tools ({upstream_failure(exc)})",
+                ) from exc
 
         async def on_call_tool(
             ctx: Any, params: types.CallToolRequestParams

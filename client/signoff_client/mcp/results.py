@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from signoff_client.client import ApprovalRecord
 from signoff_client.errors import NotCanonical
@@ -17,21 +18,50 @@ from signoff_client.mcp.definition import cut, json_problem
 
 __all__ = [
     "META_KEY",
+    "NO_ANSWER",
     "RESULT_LIMIT",
     "approval_meta",
     "error",
     "merge_meta",
+    "no_answer",
     "own",
     "replay",
     "stored",
+    "upstream_failure",
 ]
 
+# MCPError codes the SDK raises itself when no answer came (the connection closed, the read
+# timed out): a call sent may have run, so these are never the upstream refusing it.
+NO_ANSWER = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
 # Where results carry the approval they came from, for programs (an LLM reads the text).
 META_KEY = "signoff/approval"
 # `complete` keeps at most 16 KiB of canonical JSON; leave room for the envelope.
 RESULT_LIMIT = 16 * 1024 - 512
 # A stored result deeper than this is kept as its text only: the encoders recurse.
 _STORED_DEPTH = 64
+
+
+def no_answer(exc: BaseException, timeout: float | None = None) -> str:
+    """Why no answer came from the upstream, as the gateway's own words (never presented as
+    an error the upstream sent)."""
+    if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+        return "the gateway's connection to the upstream closed before an answer came"
+    if isinstance(exc, TimeoutError) or (
+        isinstance(exc, MCPError) and exc.code == types.REQUEST_TIMEOUT
+    ):
+        within = f" within {timeout:g} s (the gateway's call timeout)" if timeout else " in time"
+        return f"no answer came from the upstream{within}"
+    return f"the gateway lost the upstream ({type(exc).__name__}: {cut(str(exc), 200)})"
+
+
+def upstream_failure(exc: BaseException) -> str:
+    """A failure while asking the upstream something (a tools/list), in words that say whose
+    failure it is: the gateway's, or an error the upstream answered."""
+    if isinstance(exc, MCPError) and exc.code not in NO_ANSWER:
+        return f"the upstream answered with error {exc.code}: {cut(exc.message, 200)}"
+    if isinstance(exc, MCPError | TimeoutError):
+        return no_answer(exc)
+    return f"{type(exc).__name__}: {cut(str(exc), 200)}"
 
 
 def error(text: str, *, meta: Mapping[str, Any] | None = None) -> types.CallToolResult:

@@ -14,7 +14,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from signoff_client.client import SignoffClient
-from signoff_client.mcp.gateway import Gateway
+from signoff_client.mcp.gateway import CALL_TIMEOUT, LIST_TIMEOUT, Gateway
 from signoff_client.mcp.policy import Policy
 
 __all__ = ["Upstream", "serve", "upstream_environment"]
@@ -39,7 +39,8 @@ class Upstream:
 
     def client(self) -> Client:
         """An MCP client for the upstream (not yet connected: `async with`). No response
-        cache: the gateway relists tools itself and must see a changed listing at once."""
+        cache: the gateway relists tools itself and must see a changed listing at once (its
+        listings bypass any cache anyway; this keeps the client from storing them)."""
         if self.url:
             return Client(self.url, cache=None)
         params = StdioServerParameters(
@@ -67,11 +68,22 @@ async def serve(
     run_scope: str | None = None,
     wait: float = 0.0,
     lease: str | None = None,
+    call_timeout: float = CALL_TIMEOUT,
+    list_timeout: float = LIST_TIMEOUT,
 ) -> None:
     """Connect to the upstream and serve the gateway until the client goes (stdio) or the
     process is stopped (streamable HTTP)."""
     async with SignoffClient(signoff_url, api_key) as signoff, upstream.client() as client:
-        gateway = Gateway(policy, signoff, client, run_scope=run_scope, wait=wait, lease=lease)
+        gateway = Gateway(
+            policy,
+            signoff,
+            client,
+            run_scope=run_scope,
+            wait=wait,
+            lease=lease,
+            call_timeout=call_timeout,
+            list_timeout=list_timeout,
+        )
         tools = await gateway.list_tools()
         log.info(
             "signoff-mcp: %d upstream tool(s) from %s, server %r, signoff at %s",
