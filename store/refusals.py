@@ -1,7 +1,6 @@
 """The statements on `refusal_counts`: how often each actor was refused on each request.
 
-A mixin of `Tx` (store/repository.py), kept apart only to keep that module's length in hand;
-its methods are statements of the same transaction like every other `Tx` method.
+A family of `Tx` (store/repository.py).
 """
 
 from __future__ import annotations
@@ -9,14 +8,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.records import RefusalCount
 from store.schema import refusal_counts
+from store.statements import Statements
 
 
-class RefusalStatements:
-    conn: AsyncConnection
+class RefusalStatements(Statements):
+    """Counting and reading refused attempts."""
 
     async def count_refusal(
         self, approval_id: str, actor: str, *, action: str, code: str, at: datetime

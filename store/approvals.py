@@ -1,0 +1,195 @@
+"""The statements on one approval row: insert it, read it, lock it, move it.
+
+A family of `Tx` (store/repository.py). Every state change is `update_approval`'s
+conditional UPDATE (bot/transitions.py); the locks here order the transactions that race on
+one row, or on one step of a run.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.engine import Dialect
+
+from store.driver import DriverStatement
+from store.driver import run as driver_run
+from store.records import Approval
+from store.schema import approvals
+from store.statements import Statements, insert_for
+
+_GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
+_GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
+# On SQLite FOR UPDATE renders as nothing: the IMMEDIATE transaction already excludes
+# every other writer.
+_LOCK_APPROVAL = _GET_APPROVAL.with_for_update()
+_LOCK_APPROVAL_OR_SKIP = _GET_APPROVAL.with_for_update(skip_locked=True)
+_APPROVAL_BY_KEY = select(approvals).where(
+    approvals.c.tenant == bindparam("tenant"),
+    approvals.c.run_id == bindparam("run_id"),
+    approvals.c.hash == bindparam("hash"),
+)
+_LIVE_STEP_REQUESTS = (
+    select(approvals.c.id)
+    .where(
+        approvals.c.tenant == bindparam("tenant"),
+        approvals.c.run_id == bindparam("run_id"),
+        approvals.c.step_key == bindparam("step_key"),
+        approvals.c.state.in_(["pending", "approved"]),
+        approvals.c.id != bindparam("besides"),
+    )
+    .order_by(approvals.c.created_at, approvals.c.id)
+)
+_LOCK_APPROVALS_OR_FAIL = (
+    select(approvals.c.id)
+    .where(approvals.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(approvals.c.id)
+    .with_for_update(nowait=True)
+)
+
+
+# The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
+# hash of those.
+_STEP_LOCKS = 0x5_7E9
+
+
+@functools.cache
+def _insert_approval(dialect: str) -> Any:
+    return (
+        insert_for(dialect, approvals)
+        .on_conflict_do_nothing(index_elements=["tenant", "run_id", "hash"])
+        .returning(approvals)
+    )
+
+
+# Columns the database fills in when an INSERT leaves them out: an insert through the driver
+# path builds its record from the values it sent, so it only takes values that name these.
+_SERVER_DEFAULTED = frozenset(c.name for c in approvals.c if c.server_default is not None)
+
+
+@functools.cache
+def _driver_insert_approval(dialect: Dialect, keys: tuple[str, ...]) -> DriverStatement:
+    statement = (
+        insert_for(dialect.name, approvals)
+        .on_conflict_do_nothing(index_elements=["tenant", "run_id", "hash"])
+        .returning(approvals.c.id)
+    )
+    return DriverStatement(statement, dialect, keys=keys, returns=[approvals.c.id])
+
+
+@functools.cache
+def _update_approval(columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool) -> Any:
+    """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (:w_s0
+    ... :w_sN-1) [AND version] [AND hash] RETURNING *, one statement per shape."""
+    conditions = [
+        approvals.c.id == bindparam("w_id"),
+        approvals.c.state.in_([bindparam(f"w_s{i}") for i in range(states)]),
+    ]
+    if by_version:
+        conditions.append(approvals.c.version == bindparam("w_version"))
+    if by_hash:
+        conditions.append(approvals.c.hash == bindparam("w_hash"))
+    values: dict[str, Any] = {
+        name: bindparam(f"v_{name}", type_=approvals.c[name].type) for name in columns
+    }
+    values["version"] = approvals.c.version + 1
+    return update(approvals).where(*conditions).values(values).returning(approvals)
+
+
+class ApprovalStatements(Statements):
+    """Single approvals: insert, read, lock and the conditional transition."""
+
+    async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
+        """One approval through the driver path (or Core when it cannot be taken)."""
+        rows = await self._rows(statement, params, approvals)
+        return Approval.from_row(rows[0]) if rows else None
+
+    async def insert_approval(self, values: Mapping[str, Any]) -> Approval | None:
+        """Insert a new approval; None when (tenant, run_id, hash) already exists."""
+        driver = await self._driver() if _SERVER_DEFAULTED <= values.keys() else None
+        if driver is None:
+            row = await self._one(_insert_approval(self._dialect), values)
+            return Approval.from_row(row) if row else None
+        statement = _driver_insert_approval(self.conn.dialect, tuple(values))
+        if not await driver_run(driver, self._dialect, statement, values):
+            return None
+        # What RETURNING * would give back: the values sent, NULL where none was.
+        return Approval.from_row({c.name: values.get(c.name) for c in approvals.c})
+
+    async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
+        """The approval for one call in one run (the idempotency key)."""
+        row = await self._one(_APPROVAL_BY_KEY, {"tenant": tenant, "run_id": run_id, "hash": hash_})
+        return Approval.from_row(row) if row else None
+
+    async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
+        """One approval, optionally only if it belongs to `tenant`."""
+        if tenant is None:
+            return await self._driver_row(_GET_APPROVAL, {"id": approval_id})
+        return await self._driver_row(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
+
+    async def lock_step(self, tenant: str, run_id: str, step_key: str) -> None:
+        """Take the lock of one (tenant, run, step) until this transaction ends, so two new
+        requests of the same step cannot each miss the other and both stay live. SQLite
+        write transactions are exclusive already; PostgreSQL takes an advisory lock."""
+        if self._dialect == "postgresql":
+            key = f"{tenant}\n{run_id}\n{step_key}"  # a collision only serialises more
+            await self.conn.execute(
+                select(func.pg_advisory_xact_lock(_STEP_LOCKS, func.hashtext(key)))
+            )
+
+    async def live_step_requests(
+        self, tenant: str, run_id: str, step_key: str, *, besides: str
+    ) -> list[str]:
+        """Ids of the pending or approved requests of one (tenant, run, step) but `besides`,
+        oldest first."""
+        params = {"tenant": tenant, "run_id": run_id, "step_key": step_key, "besides": besides}
+        return [r["id"] for r in await self._all(_LIVE_STEP_REQUESTS, params)]
+
+    async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
+        """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
+        follow-up)."""
+        row = await self._one(select(approvals).where(approvals.c.follow_up_id == follow_up_id), {})
+        return Approval.from_row(row) if row else None
+
+    async def lock_approval(
+        self, approval_id: str, *, skip_locked: bool = False
+    ) -> Approval | None:
+        """Read an approval and hold its row lock until commit. With skip_locked, a row
+        another transaction holds reads as None instead of being waited for (PostgreSQL;
+        SQLite's write transaction already excludes every other writer)."""
+        stmt = _LOCK_APPROVAL_OR_SKIP if skip_locked else _LOCK_APPROVAL
+        return await self._driver_row(stmt, {"id": approval_id})
+
+    async def update_approval(
+        self,
+        approval_id: str,
+        *,
+        expect_states: Collection[str],
+        values: Mapping[str, Any],
+        expect_version: int | None = None,
+        expect_hash: str | None = None,
+    ) -> Approval | None:
+        """The conditional transition: UPDATE ... WHERE id AND state IN expected [AND version]
+        [AND hash], bumping version. None when the row did not match (someone else won)."""
+        states = sorted(expect_states)
+        stmt = _update_approval(
+            tuple(sorted(values)), len(states), expect_version is not None, expect_hash is not None
+        )
+        params: dict[str, Any] = {f"v_{name}": value for name, value in values.items()}
+        params |= {f"w_s{i}": state for i, state in enumerate(states)}
+        params["w_id"] = approval_id
+        if expect_version is not None:
+            params["w_version"] = expect_version
+        if expect_hash is not None:
+            params["w_hash"] = expect_hash
+        return await self._driver_row(stmt, params)
+
+    async def lock_approvals_or_fail(self, approval_ids: Collection[str]) -> None:
+        """Lock these approvals' rows until commit, or fail at once (PostgreSQL's NOWAIT) if
+        another transaction holds one: for a transaction that takes several row locks in
+        an order of its own (the outbox's batch settle), so it never waits while holding
+        some and so can never be half of a deadlock. SQLite's write lock covers it."""
+        if self._dialect == "postgresql" and approval_ids:
+            await self.conn.execute(_LOCK_APPROVALS_OR_FAIL, {"ids": sorted(approval_ids)})

@@ -1,0 +1,297 @@
+"""The statements on `outbox`: queueing jobs in a transition's transaction, and the
+runner's claims, settles, retries and pruning (bot/outbox/runner.py).
+
+A family of `Tx` (store/repository.py). A transaction that queues or requeues a job says so
+(`Tx.queued`), so `Store.write` wakes the runner after the commit; on PostgreSQL it also
+sends the NOTIFY other processes listen for (store/commits.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, func, or_, select, update
+from sqlalchemy.engine import Dialect
+
+from store.commits import NOTIFY
+from store.driver import DriverStatement
+from store.driver import run as driver_run
+from store.records import OutboxJob
+from store.schema import outbox
+from store.statements import Statements, insert_for
+
+# The outbox runner's own statements, run on every claim and settle.
+_DUE_JOBS = (
+    select(outbox.c.id)
+    .where(
+        outbox.c.state == "queued",
+        outbox.c.kind.in_(bindparam("kinds", expanding=True)),
+        outbox.c.run_after <= bindparam("now"),
+        or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
+    )
+    .order_by(outbox.c.run_after, outbox.c.id)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM_JOBS = (
+    update(outbox)
+    .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
+    .values(
+        locked_by=bindparam("w_worker", type_=outbox.c.locked_by.type),
+        locked_until=bindparam("w_lease_until", type_=outbox.c.locked_until.type),
+        attempts=outbox.c.attempts + 1,
+    )
+    .returning(outbox)
+)
+_HELD_JOBS = and_(
+    outbox.c.id.in_(bindparam("ids", expanding=True)),
+    outbox.c.locked_by == bindparam("worker"),
+)
+_FINISH_JOBS = (
+    update(outbox)
+    .where(_HELD_JOBS)
+    .values(
+        locked_by=None,
+        locked_until=None,
+        state="done",
+        done_at=bindparam("w_done_at", type_=outbox.c.done_at.type),
+    )
+    .returning(outbox.c.id)
+)
+_DEFER_JOBS = (
+    update(outbox)
+    .where(_HELD_JOBS)
+    .values(
+        locked_by=None,
+        locked_until=None,
+        run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
+        attempts=outbox.c.attempts - 1,
+    )
+    .returning(outbox.c.id)
+)
+
+
+_JOB_KEYS = (
+    "kind",
+    "approval_id",
+    "payload",
+    "dedupe_key",
+    "state",
+    "attempts",
+    "run_after",
+    "created_at",
+)
+
+
+@functools.cache
+def _enqueue(dialect: str) -> Any:
+    return insert_for(dialect, outbox).on_conflict_do_nothing(index_elements=["dedupe_key"])
+
+
+@functools.cache
+def _driver_enqueue(dialect: Dialect) -> DriverStatement:
+    return DriverStatement(_enqueue(dialect.name), dialect, keys=_JOB_KEYS)
+
+
+class OutboxStatements(Statements):
+    """Queueing outbox jobs, and the runner's leases and outcomes."""
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        now: datetime,
+        approval_id: str | None = None,
+        dedupe_key: str | None = None,
+        run_after: datetime | None = None,
+    ) -> None:
+        """Queue a job in the caller's transaction, due now or at `run_after`; a repeated
+        dedupe_key is a no-op."""
+        job = {
+            "kind": kind,
+            "approval_id": approval_id,
+            "payload": dict(payload),
+            "dedupe_key": dedupe_key,
+            "state": "queued",
+            "attempts": 0,
+            "run_after": run_after or now,
+            "created_at": now,
+        }
+        driver = await self._driver()
+        if driver is None:
+            await self.conn.execute(_enqueue(self._dialect), job)
+        else:
+            await driver_run(driver, self._dialect, _driver_enqueue(self.conn.dialect), job)
+        await self._jobs_queued()
+
+    async def _jobs_queued(self) -> None:
+        """Mark the transaction as one that makes outbox work; on PostgreSQL also tell the
+        other processes, at commit (a NOTIFY is sent only if the transaction commits)."""
+        if self.queued:
+            return
+        self.queued = True
+        if self._dialect == "postgresql":
+            await self.conn.exec_driver_sql(NOTIFY)
+
+    async def outbox_jobs(
+        self, *, approval_id: str | None = None, state: str | None = None
+    ) -> list[OutboxJob]:
+        stmt = select(outbox).order_by(outbox.c.id)
+        if approval_id is not None:
+            stmt = stmt.where(outbox.c.approval_id == approval_id)
+        if state is not None:
+            stmt = stmt.where(outbox.c.state == state)
+        return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def claim_jobs(
+        self,
+        worker: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
+        kinds: Collection[str],
+    ) -> list[OutboxJob]:
+        """Take up to `limit` due jobs for `worker` until `lease_until`, counting an attempt.
+
+        Due: queued, run_after reached, and not leased (or the lease of a worker that died
+        has run out). PostgreSQL skips rows another replica is claiming right now (FOR UPDATE
+        SKIP LOCKED); on SQLite the write transaction already excludes every other writer,
+        and the lease condition keeps a second process off a job the first one holds.
+        """
+        params = {
+            "kinds": sorted(kinds),
+            "now": now,
+            "limit": limit,
+            "w_worker": worker,
+            "w_lease_until": lease_until,
+        }
+        rows = await self._all(_CLAIM_JOBS, params)
+        return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+
+    async def finish_job(self, job_id: int, worker: str, *, now: datetime) -> bool:
+        """Mark a job done; False if `worker` no longer holds it (its lease ran out and
+        another worker took it: that one reports the outcome)."""
+        return await self._settle(job_id, worker, state="done", done_at=now)
+
+    async def finish_jobs(
+        self, job_ids: Collection[int], worker: str, *, now: datetime
+    ) -> set[int]:
+        """`finish_job` for many jobs in one statement; the ids `worker` still held (and so
+        marked done)."""
+        if not job_ids:
+            return set()
+        params = {"ids": sorted(job_ids), "worker": worker, "w_done_at": now}
+        return {row[0] for row in (await self.conn.execute(_FINISH_JOBS, params)).all()}
+
+    async def reschedule_job(
+        self, job_id: int, worker: str, *, run_after: datetime, error: str
+    ) -> bool:
+        """Put a failed job back in the queue for another attempt at `run_after`."""
+        return await self._settle(job_id, worker, run_after=run_after, last_error=error)
+
+    async def defer_job(
+        self, job_id: int, worker: str, *, run_after: datetime, error: str | None = None
+    ) -> bool:
+        """Put a claimed job back until `run_after`, its attempt not counted (it was over its
+        fair share of the runner's slots, or the far side asked to wait: `error` says so)."""
+        values: dict[str, Any] = {"run_after": run_after, "attempts": outbox.c.attempts - 1}
+        if error is not None:
+            values["last_error"] = error
+        return await self._settle(job_id, worker, **values)
+
+    async def defer_jobs(
+        self, job_ids: Collection[int], worker: str, *, run_after: datetime
+    ) -> set[int]:
+        """`defer_job` for many jobs in one statement; the ids `worker` still held."""
+        if not job_ids:
+            return set()
+        params = {"ids": sorted(job_ids), "worker": worker, "w_run_after": run_after}
+        return {row[0] for row in (await self.conn.execute(_DEFER_JOBS, params)).all()}
+
+    async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
+        """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
+        return await self._settle(job_id, worker, state="dead", done_at=now, last_error=error)
+
+    async def _settle(self, job_id: int, worker: str, **values: Any) -> bool:
+        stmt = (
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.locked_by == worker)
+            .values(locked_by=None, locked_until=None, **values)
+            .returning(outbox.c.id)
+        )
+        return (await self.conn.execute(stmt)).first() is not None
+
+    async def release_jobs(self, worker: str) -> int:
+        """Hand back every job `worker` holds without counting the attempt (clean shutdown)."""
+        stmt = (
+            update(outbox)
+            .where(outbox.c.locked_by == worker, outbox.c.state == "queued")
+            .values(locked_by=None, locked_until=None, attempts=outbox.c.attempts - 1)
+            .returning(outbox.c.id)
+        )
+        released = len((await self.conn.execute(stmt)).all())
+        if released:
+            await self._jobs_queued()
+        return released
+
+    async def requeue_job(self, job_id: int, *, now: datetime) -> OutboxJob | None:
+        """Give a dead job a fresh set of attempts, due now; None if no dead job has that id."""
+        stmt = (
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == "dead")
+            .values(
+                state="queued",
+                attempts=0,
+                run_after=now,
+                locked_by=None,
+                locked_until=None,
+                done_at=None,
+            )
+            .returning(outbox)
+        )
+        row = (await self.conn.execute(stmt)).mappings().first()
+        if row is None:
+            return None
+        await self._jobs_queued()
+        return OutboxJob.from_row(row)
+
+    async def get_job(self, job_id: int) -> OutboxJob | None:
+        row = await self._one(select(outbox).where(outbox.c.id == job_id), {})
+        return OutboxJob.from_row(row) if row else None
+
+    async def list_jobs(self, *, states: Collection[str], limit: int = 100) -> list[OutboxJob]:
+        """Jobs in `states`, oldest first."""
+        stmt = (
+            select(outbox)
+            .where(outbox.c.state.in_(list(states)))
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        return [OutboxJob.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+
+    async def outbox_summary(self) -> list[tuple[str, str, int]]:
+        """(kind, state, count) of queued and dead jobs, for the metrics: two ranges of the
+        (state, run_after) index, so the week of done jobs kept is never read."""
+        stmt = (
+            select(outbox.c.kind, outbox.c.state, func.count())
+            .where(outbox.c.state.in_(["queued", "dead"]))
+            .group_by(outbox.c.kind, outbox.c.state)
+        )
+        return [tuple(row) for row in (await self.conn.execute(stmt)).all()]  # type: ignore[misc]
+
+    async def prune_jobs(self, *, done_before: datetime, limit: int) -> int:
+        """Delete up to `limit` jobs that finished before `done_before`. Dead jobs stay until
+        an operator retries them."""
+        old = (
+            select(outbox.c.id)
+            .where(outbox.c.state == "done", outbox.c.done_at < done_before)
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        stmt = delete(outbox).where(outbox.c.id.in_(old.scalar_subquery())).returning(outbox.c.id)
+        return len((await self.conn.execute(stmt)).all())
