@@ -12,8 +12,7 @@ GET /dashboard shows, for principals marked `operator = true`:
 GET /dashboard/approvals/{id} shows one approval's audit trail with its hash chain verified
 as it is displayed (bot.audit.verify), and its execution state.
 
-Everyone else gets a 403 that says why. Every query here is in store/repository.py under
-"web dashboard".
+Everyone else gets a 403 that says why. Every query here is in store/dashboard.py.
 """
 
 from __future__ import annotations

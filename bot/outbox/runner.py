@@ -16,7 +16,7 @@ holding the lease, so a slow worker can never overwrite the outcome of the one t
 The outbox is kept cheap and out of the way of people's requests: outcomes that arrive
 together are settled in one write transaction, with what their handlers had to write down
 (`Record`: a posted card's message); its writes are background ones, which on SQLite wait
-behind the requests' (store.repository.WriteTurns); and while the event loop runs late, few
+behind the requests' (store.turns.WriteTurns); and while the event loop runs late, few
 jobs are in flight.
 """
 
