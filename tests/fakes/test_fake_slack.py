@@ -172,7 +172,11 @@ def test_sign_is_accepted_by_slack_sdk_verifier() -> None:
 async def test_bolt_verifies_and_routes_signed_interactions() -> None:
     async with FakeSlack() as slack:
         web = client(slack)
-        app = AsyncApp(client=web, signing_secret=SECRET)
+        # As signoff runs Bolt: the listener finishes before the answer, so what it did can
+        # be asserted once dispatch returns (otherwise it races the assertions below).
+        app = AsyncApp(
+            client=web, signing_secret=SECRET, process_before_response=True, name="fake-test"
+        )
         seen: dict[str, Any] = {}
 
         @app.action("approve")
