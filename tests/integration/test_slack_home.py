@@ -234,7 +234,7 @@ async def test_a_burst_of_cards_refreshes_a_home_at_most_once_a_second(rig: Home
     gaps = [later - earlier for earlier, later in itertools.pairwise(published)]
     # Timed as the fake receives them: each publish is read and rendered before it is sent,
     # which takes longer on a loaded machine, so arrivals are a little nearer than the starts
-    # the interval spaces (by up to 0.4 s at a load average of 30). Unthrottled, the burst
+    # the interval spaces, the more so the more loaded the machine. Unthrottled, the burst
     # would arrive milliseconds apart, so half the interval still tells the two apart.
     assert all(gap >= slack_home._INTERVAL / 2 for gap in gaps), gaps
     assert sorted(rig.listed("U0ALICE")) == sorted(made)
