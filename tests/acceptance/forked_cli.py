@@ -28,7 +28,16 @@ from multiprocessing.process import BaseProcess
 
 # What commands and servers import when they run, loaded once in the fork server.
 PRELOAD = [
-    "bot.cli",
+    "bot.cli",  # imports every module of the package; named here so the list says so
+    "bot.cli.run",
+    "bot.cli.parser",
+    "bot.cli.context",
+    "bot.cli.rendering",
+    "bot.cli.approvals",
+    "bot.cli.delegations",
+    "bot.cli.operations",
+    "bot.cli.deployment",
+    "bot.cli.processes",
     "bot.config",
     "bot.app",
     "bot.operator",

@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from bot.cli import build_parser
+from bot.cli.parser import build_parser
 from tests.acceptance.conftest import (
     TIMEOUT,
     Cli,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.card import Card
-from bot.cli import _emit_json, render_card
+from bot.cli.rendering import emit_json, render_card
 from bot.config import parse_config
 from bot.model import Execution, State, execution_of, public_record
 from bot.routing import Directory
@@ -333,7 +333,7 @@ def test_json_output_keeps_values_but_never_raw_terminal_controls(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     document = {"title": "Refund \x9b31m\u202eZoë\u2028", "escape": "\x1b[2J", "n": [1, 2]}
-    _emit_json(document)
+    emit_json(document)
     out = capsys.readouterr().out
     assert json.loads(out) == document
     assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u202e]", out)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.card import Card
-from bot.cli import render_card
+from bot.cli.rendering import render_card
 from bot.config import parse_config
 from bot.reminders import title_of
 from bot.routing import Directory

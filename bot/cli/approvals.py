@@ -1,0 +1,122 @@
+"""`signoff approvals ...`: create, list and show requests, and decide them as a principal.
+
+Decisions name the deciding principal with `--as NAME` and go through the Operator like every
+other surface (recorded as `cli:NAME`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.cli.rendering import APPROVALS_HEADER, approval_row, emit_json, render_card
+from bot.errors import InvalidRequest, NotFound
+from bot.model import State, public_record
+
+if TYPE_CHECKING:
+    from bot.cli.context import Context
+    from bot.operator import Actor, Decision
+    from store.records import Approval
+
+
+def _read_file(name: str) -> bytes:
+    # A CLI run serves one request; blocking on a small file read is fine.
+    try:
+        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read {name}: {exc.strerror}") from None
+
+
+async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
+    from bot.intake import create_request, parse_request
+
+    parsed = parse_request(_read_file(args.file), ctx.config.server.max_body_bytes)
+    result = await create_request(ctx.store, ctx.directory, ctx.clock, args.tenant, parsed)
+    emit_json(public_record(result.approval))
+    note = "created" if result.created else "already existed (same tenant, run_id and hash)"
+    print(f"approval {result.approval.id} {note}", file=sys.stderr)
+    for replaced in result.superseded:
+        print(f"approval {replaced.approval.id} superseded: same step, older call", file=sys.stderr)
+    return 0
+
+
+async def cmd_list(ctx: Context, args: argparse.Namespace) -> int:
+    async with ctx.store.read() as tx:
+        rows = await tx.list_approvals(tenant=args.tenant, state=args.state, limit=args.limit)
+    if args.json:
+        emit_json({"approvals": [public_record(a) for a in rows]})
+    elif not rows:
+        print("no approvals" + (f" in state {args.state}" if args.state else ""))
+    else:
+        print(APPROVALS_HEADER)
+        for approval in rows:
+            print(approval_row(approval))
+    return 0
+
+
+async def _get(ctx: Context, approval_id: str) -> Approval:
+    async with ctx.store.read() as tx:
+        approval = await tx.get_approval(approval_id)
+    if approval is None:
+        raise NotFound(f"no approval with id {approval_id!r}; see `signoff approvals list`")
+    return approval
+
+
+async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
+    approval = await _get(ctx, args.id)
+    if args.json:
+        emit_json(public_record(approval))
+    else:
+        from bot.card import card_for
+
+        # The terminal is where a human reviews before deciding: show every value in full.
+        card = await card_for(ctx.store, ctx.directory, approval, ctx.clock.now(), max_value=None)
+        print(render_card(card))
+    return 0
+
+
+def _report(ctx: Context, args: argparse.Namespace, decision: Decision) -> int:
+    approval = decision.approval
+    if args.json:
+        emit_json(public_record(approval))
+    elif decision.event.type == "delegated":
+        print(f"{approval.id} handed to {ctx.directory.describe(approval.assignee)}")
+    elif approval.state == State.PENDING:
+        votes = decision.event.data.get("votes", [])
+        print(
+            f"vote recorded for {approval.id}: {len(votes)} of {approval.required_approvals} "
+            f"approvals ({', '.join(votes)}); still pending"
+        )
+    else:
+        print(
+            f"{approval.id} {approval.state} by {ctx.directory.describe(approval.decided_by or '')}"
+        )
+    return 0
+
+
+def _actor(args: argparse.Namespace) -> Actor:
+    from bot.operator import Actor
+
+    return Actor(principal=args.as_, via="cli", break_glass=args.break_glass)
+
+
+async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_reject(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.reject_shown(args.id, args.hash, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_cancel(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.cancel(args.id, _actor(args), args.note)
+    return _report(ctx, args, decision)
+
+
+async def cmd_hand_off(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.delegate(args.id, _actor(args), args.to, args.note)
+    return _report(ctx, args, decision)

@@ -1,0 +1,125 @@
+"""Setting a deployment up, with no database session of the CLI's own: `config check` (every
+check `serve` makes at start), the Telegram webhook, and a new webhook secret."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from bot import logs
+from bot.cli.rendering import emit_json
+from bot.errors import ConfigError, SignoffError
+
+if TYPE_CHECKING:
+    from bot.config import Config, TelegramConfig
+
+log = logging.getLogger("signoff.cli")
+
+
+class _Counter(logging.Handler):
+    """Counts the warnings logged while the checks run (they are printed as they come)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
+    """Every check `serve` makes when it starts, through the very functions it calls: a
+    refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
+    from bot.api import tenant_keys
+    from bot.app import check_config, prepare_schema
+    from store.repository import Store
+
+    logs.setup("text", logging.WARNING)
+    counter = _Counter()
+    logging.getLogger().addHandler(counter)
+    check_config(config)
+    tenant_keys(config.directory())  # serve reads the API keys when it builds the app
+    store = Store.from_url(config.database_url)
+    try:
+        await prepare_schema(store, dry_run=True)
+    finally:
+        await store.close()
+    await _check_telegram_chats(config)
+    emit_json(config.masked())
+    warned = f", {counter.count} warning(s) above" if counter.count else ""
+    print(f"config OK: serve would start{warned}", file=sys.stderr)
+    return 0
+
+
+async def _check_telegram_chats(config: Config) -> None:
+    """Warn about a `telegram:CHAT_ID` notify target whose group Telegram has upgraded to a
+    supergroup (asking Telegram; serve only finds out when a card is refused)."""
+    if config.telegram is None:
+        return
+    from channels.telegram_setup import migrated_chats  # only Telegram deployments load PTB
+
+    chats = sorted(
+        {
+            int(target.chat)
+            for route in config.directory().routes
+            for target in route.notify
+            if target.surface == "telegram" and target.chat.lstrip("-").isdigit()
+        }
+    )
+    if not chats:
+        return
+    try:
+        moved = await migrated_chats(config.telegram, chats)
+    except SignoffError as exc:
+        log.warning("could not ask Telegram about the configured chats: %s", exc.message)
+        return
+    for old, new in moved.items():
+        log.warning(
+            "notify target telegram:%s is stale: that group became the supergroup %s; cards "
+            "follow it, but write telegram:%s in the config",
+            old,
+            new,
+            new,
+        )
+
+
+def _telegram(config: Config) -> TelegramConfig:
+    if config.telegram is None:
+        raise ConfigError(
+            "the config has no [telegram] table; add one (docs/channels.md shows how)"
+        )
+    return config.telegram
+
+
+async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> int:
+    from channels.telegram_setup import set_webhook  # only Telegram commands load PTB
+
+    url = args.url or f"{config.server.public_url.rstrip('/')}/telegram/webhook"
+    if not url.startswith("https://"):
+        print(
+            f"signoff: warning: Telegram only delivers to https:// URLs; {url} will be "
+            "refused unless a local Bot API server is in between",
+            file=sys.stderr,
+        )
+    bot = await set_webhook(_telegram(config), url, drop_pending=args.drop_pending_updates)
+    print(f"Telegram delivers updates for @{bot} to {url} (with the secret token)")
+    return 0
+
+
+async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) -> int:
+    from channels.telegram_setup import delete_webhook
+
+    bot = await delete_webhook(_telegram(config))
+    print(f"Telegram no longer delivers updates for @{bot} to a webhook")
+    return 0
+
+
+def cmd_webhook_secret() -> int:
+    """32 random bytes in the `whsec_<base64>` form every Standard Webhooks library reads."""
+    import base64
+    import secrets
+
+    print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+    return 0

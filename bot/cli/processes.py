@@ -1,0 +1,40 @@
+"""The long-running commands: `serve`, `worker` and `demo`. Each loads the server only when
+it starts, never when another command runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config import Config
+
+
+def cmd_serve(config: Config, args: argparse.Namespace) -> int:
+    """`signoff serve`: runs its own event loop, one per worker process."""
+    from bot.workers import default_workers, serve
+
+    if args.workers is not None:
+        workers = args.workers
+    else:  # polling runs in one process; otherwise one worker per core
+        workers = 1 if args.telegram_polling else default_workers()
+    return serve(config, args.listen, workers=workers, telegram_polling=args.telegram_polling)
+
+
+async def cmd_worker(config: Config, args: argparse.Namespace) -> None:
+    """`signoff worker`: the outbox runner and the sweeper, no HTTP."""
+    from bot.app import run_worker
+
+    await run_worker(config)
+
+
+async def cmd_demo(config: Config, args: argparse.Namespace) -> None:
+    """`signoff demo`: the real server on its own shipped config (bot/demo.toml) and a
+    database of its own; the `config` of --config or $SIGNOFF_CONFIG is not used."""
+    from bot.demo import run_demo  # only the demo reads its config and story
+
+    if not args.verbose:
+        # The links and the story are the output; the server's log would bury them.
+        logging.getLogger().setLevel(logging.WARNING)
+    await run_demo(args.listen, args.dir)
