@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.cli.context import EXIT_REFUSED
 from bot.cli.rendering import emit_json, job_record, safe
-from bot.errors import ConfigError, NotFound, NotPending
+from bot.errors import ConfigError, NotFound
 
 if TYPE_CHECKING:
     from bot.cli.context import Context
@@ -92,15 +92,11 @@ async def cmd_outbox_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 async def cmd_outbox_retry(ctx: Context, args: argparse.Namespace) -> int:
-    async with ctx.store.write() as tx:
-        job = await tx.requeue_job(args.id, now=ctx.clock.now())
-        current = None if job else await tx.get_job(args.id)
-    if job is None:
-        if current is None:
-            raise NotFound(f"no outbox job with id {args.id}; see `signoff outbox list --dead`")
-        raise NotPending(
-            f"outbox job {args.id} is {current.state}, not dead; only dead jobs are retried",
-            state=current.state,
-        )
+    from bot.outbox.requeue import retry_dead_job
+
+    try:
+        job = await retry_dead_job(ctx.store, ctx.clock, args.id, by="the CLI")
+    except NotFound as exc:
+        raise NotFound(f"{exc.message}; see `signoff outbox list --dead`") from None
     print(f"outbox job {job.id} ({job.kind}) queued again with a fresh set of attempts")
     return 0
