@@ -29,20 +29,11 @@ from bot.canonical import canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
 from bot.errors import (
-    ApprovalChanged,
-    ApprovalCorrupt,
-    ApprovalExpired,
-    ClaimMismatch,
     ConfigError,
     InvalidRequest,
-    LeaseExhausted,
-    MalformedJson,
     NotFound,
-    NotPending,
     RequestTooLarge,
-    SchemaOutOfDate,
     SignoffError,
-    StoreUnavailable,
     Unauthorized,
 )
 from bot.execution import AgentActions
@@ -120,31 +111,6 @@ def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
 
 # -- errors --------------------------------------------------------------------------------
 
-# Most specific first: the first matching class gives the status.
-_STATUS: tuple[tuple[type[SignoffError], int], ...] = (
-    (MalformedJson, 400),
-    (RequestTooLarge, 413),
-    (InvalidRequest, 422),
-    (Unauthorized, 401),
-    (NotFound, 404),
-    (ApprovalExpired, 410),
-    (NotPending, 409),
-    (ClaimMismatch, 409),
-    (ApprovalChanged, 409),
-    (ApprovalCorrupt, 409),
-    (LeaseExhausted, 409),
-    (StoreUnavailable, 503),
-    (SchemaOutOfDate, 503),
-)
-
-
-def status_for(error: SignoffError) -> int:
-    for cls, status in _STATUS:
-        if isinstance(error, cls):
-            return status
-    return 400
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return utc_iso(value)
@@ -172,7 +138,7 @@ async def errors_middleware(
     try:
         return await handler(request)
     except SignoffError as exc:
-        return error_response(status_for(exc), exc.code, exc.message, **exc.details)
+        return error_response(exc.http_status, exc.code, exc.message, **exc.details)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -12,9 +12,13 @@ from typing import Any
 
 
 class SignoffError(Exception):
-    """signoff failed."""
+    """signoff failed.
+
+    `code` is the stable name an API client sees; `http_status` the status an HTTP surface
+    (the agent API, the web pages) answers with, inherited by subclasses."""
 
     code = "error"
+    http_status = 400
 
     def __init__(self, message: str | None = None, **details: Any) -> None:
         self.message = message or (self.__doc__ or "").strip()
@@ -32,12 +36,14 @@ class SchemaOutOfDate(SignoffError):
     """The database schema is not current; run `signoff db upgrade`."""
 
     code = "schema_out_of_date"
+    http_status = 503
 
 
 class InvalidRequest(SignoffError):
     """The approval request is invalid."""
 
     code = "invalid_request"
+    http_status = 422
 
     def __init__(self, message: str | None = None, *, fields: list[dict[str, Any]] | None = None):
         super().__init__(message, fields=fields or [])
@@ -48,12 +54,14 @@ class MalformedJson(InvalidRequest):
     """The body is not well-formed JSON (or repeats a key, which JSON leaves ambiguous)."""
 
     code = "malformed_json"
+    http_status = 400
 
 
 class RequestTooLarge(InvalidRequest):
     """The approval request is larger than the configured limit."""
 
     code = "too_large"
+    http_status = 413
 
 
 class NotCanonical(InvalidRequest):
@@ -84,18 +92,21 @@ class UnknownPrincipal(SignoffError):
     """No principal of that name is configured."""
 
     code = "unknown_principal"
+    http_status = 400
 
 
 class NotFound(SignoffError):
     """No approval with that id."""
 
     code = "not_found"
+    http_status = 404
 
 
 class NotPending(SignoffError):
     """The approval is no longer open for this action."""
 
     code = "not_pending"
+    http_status = 409
 
     def __init__(
         self,
@@ -122,6 +133,7 @@ class ApprovalExpired(NotPending):
     """The approval expired before this decision arrived."""
 
     code = "expired"
+    http_status = 410
 
 
 class PolicyChanged(NotPending):
@@ -135,6 +147,7 @@ class ApprovalChanged(SignoffError):
     """The request changed since it was shown: the shown hash differs from the stored one."""
 
     code = "approval_changed"
+    http_status = 409
 
 
 class ApprovalCorrupt(SignoffError):
@@ -142,6 +155,7 @@ class ApprovalCorrupt(SignoffError):
     signoff, and it is neither approved nor handed out for execution."""
 
     code = "approval_corrupt"
+    http_status = 409
 
 
 class LeaseExhausted(SignoffError):
@@ -149,12 +163,14 @@ class LeaseExhausted(SignoffError):
     hold a call."""
 
     code = "lease_exhausted"
+    http_status = 409
 
 
 class NotAnApprover(SignoffError):
     """You are not an approver for this request."""
 
     code = "not_an_approver"
+    http_status = 403
 
     def __init__(self, message: str | None = None, *, assignee: str | None = None) -> None:
         if message is None and assignee is not None:
@@ -173,12 +189,14 @@ class Unauthorized(SignoffError):
     """Missing or unknown API key."""
 
     code = "unauthorized"
+    http_status = 401
 
 
 class ClaimMismatch(SignoffError):
     """The claim token does not match the approval's current claim."""
 
     code = "claim_mismatch"
+    http_status = 409
 
 
 class DeliveryFailed(SignoffError):
@@ -221,15 +239,18 @@ class AlreadyVoted(SignoffError):
     """You have already voted on this request."""
 
     code = "already_voted"
+    http_status = 409
 
 
 class DelegationLoop(SignoffError):
     """The delegation would hand authority around in a circle (alice -> bob -> alice)."""
 
     code = "delegation_loop"
+    http_status = 409
 
 
 class StoreUnavailable(SignoffError):
     """The database is unreachable or too busy to answer; nothing was changed, retry later."""
 
     code = "store_unavailable"
+    http_status = 503

@@ -32,13 +32,8 @@ from aiohttp import web
 from bot import inbox
 from bot.card import Card, card_for, outcome_lines
 from bot.errors import (
-    AlreadyVoted,
-    ApprovalChanged,
-    ApprovalExpired,
     InvalidRequest,
-    NotAnApprover,
     NotFound,
-    NotPending,
     SignoffError,
     UnknownPrincipal,
 )
@@ -265,7 +260,7 @@ class InboxPages:
             # Recorded in the request's audit trail like a refused click in chat.
             await self.conversation.refuse(approval_id, actor.label, action, error, tell)
             return await self.show(
-                request, visitor, approval_id, status=_status(error), alert=" ".join(told)
+                request, visitor, approval_id, status=error.http_status, alert=" ".join(told)
             )
         # Post/redirect/get: a reload of the result does not post the form again.
         return web.Response(
@@ -289,17 +284,3 @@ class InboxPages:
         if action == "approve":
             return "voted" if decision.event.type == "voted" else "approved"
         return "rejected" if action == "reject" else "delegated"
-
-
-def _status(error: SignoffError) -> int:
-    """The HTTP status of a refused decision: 410 too late, 403 not theirs to decide, 409
-    the request is not as the page showed it, 400 a mistake in the form."""
-    if isinstance(error, ApprovalExpired):
-        return 410
-    if isinstance(error, NotAnApprover):
-        return 403
-    if isinstance(error, NotPending | ApprovalChanged | AlreadyVoted):
-        return 409
-    if isinstance(error, InvalidRequest | UnknownPrincipal):
-        return 400
-    return 409

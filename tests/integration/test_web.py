@@ -510,7 +510,7 @@ async def test_delegate_hands_the_request_to_another_person(rig: Rig) -> None:
     alice = await rig.signed_in("alice")
     page = await alice.get(f"/web/approvals/{record['id']}")
     refused = await alice.decide(page, "delegate", to="")
-    assert refused.status == 400 and "Choose whom" in refused.alert
+    assert refused.status == 422 and "Choose whom" in refused.alert
     done = await alice.decide(page, "delegate", to="carol", note="she owns refunds")
     assert (done.status, done.url) == (303, f"/web/approvals/{record['id']}?done=delegated")
     row = await rig.state(record["id"])
