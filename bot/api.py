@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from bot.agent_actions import AgentActions
 from bot.canonical import canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
@@ -36,7 +37,6 @@ from bot.errors import (
     SignoffError,
     Unauthorized,
 )
-from bot.execution import AgentActions
 from bot.intake import create_request, validate_request
 from bot.model import DEFAULT_LEASE, MAX_LEASE, State, public_record
 from bot.routing import Directory

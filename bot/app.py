@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
+from bot.agent_actions import AgentActions
 from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.errors import ConfigError
-from bot.execution import AgentActions
 from bot.inbound import Inbound
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.operator import Operator

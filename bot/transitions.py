@@ -1,7 +1,7 @@
 """The one shape of every state change: a conditional UPDATE, its audit event, and the outbox
 jobs it causes, in the caller's transaction.
 
-The Operator (human decisions), the agent-side actions (bot.execution) and the sweeper all
+The Operator (human decisions), the agent-side actions (bot.agent_actions) and the sweeper all
 move rows through `apply`, so each transition is audited, chained and announced the same way.
 """
 

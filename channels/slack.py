@@ -39,8 +39,8 @@ from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
 from channels import conversation, slack_card, slack_home, web_inbox
+from channels.answer_cap import CappedResponse
 from channels.base import MessageRef
-from channels.bounded import CappedResponse
 from channels.conversation import Conversation, Surface
 from channels.slack_gate import SlackGate
 
@@ -147,7 +147,7 @@ class SlackChannel:
 
     async def start(self) -> None:
         """One long-lived HTTP session for every Web API call, reading answers no further
-        than channels.bounded's cap (slack-sdk would otherwise open a session per call and
+        than channels.answer_cap's cap (slack-sdk would otherwise open a session per call and
         read each answer whole)."""
         self.client.session = aiohttp.ClientSession(response_class=CappedResponse)
 

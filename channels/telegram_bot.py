@@ -31,7 +31,7 @@ from telegram.request import HTTPXRequest
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
 from bot.inbound import Inbound
-from channels.bounded import cap_httpx_answer
+from channels.answer_cap import cap_httpx_answer
 from channels.telegram_setup import ALLOWED_UPDATES, credentials
 
 log = logging.getLogger("signoff.telegram")
@@ -94,7 +94,7 @@ class TelegramBot:
         self.inbound = inbound
         self.polling = polling
         # Short calls (a card post must end well inside its outbox lease), and answers read
-        # no further than channels.bounded's cap.
+        # no further than channels.answer_cap's cap.
         request = HTTPXRequest(
             connect_timeout=5,
             read_timeout=10,

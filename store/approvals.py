@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Dialect
 
-from store.driver import DriverStatement
-from store.driver import run as driver_run
+from store.fast_path import DriverStatement
+from store.fast_path import run as driver_run
 from store.records import Approval
 from store.schema import approvals
 from store.statements import Statements, insert_for

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Dialect
 
-from store.driver import DriverStatement
-from store.driver import run as driver_run
+from store.fast_path import DriverStatement
+from store.fast_path import run as driver_run
 from store.records import CardMessage, ReplyPrompt
 from store.schema import card_messages, inbound_deliveries, reply_prompts
 from store.statements import Statements, insert_for

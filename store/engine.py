@@ -31,7 +31,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
-from store.driver import never_waits
+from store.fast_path import never_waits
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Pool sizes per process. SQLite: its one writer and this many readers (WAL lets readers run
@@ -138,7 +138,7 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
 def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
     connect_args = kwargs.pop("connect_args", {})
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
-    # The driver path (store/driver.py) runs statements on the event loop's thread too.
+    # The driver path (store/fast_path.py) runs statements on the event loop's thread too.
     connect_args.setdefault("check_same_thread", False)
     engine = create_async_engine(url, connect_args=connect_args, **kwargs)
     path = make_url(url).database or ""

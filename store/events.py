@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.engine import Dialect
 
-from store.driver import DriverStatement
-from store.driver import run as driver_run
+from store.fast_path import DriverStatement
+from store.fast_path import run as driver_run
 from store.records import Approval, ChainHead, Event
 from store.schema import approval_events, approvals
 from store.statements import Statements

@@ -17,8 +17,8 @@ from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import Dialect
 
 from store.commits import NOTIFY
-from store.driver import DriverStatement
-from store.driver import run as driver_run
+from store.fast_path import DriverStatement
+from store.fast_path import run as driver_run
 from store.records import OutboxJob
 from store.schema import outbox
 from store.statements import Statements, insert_for

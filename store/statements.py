@@ -3,7 +3,7 @@
 `Tx` (store/repository.py) is composed of one class per table family (store/approvals.py,
 store/outbox.py, store/chat.py, ...), each a subclass of `Statements`, so every method is a
 statement of the same transaction whichever module holds it. Here: the connection, the
-driver's fast path for the hot statements (store/driver.py), and the INSERT with ON
+driver's fast path for the hot statements (store/fast_path.py), and the INSERT with ON
 CONFLICT that both dialects speak.
 
 Statements used on every request are built once, at import or once per shape
@@ -21,8 +21,8 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.driver import DriverStatement
-from store.driver import run as driver_run
+from store.fast_path import DriverStatement
+from store.fast_path import run as driver_run
 
 
 def insert_for(dialect: str, table: Table) -> Any:
@@ -57,7 +57,7 @@ class Statements:
         self._reading = reading and self._dialect == "sqlite"
 
     async def _driver(self) -> Any | None:
-        """The driver's connection for the hot statements (store/driver.py), or None while
+        """The driver's connection for the hot statements (store/fast_path.py), or None while
         no transaction is open on it yet: the caller then takes the Core path, which opens
         one."""
         if self._raw is None:

@@ -20,7 +20,7 @@ from bot.inbound import Inbound
 from bot.operator import Operator
 from bot.routing import Directory
 from bot.target import Target
-from channels.bounded import ANSWER_LIMIT
+from channels.answer_cap import ANSWER_LIMIT
 from channels.slack import SlackChannel
 from channels.telegram import TelegramChannel
 from store.repository import Store

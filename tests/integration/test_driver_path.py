@@ -1,4 +1,4 @@
-"""The hot statements run on the driver's own connection (store/driver.py) and must be
+"""The hot statements run on the driver's own connection (store/fast_path.py) and must be
 indistinguishable from Core: the records they hand back are what a read returns afterwards,
 and their failures are judged as Core's are (a refused value is bad input, a missing table
 says to upgrade, a constraint violation stays an integrity error)."""

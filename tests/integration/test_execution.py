@@ -14,10 +14,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
+from bot.agent_actions import AgentActions, idempotency_key
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.errors import ApprovalExpired, ClaimMismatch, NotPending
-from bot.execution import AgentActions, idempotency_key
 from bot.intake import create_request
 from bot.metrics import Metrics
 from bot.model import Kind, State, execution_of, public_record, recompute_hash

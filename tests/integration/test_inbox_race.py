@@ -19,8 +19,8 @@ from datetime import timedelta
 import pytest
 
 from bot import inbox
+from bot.agent_actions import AgentActions
 from bot.clock import FakeClock
-from bot.execution import AgentActions
 from bot.intake import create_request
 from bot.model import State
 from bot.operator import Actor, Operator

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from bot.agent_actions import OUTCOME_REPORTED, AgentActions, Claimed
 from bot.audit import verify
 from bot.canonical import approval_hash
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.errors import ApprovalCorrupt, ClaimMismatch, LeaseExhausted, NotPending, PolicyChanged
-from bot.execution import OUTCOME_REPORTED, AgentActions, Claimed
 from bot.intake import create_request
 from bot.model import State, public_record
 from bot.operator import Actor, Operator

@@ -3,7 +3,7 @@ each statement sees the committed database as it is when it runs, as PostgreSQL'
 COMMITTED does, and no BEGIN or ROLLBACK goes through aiosqlite's thread. A write still
 begins IMMEDIATE and still rolls back when its block fails: skipping the ROLLBACK of a read
 must never skip a writer's. The hot statements run on the event loop's thread
-(store/driver.py), but whatever can wait for another writer (BEGIN IMMEDIATE) or checkpoint
+(store/fast_path.py), but whatever can wait for another writer (BEGIN IMMEDIATE) or checkpoint
 (COMMIT) does not: a server waiting for the file's write lock keeps answering."""
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.agent_actions import AgentActions
 from bot.app import CHANNELS, build_app, outbox_handlers
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
-from bot.execution import AgentActions
 from bot.intake import create_request
 from bot.operator import Actor, Operator
 from bot.outbox.jobs import JobKind
