@@ -118,7 +118,13 @@ async def _watch_sqlite(
     # A connection of its own: data_version counts commits made by *other* connections,
     # and only while the same connection keeps asking. No transaction stays open on it
     # (each statement stands alone), so it holds back no WAL checkpoint.
-    log_file = f"{engine.url.database}-wal"
+    database = engine.url.database
+    if not database or database == ":memory:" or "mode=memory" in str(engine.url):
+        # No other process can open an in-memory database (and its one connection is
+        # shared, so a watcher's statements would land in others' transactions).
+        await stop.wait()
+        return
+    log_file = f"{database}-wal"
     async with engine.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         version = await _data_version(raw)
