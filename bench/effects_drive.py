@@ -15,7 +15,8 @@ one approval each, by one of four paths:
   the hash and the session's CSRF token, by a browser session opened with the sign-in link
   LINK (``signoff web login``);
 - ``cli``: ``COMMAND approvals approve ID --hash H --as alice`` as a process of its own (at
-  most --procs at once, so the rate offered may not be reached: the answer says what was).
+  most --procs at once, so the rate offered may not be reached: the answer says what was;
+  none starts later than --seconds after --start-at).
 
 FILE holds one JSON object a line: ``id``, ``hash``, and for slack ``channel`` and ``ts``, for
 telegram ``chat``, ``message_id`` and ``data`` (the Approve button's callback data). All
@@ -47,7 +48,7 @@ TELEGRAM_USER = fake_telegram.user(111, "Alice")
 PRINCIPAL = "alice"
 _CSRF = re.compile(r'name="csrf"\s+value="([^"]+)"')
 
-Decide = Callable[[dict[str, Any]], Awaitable[tuple[float, float, int]]]
+Decide = Callable[[dict[str, Any]], Awaitable[tuple[float, float, int] | None]]
 
 
 async def paced(
@@ -64,8 +65,9 @@ async def paced(
 
     async def one(i: int, d: dict[str, Any]) -> None:
         await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
-        sent, answered, status = await decide(d)
-        done.append([d["id"], sent, answered, status])
+        decided = await decide(d)
+        if decided is not None:
+            done.append([d["id"], *decided])
 
     await asyncio.gather(*(one(i, d) for i, d in enumerate(decisions)))
     errors = sum(1 for *_, status in done if status not in (200, 204, 303, 0))
@@ -157,9 +159,11 @@ async def cli(args: argparse.Namespace, decisions: list[dict[str, Any]]) -> None
     command = json.loads(args.command)
     slots = asyncio.Semaphore(args.procs)
 
-    async def decide(d: dict[str, Any]) -> tuple[float, float, int]:
+    async def decide(d: dict[str, Any]) -> tuple[float, float, int] | None:
         async with slots:
             sent = time.time()
+            if sent > (args.start_at or sent) + args.seconds:
+                return None  # past the path's time: not offered
             proc = await asyncio.create_subprocess_exec(
                 *command,
                 "approvals", "approve", d["id"], "--hash", d["hash"], "--as", PRINCIPAL,
@@ -188,6 +192,7 @@ def main() -> None:
     parser.add_argument("--command", help="cli: the signoff command, as a JSON list")
     parser.add_argument("--config", help="cli: the server's config file")
     parser.add_argument("--procs", type=int, default=2, help="cli: processes at once")
+    parser.add_argument("--seconds", type=float, default=60.0, help="cli: no start after this")
     args = parser.parse_args()
     lines = Path(args.decisions).read_text("utf-8").splitlines()
     decisions = [json.loads(line) for line in lines if line.strip()]

@@ -22,7 +22,7 @@ transaction, before it commits); both are this host's wall clock. Per path: p50,
 
 The reference (--reference, default de9c71b, the commit before effects on commit): the same
 runs on that commit, unpacked with `git archive` into a temporary directory and run by this
-venv's python (`python -m bot.cli` with PYTHONPATH; the CLI decisions too), for
+venv's python (`python -P -m bot.cli` with PYTHONPATH; the CLI decisions too), for
 --reference-polls. Runs are interleaved: run 1 of everything, then run 2, ...
 
     python bench/effects_latency.py [--runs 3] [--rate 10] [--seconds 10]
@@ -60,7 +60,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import service  # noqa: E402
 from bench.effects_edge import TELEGRAM_TOKEN  # noqa: E402
-from bench.service import CHILDREN, Server, summary  # noqa: E402
+from bench.service import CHILDREN, Server  # noqa: E402
 
 PATHS = ("slack", "telegram", "web", "cli")
 EFFECTS = ("slack", "telegram", "webhook")  # what each decision must cause
@@ -107,7 +107,18 @@ def unpacked(commit: str, into: Path) -> Tree:
     subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, check=True)
     if archive.wait() != 0:
         raise SystemExit(f"git archive {commit} failed")
-    return Tree(short, [sys.executable, "-m", "bot.cli"], str(into))
+    # -P: the processes start in this checkout, whose code `-m` would otherwise put first.
+    tree = Tree(short, [sys.executable, "-P", "-m", "bot.cli"], str(into))
+    found = subprocess.run(
+        [sys.executable, "-P", "-c", "import bot.cli; print(bot.cli.__file__)"],
+        cwd=REPO,
+        env=tree.env(),
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not found.startswith(str(into)):
+        raise SystemExit(f"the reference runs {found!r}, not the code in {into}")
+    return tree
 
 
 def git(*args: str) -> str:
@@ -240,6 +251,14 @@ class Db:
         return {str(a): epoch(at) for a, at in await self.rows(sql)}
 
 
+def summary(values: list[float]) -> dict[str, float]:
+    """p50, p99 (inclusive: never beyond the largest) and max; NaN with fewer than two."""
+    if len(values) < 2:
+        return {"p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+    p99 = statistics.quantiles(values, n=100, method="inclusive")[98]
+    return {"p50_ms": statistics.median(values), "p99_ms": p99, "max_ms": max(values)}
+
+
 def epoch(value: Any) -> float:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
@@ -340,13 +359,13 @@ class Run:
             extra = ["--url", self.server.url, "--login", link]
         else:
             extra = ["--command", json.dumps(self.tree.command), "--config", str(self.config)]
-            extra += ["--procs", str(self.args.cli_procs)]
+            extra += ["--procs", str(self.args.cli_procs), "--seconds", str(self.args.cli_seconds)]
         marks = [len(edge.arrivals) for edge in self.edges.all()]
         load = os.getloadavg()[0]
         answer = await drive(self.tree, [path, *common, *extra])
         ids = {d["id"] for d in chunk}
-        arrived = await self.effects(ids, marks, answer["ended"])
         decided = {a: at for a, at in (await self.db.decided()).items() if a in ids}
+        arrived = await self.effects(set(decided), marks, answer["ended"])
         figures: dict[str, Any] = {
             "decisions": len(decided),
             "errors": answer["errors"],
@@ -476,7 +495,10 @@ def table(results: list[dict[str, Any]]) -> str:
         def col(name: str, runs: list[dict[str, Any]] = runs) -> str:
             return spread([f[name] for f in runs])
 
-        rate = spread([f["rate"] * 1000 for f in runs]).replace(" s", "")
+        rates = sorted(f["rate"] for f in runs)
+        rate = f"{statistics.median(rates):.1f}" + (
+            f" ({rates[0]:.1f}-{rates[-1]:.1f})" if len(rates) > 1 else ""
+        )
         cells = [*key, rate, col("answer_p50_ms")]
         cells += [f"{col(f'{e}_p50_ms')} / {col(f'{e}_p99_ms')}" for e in EFFECTS]
         rows.append("| " + " | ".join(cells) + " |")
@@ -524,6 +546,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", default="de9c71b", help="another commit to measure ('' none)")
     p.add_argument("--reference-polls", default="10s")
     p.add_argument("--cli-procs", type=int, default=2, help="CLI decisions running at once")
+    p.add_argument(
+        "--cli-seconds", type=float, default=20.0, help="of CLI decisions (fewer per second)"
+    )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
     p.add_argument("--patience", type=float, default=10.0, help="extra wait for effects (s)")
     p.add_argument(
