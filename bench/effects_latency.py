@@ -27,7 +27,7 @@ venv's python (`python -P -m bot.cli` with PYTHONPATH; the CLI decisions too), f
 
     python bench/effects_latency.py [--runs 3] [--rate 10] [--seconds 10]
         [--databases sqlite,postgresql] [--polls 10s,default] [--paths slack,telegram,web,cli]
-        [--reference de9c71b] [--reference-polls 10s] [--cli-procs 2] [--workers N]
+        [--reference de9c71b] [--reference-polls 10s,default] [--cli-procs 2] [--workers N]
         [--postgres URL] [--json FILE]
 
 Every process started is stopped on exit, errors and SIGTERM included.
@@ -251,6 +251,10 @@ class Db:
         return {str(a): epoch(at) for a, at in await self.rows(sql)}
 
 
+def median(values: Any) -> float:
+    return statistics.median(list(values))
+
+
 def summary(values: list[float]) -> dict[str, float]:
     """p50, p99 (inclusive: never beyond the largest) and max; NaN with fewer than two."""
     if len(values) < 2:
@@ -374,11 +378,17 @@ class Run:
         }
         waits = sorted((a - s) * 1000 for _, s, a, _ in answer["decisions"])
         figures |= {f"answer_{k}": v for k, v in summary(waits).items() if k != "max_ms"}
+        # Where the answer's time went: before the decision's clock read, and after it.
+        sent = {i: (s, a) for i, s, a, _ in answer["decisions"] if i in decided}
+        if sent:
+            figures["before_p50_ms"] = median((decided[i] - s) * 1000 for i, (s, _) in sent.items())
+            figures["after_p50_ms"] = median((a - decided[i]) * 1000 for i, (_, a) in sent.items())
         for effect in EFFECTS:
             came = arrived[effect]
             late = sorted((came[a] - at) * 1000 for a, at in decided.items() if a in came)
             figures |= {f"{effect}_{k}": v for k, v in summary(late).items()}
             figures[f"{effect}_arrived"] = len(late)
+            figures[f"{effect}_all_ms"] = [round(x, 1) for x in late]  # for --json
         return figures
 
     async def effects(
@@ -455,7 +465,10 @@ async def one_run(
 
 def line(f: dict[str, Any]) -> str:
     parts = [f"{f['decisions']} decided ({f['errors']} errors) at {f['rate']:.1f}/s"]
-    parts.append(f"answer p50 {f['answer_p50_ms']:.0f} ms")
+    parts.append(
+        f"answer p50 {f['answer_p50_ms']:.0f} ms ({f.get('before_p50_ms', 0):.0f} before the "
+        f"decision, {f.get('after_p50_ms', 0):.0f} after)"
+    )
     for effect in EFFECTS:
         parts.append(
             f"{effect} {f[f'{effect}_arrived']}: p50 {f[f'{effect}_p50_ms']:.0f} "
@@ -544,7 +557,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--polls", default="10s,default", help="[outbox] poll_interval values")
     p.add_argument("--paths", default=",".join(PATHS))
     p.add_argument("--reference", default="de9c71b", help="another commit to measure ('' none)")
-    p.add_argument("--reference-polls", default="10s")
+    p.add_argument("--reference-polls", default="10s,default")
     p.add_argument("--cli-procs", type=int, default=2, help="CLI decisions running at once")
     p.add_argument(
         "--cli-seconds", type=float, default=20.0, help="of CLI decisions (fewer per second)"
