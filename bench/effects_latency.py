@@ -28,8 +28,10 @@ venv's python (`python -P -m bot.cli` with PYTHONPATH; the CLI decisions too), f
     python bench/effects_latency.py [--runs 3] [--rate 10] [--seconds 10]
         [--databases sqlite,postgresql] [--polls 10s,default] [--paths slack,telegram,web,cli]
         [--reference de9c71b] [--reference-polls 10s,default] [--cli-procs 2] [--workers N]
-        [--postgres URL] [--json FILE]
+        [--calm LOAD] [--calm-wait 600] [--postgres URL] [--json FILE]
 
+The machine may be shared: each path's line says the 1-minute load average when its decisions
+began, and --calm waits (up to --calm-wait seconds) for a lower load before each server.
 Every process started is stopped on exit, errors and SIGTERM included.
 """
 
@@ -518,6 +520,16 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+async def calmer(below: float | None, patience: float) -> str:
+    """Wait (up to `patience` s) until the 1-minute load average is below `below`: the
+    machine is shared. The load averages (1, 5, 15 min) when done."""
+    for _ in range(int(patience // 5)):
+        if below is None or os.getloadavg()[0] < below:
+            break
+        await asyncio.sleep(5)
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="signoff-reference-") as ref_dir:
@@ -531,7 +543,8 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for db in args.databases.split(","):
                     for tree, poll in plans:
                         label = f"{tree.name}, {poll}"
-                        print(f"run {n}, {db}, {label}:", flush=True)
+                        calm = await calmer(args.calm, args.calm_wait)
+                        print(f"run {n}, {db}, {label} (load {calm}):", flush=True)
                         began = time.time()
                         figures = await one_run(tree, db, poll, args, edges)
                         if figures is None:
@@ -571,6 +584,8 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--json", help="write every run's figures to this file")
+    p.add_argument("--calm", type=float, help="before each server, wait for a load below this")
+    p.add_argument("--calm-wait", type=float, default=600.0, help="... for at most this long (s)")
     return p
 
 
