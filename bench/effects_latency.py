@@ -385,9 +385,13 @@ class Run:
         if sent:
             figures["before_p50_ms"] = median((decided[i] - s) * 1000 for i, (s, _) in sent.items())
             figures["after_p50_ms"] = median((a - decided[i]) * 1000 for i, (_, a) in sent.items())
+        answered = {i: a for i, _, a, _ in answer["decisions"]}
         for effect in EFFECTS:
             came = arrived[effect]
             late = sorted((came[a] - at) * 1000 for a, at in decided.items() if a in came)
+            # A lower bound: from the decision's answer (the CLI's exit), committed by then.
+            after = [(came[a] - answered[a]) * 1000 for a in decided if a in came and a in answered]
+            figures[f"{effect}_after_answer_max_ms"] = max(after, default=float("nan"))
             figures |= {f"{effect}_{k}": v for k, v in summary(late).items()}
             figures[f"{effect}_arrived"] = len(late)
             figures[f"{effect}_all_ms"] = [round(x, 1) for x in late]  # for --json
@@ -476,6 +480,8 @@ def line(f: dict[str, Any]) -> str:
             f"{effect} {f[f'{effect}_arrived']}: p50 {f[f'{effect}_p50_ms']:.0f} "
             f"p99 {f[f'{effect}_p99_ms']:.0f} max {f[f'{effect}_max_ms']:.0f} ms"
         )
+    latest = " / ".join(f"{f[f'{e}_after_answer_max_ms']:.0f}" for e in EFFECTS)
+    parts.append(f"latest after the answer {latest} ms")
     return "; ".join(parts) + f"; load {f['load']:.1f}"
 
 
