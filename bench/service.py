@@ -225,23 +225,31 @@ def server_env() -> dict[str, str]:
 
 
 class Server:
-    """`signoff serve --config C --listen 127.0.0.1:0 [--workers N]` as a subprocess."""
+    """`signoff serve --config C --listen 127.0.0.1:0 [--workers N]` as a subprocess (`command`
+    and `env`: another signoff than this tree's, other variables; bench/effects_latency.py)."""
 
-    def __init__(self, config: Path, workers: int | None) -> None:
+    def __init__(
+        self,
+        config: Path,
+        workers: int | None,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log: collections.deque[str] = collections.deque(maxlen=200)
         listen = ["--listen", "127.0.0.1:0", *(["--workers", str(workers)] if workers else [])]
+        command, env = command or signoff_command(), env or server_env()
         upgrade = subprocess.run(
-            [*signoff_command(), "db", "upgrade", "--config", str(config)],
+            [*command, "db", "upgrade", "--config", str(config)],
             cwd=REPO,
-            env=server_env(),
+            env=env,
             capture_output=True,
             text=True,
         )
         if upgrade.returncode != 0:
             raise RuntimeError(f"signoff db upgrade failed:\n{upgrade.stderr[-3000:]}")
         self.proc = CHILDREN.popen(
-            [*signoff_command(), "serve", "--config", str(config), *listen],
-            env=server_env(),
+            [*command, "serve", "--config", str(config), *listen],
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
