@@ -536,7 +536,8 @@ def main() -> None:
     print(f"\n{len(results)} path runs in {time.time() - started:.0f} s, {os.cpu_count()} cores")
     print(table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2), "utf-8")
+        rows = ",\n".join(json.dumps(r) for r in results)  # a path's run a line
+        Path(args.json).write_text(f"[\n{rows}\n]\n", "utf-8")
 
 
 if __name__ == "__main__":
