@@ -33,6 +33,7 @@ from tests.fakes import telegram as fake
 from tests.fakes.slack import FakeSlack, sign, slash_command_body
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer, serve
+from tests.support.slack_rig import texts_in
 from tests.support.web_browser import Browser
 
 PUBLIC_URL = "http://signoff.example.com"
@@ -55,32 +56,14 @@ def _card(**changes: Any) -> Card:
     return Card.from_approval(approval_record(**changes), RECORD_NOW)
 
 
-def _mrkdwn(blocks: list[dict[str, Any]]) -> list[str]:
-    """Every mrkdwn text anywhere in the blocks."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "mrkdwn" and isinstance(node.get("text"), str):
-                found.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(blocks)
-    return found
-
-
 def test_slack_cards_link_to_the_page_only_when_given_its_url() -> None:
     url = f"{PUBLIC_URL}/web/approvals/{approval_record().id}"
     for card in (_card(), _card(state="approved", decided_by="alice", decided_at=RECORD_NOW)):
-        assert f"<{url}|Open in browser>" in _mrkdwn(slack_card.blocks(card, url))
-        assert not any("Open in browser" in t for t in _mrkdwn(slack_card.blocks(card)))
+        assert f"<{url}|Open in browser>" in texts_in(slack_card.blocks(card, url), "mrkdwn")
+        assert not any("Open in browser" in t for t in texts_in(slack_card.blocks(card), "mrkdwn"))
     # Our own URL still goes through mrkdwn escaping.
     odd = slack_card.blocks(_card(), "http://x.example/a?b=1&c=<2>")
-    assert "<http://x.example/a?b=1&amp;c=&lt;2&gt;|Open in browser>" in _mrkdwn(odd)
+    assert "<http://x.example/a?b=1&amp;c=&lt;2&gt;|Open in browser>" in texts_in(odd, "mrkdwn")
 
 
 def test_telegram_cards_link_to_the_page_above_the_hash() -> None:
@@ -185,7 +168,7 @@ async def test_chat_cards_open_the_page_where_a_decision_updates_them(rig: Rig) 
     await rig.drain()
     page_url = f"{PUBLIC_URL}/web/approvals/{record['id']}"
     [posted] = rig.slack.calls_to("chat.postMessage", ok=True)
-    assert f"<{page_url}|Open in browser>" in _mrkdwn(posted.args["blocks"])
+    assert f"<{page_url}|Open in browser>" in texts_in(posted.args["blocks"], "mrkdwn")
     async with rig.store.read() as tx:
         messages = {m.channel: m for m in await tx.card_messages_for(record["id"])}
     assert sorted(messages) == ["slack", "telegram", "web"]
@@ -201,7 +184,7 @@ async def test_chat_cards_open_the_page_where_a_decision_updates_them(rig: Rig) 
     await rig.drain()
 
     [updated] = rig.slack.calls_to("chat.update", ok=True)
-    texts = _mrkdwn(updated.args["blocks"])
+    texts = texts_in(updated.args["blocks"], "mrkdwn")
     assert any("Approved" in t and "Alice Ng" in t for t in texts)
     assert f"<{page_url}|Open in browser>" in texts
     edited = rig.tg.message(GROUP, telegram_id)
