@@ -18,6 +18,8 @@ from bot.errors import NotCanonical
 
 MAX_DEPTH = 64
 MAX_SAFE_INTEGER = 2**53 - 1
+# From here up JCS (like ECMAScript) writes a double with an exponent ("1e+21").
+_JCS_EXPONENT_FROM = 1e21
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -43,6 +45,14 @@ def _check(value: Any, path: str, depth: int, most: int = MAX_DEPTH) -> None:
         raise NotCanonical(
             f"{path}: {value} is not a JSON number (NaN, Infinity, or a literal too large "
             "for a double, such as 1e400)"
+        )
+    elif isinstance(value, float) and MAX_SAFE_INTEGER < abs(value) < _JCS_EXPONENT_FROM:
+        # JCS writes these doubles as bare integers ("10000000000000000" for 1e16): their
+        # canonical form would be refused when sent back as written, and a reader that parses
+        # integers exactly would see a different value than one that reads doubles.
+        raise NotCanonical(
+            f"{path}: {value!r} is written as the integer {int(value)}, outside ±(2^53 - 1), "
+            "which a double cannot hold exactly; send it as a string"
         )
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
         raise NotCanonical(

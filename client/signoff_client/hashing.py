@@ -16,15 +16,35 @@ import rfc8785
 
 from signoff_client.errors import NotCanonical
 
+_MAX_SAFE_INTEGER = 2**53 - 1
+_EXPONENT_FROM = 1e21  # from here up JCS writes a double with an exponent ("1e+21")
+
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical for what JCS cannot
     represent exactly (NaN, infinities, integers beyond ±(2^53 - 1), lone surrogates, non-JSON
-    types): hashing a stand-in would bind a decision to something other than what runs."""
+    types): hashing a stand-in would bind a decision to something other than what runs.
+    A double from 2^53 up to 1e21 is refused too, as the server refuses it: JCS writes it as
+    a bare integer beyond ±(2^53 - 1), which would be refused when sent back as written."""
+    _refuse_bare_integer_doubles(value)
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError, TypeError, ValueError) as exc:
         raise NotCanonical(f"cannot canonicalise: {exc}") from exc
+
+
+def _refuse_bare_integer_doubles(value: Any) -> None:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and _MAX_SAFE_INTEGER < abs(item) < _EXPONENT_FROM:
+            raise NotCanonical(
+                f"cannot canonicalise: {item!r} is written as an integer outside ±(2^53 - 1)"
+            )
 
 
 def approval_hash(

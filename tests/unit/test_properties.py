@@ -7,7 +7,7 @@ Each property states what must hold for every input hypothesis can generate; a p
 refuse, but only with signoff's own errors (or the ValueError it documents), never with a
 RecursionError, TypeError, KeyError or the like. The inputs that broke a property when it was
 written (and the bugs they showed, since fixed) stay as @example so they are tried first
-every run; the one property that documents an open design question is xfail(strict=True).
+every run.
 
 Settings: `database=None` keeps hypothesis from saving failing examples under
 `.hypothesis/examples` and replaying one checkout's old failures first on the next run, so a
@@ -94,9 +94,8 @@ any_texts = texts | st.lists(
 ).map("".join)
 
 # Doubles from 2^53 up to 1e21 are integers that JCS writes without a fraction or exponent
-# ("9007199254740992"), text signoff refuses as an integer: whether such floats should be
-# refused too or those integers accepted is open (see the xfail below), so the properties
-# that must hold either way leave them out, and that one is about them.
+# ("9007199254740992"), so signoff refuses them as it refuses that integer: the properties
+# about accepted values leave them out, and the round-trip property below is about them.
 _AMBIGUOUS = (2.0**53, 1e21)
 ambiguous_floats = st.floats(min_value=_AMBIGUOUS[0], max_value=_AMBIGUOUS[1], exclude_max=True)
 ambiguous_floats |= ambiguous_floats.map(lambda f: -f)
@@ -504,15 +503,6 @@ def test_canonical_json_is_deterministic_order_free_and_faithful(
     assert _same_json(json.loads(encoded), value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inconsistency: bot/canonical.py refuses integers beyond ±(2^53 - 1) by their "
-    "Python type, not their value, so a float such as 2.0**53 or 1e16 is accepted and written "
-    "by JCS as the integer text 9007199254740992 / 10000000000000000, which is refused when "
-    "sent as written (same JSON number, same canonical form, same hash): the canonical form "
-    "of an accepted request is not itself acceptable, and acceptance depends on whether the "
-    "agent's JSON library wrote 1e16 or 10000000000000000",
-)
 @_settings(200)
 @given(value=ambiguous_floats.map(lambda f: {"amount": f}) | json_values)
 @example(value={"amount": 2.0**53})
@@ -520,7 +510,7 @@ def test_the_canonical_form_of_an_accepted_value_is_accepted_again(value: Any) -
     try:
         encoded = canonical_json(value)
     except NotCanonical:
-        return  # one way to fix it: refuse such floats too
+        return
     assert canonical_json(json.loads(encoded)) == encoded
 
 
