@@ -4,10 +4,11 @@ lease lapses is bot.expiry's; what a claim re-checks is bot.grant's.)
 
 These are the agent's own transitions (the tenant's API key is the authority), each a step in
 the transaction a human decision runs in too (bot.steps): lock the row, judge it on the
-injected clock, one conditional update with its audit event and outbox jobs. Every row's `execution` (not_started, started, finished) stays
-truthful: a claim starts execution, a release says it never started, only `complete`
-finishes it, and a lease that lapses without a report becomes `outcome_unknown`, never a
-guess, until the agent reports what really happened.
+injected clock, one conditional update with its audit event and outbox jobs. Every row's
+`execution` (not_started, started, finished) stays truthful: a claim starts execution, a
+release says it never started, only `complete` finishes it, and a lease that lapses without
+a report becomes `outcome_unknown`, never a guess, until the agent reports what really
+happened.
 """
 
 from __future__ import annotations

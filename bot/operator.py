@@ -29,10 +29,10 @@ from bot.errors import (
 )
 from bot.model import DECIDABLE, State
 from bot.outbox import jobs
-from bot.routing import Standing, keeping_authority
+from bot.routing import Directory, Standing, keeping_authority
 from bot.steps import Outcome
 from bot.transitions import Transition, Transitioner
-from store.records import Approval
+from store.records import Approval, Event
 from store.repository import Tx
 
 _FULL_HASH = re.compile(r"[0-9a-f]{64}")
@@ -59,6 +59,24 @@ class Actor:
 
 # A human decision is a transition like any other.
 Decision = Transition
+
+# The events a decision records; `decision_text` words each of them.
+DECISION_EVENTS = frozenset({"approved", "voted", "rejected", "delegated", "cancelled"})
+
+
+def decision_text(approval: Approval, event: Event, directory: Directory) -> str:
+    """What a decision did, in the one sentence every surface shows the person who took it:
+    `approval` and `event` are the Decision's (or the row and the decision's stored event,
+    for a page shown after it). Raises ValueError for an event no decision records."""
+    if event.type == "voted":
+        votes = len(event.data.get("votes") or [])
+        needed = approval.required_approvals
+        return f"Your approval is recorded: {votes} of {needed}; the request waits for the rest."
+    if event.type == "delegated":
+        return f"Handed to {directory.name_of(str(event.data['to']))}."
+    if event.type in DECISION_EVENTS:
+        return f"{event.type.capitalize()}."  # Approved. Rejected. Cancelled.
+    raise ValueError(f"a {event.type!r} event is not a decision")
 
 
 # Refused attempts of one actor on one request recorded as audit events; the rest are counted.
@@ -383,4 +401,4 @@ def _hash_intact(row: Approval) -> bool:
     )
 
 
-__all__ = ["Actor", "Decision", "Operator"]
+__all__ = ["DECISION_EVENTS", "Actor", "Decision", "Operator", "decision_text"]
