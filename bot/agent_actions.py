@@ -2,12 +2,13 @@
 that claim), report its outcome, supersede or withdraw the request. (What happens when a
 lease lapses is bot.expiry's; what a claim re-checks is bot.grant's.)
 
-These are the agent's own transitions (the tenant's API key is the authority), built like a
-human decision: lock the row, judge it on the injected clock, one conditional update with its
-audit event and outbox jobs. Every row's `execution` (not_started, started, finished) stays
-truthful: a claim starts execution, a release says it never started, only `complete`
-finishes it, and a lease that lapses without a report becomes `outcome_unknown`, never a
-guess, until the agent reports what really happened.
+These are the agent's own transitions (the tenant's API key is the authority), each a step in
+the transaction a human decision runs in too (bot.steps): lock the row, judge it on the
+injected clock, one conditional update with its audit event and outbox jobs. Every row's
+`execution` (not_started, started, finished) stays truthful: a claim starts execution, a
+release says it never started, only `complete` finishes it, and a lease that lapses without
+a report becomes `outcome_unknown`, never a guess, until the agent reports what really
+happened.
 """
 
 from __future__ import annotations
@@ -16,23 +17,21 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import audit, expiry, grant, transitions
+from bot import audit, grant, steps, transitions
 from bot.clock import utc_iso
 from bot.errors import (
     ApprovalCorrupt,
     ClaimMismatch,
     LeaseExhausted,
-    NotFound,
     NotPending,
     PolicyChanged,
-    SignoffError,
 )
 from bot.model import DEFAULT_LEASE, MAX_LEASE, State
+from bot.steps import Outcome, Step
 from bot.transitions import Transition, Transitioner
 from store.records import Approval
 from store.repository import Tx
@@ -70,19 +69,6 @@ class Claimed:
     idempotency_key: str
 
 
-@dataclass
-class _Outcome:
-    """What one locked step did: the transitions to commit and count, the value to return,
-    or the error to raise once what the refusal itself records has committed."""
-
-    moved: list[Transition] = field(default_factory=list)
-    value: Any = None
-    error: SignoffError | None = None
-
-
-Step = Callable[[Tx, Approval, datetime], Awaitable[_Outcome]]
-
-
 class AgentActions(Transitioner):
     """The agent's transitions: `AgentActions(store, directory, clock, metrics)`."""
 
@@ -102,7 +88,7 @@ class AgentActions(Transitioner):
         token = secrets.token_urlsafe(24)
         key_digest = _digest(key) if key is not None else None
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             if (
                 row.state == State.EXECUTING
                 and key_digest is not None
@@ -112,7 +98,7 @@ class AgentActions(Transitioner):
             ):
                 # The same claim again, as long as the call is still what was approved.
                 refused = await self._rejudge(tx, row, now, "claim", policy=False)
-                return refused or _Outcome(value=(row, row.claim_token))
+                return refused or Outcome(value=(row, row.claim_token))
             if row.state != State.APPROVED:
                 raise _not_claimable(row, now)
             refused = await self._rejudge(tx, row, now, "claim")
@@ -133,7 +119,7 @@ class AgentActions(Transitioner):
                 tenant,
                 {"lease_until": utc_iso(now + lease)},
             )
-            return _Outcome([moved], value=(moved.approval, token))
+            return Outcome([moved], value=(moved.approval, token))
 
         claimed, claim_token = await self._run(tenant, approval_id, step)
         root = claimed
@@ -148,7 +134,7 @@ class AgentActions(Transitioner):
         """Hold the claimed call `lease` longer from now, for a long-running call; never past
         24 h from the claim (LeaseExhausted), and never a lease that already ran out."""
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             _check_claim(row, claim_token, "renewed")
             assert row.claimed_at is not None and row.lease_until is not None
             _check_live(row, now)
@@ -160,7 +146,7 @@ class AgentActions(Transitioner):
                 )
             until = min(now + lease, ceiling)
             if until <= row.lease_until:
-                return _Outcome(value=row)  # already held that long
+                return Outcome(value=row)  # already held that long
             moved = await self._move(
                 tx,
                 row,
@@ -170,7 +156,7 @@ class AgentActions(Transitioner):
                 tenant,
                 {"lease_until": utc_iso(until)},
             )
-            return _Outcome([moved], value=moved.approval)
+            return Outcome([moved], value=moved.approval)
 
         result: Approval = await self._run(tenant, approval_id, step)
         return result
@@ -179,7 +165,7 @@ class AgentActions(Transitioner):
         """The claimer did not start the call: hand the grant back (approved again, its
         grant clock unchanged), for this or another caller to claim."""
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             _check_claim(row, claim_token, "released")
             _check_live(row, now)
             moved = await self._move(
@@ -197,7 +183,7 @@ class AgentActions(Transitioner):
                 tenant,
                 {"claimed_at": utc_iso(row.claimed_at) if row.claimed_at else None},
             )
-            return _Outcome([moved], value=moved.approval)
+            return Outcome([moved], value=moved.approval)
 
         result: Approval = await self._run(tenant, approval_id, step)
         return result
@@ -218,10 +204,10 @@ class AgentActions(Transitioner):
         transition."""
         recorded = {"status": outcome, "result": result}
 
-        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             same_claim = _same(row.claim_token, claim_token)
             if row.state in _FINISHED and same_claim and row.outcome == recorded:
-                return _Outcome(value=row)
+                return Outcome(value=row)
             if row.state not in (State.EXECUTING, State.OUTCOME_UNKNOWN):
                 raise NotPending(
                     f"approval is {row.state}; only a claimed approval can complete",
@@ -256,7 +242,7 @@ class AgentActions(Transitioner):
                             {"note": OUTCOME_REPORTED, "from": follow_up.state},
                         )
                     )
-            return _Outcome(moved, value=moved[0].approval)
+            return Outcome(moved, value=moved[0].approval)
 
         done: Approval = await self._run(tenant, approval_id, step)
         return done
@@ -273,7 +259,7 @@ class AgentActions(Transitioner):
     async def _withdraw(
         self, tenant: str, approval_id: str, target: State, reason: str | None
     ) -> Approval:
-        async def step(tx: Tx, row: Approval, now: datetime) -> _Outcome:
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             if row.state not in _WITHDRAWABLE:
                 raise NotPending(
                     f"approval is {row.state}; only a pending or approved request that has not "
@@ -291,14 +277,14 @@ class AgentActions(Transitioner):
                 tenant,
                 {"note": reason, "from": row.state},
             )
-            return _Outcome([moved], value=moved.approval)
+            return Outcome([moved], value=moved.approval)
 
         result: Approval = await self._run(tenant, approval_id, step)
         return result
 
     async def _rejudge(
         self, tx: Tx, row: Approval, now: datetime, action: str, *, policy: bool = True
-    ) -> _Outcome | None:
+    ) -> Outcome | None:
         """Judge the grant again before it is acted on (bot.grant); the refusal if it no
         longer holds, with what must be recorded of it."""
         events = await tx.events_for(row.id)
@@ -320,7 +306,7 @@ class AgentActions(Transitioner):
                 action,
                 extra={"approval_id": row.id, "tenant": row.tenant},
             )
-            return _Outcome(error=ApprovalCorrupt(f"approval {row.id}: {problem}"))
+            return Outcome(error=ApprovalCorrupt(f"approval {row.id}: {problem}"))
         if not policy:
             return None
         problem = await grant.policy_problem(tx, self.directory, row, events, now)
@@ -338,31 +324,12 @@ class AgentActions(Transitioner):
             data={"note": note, "from": row.state, "on_attempt_by": f"agent:{row.tenant}"},
         )
         error = PolicyChanged(f"{note}; nothing to execute", state=State.SUPERSEDED.value)
-        return _Outcome([superseded], error=error)
+        return Outcome([superseded], error=error)
 
     async def _run(self, tenant: str, approval_id: str, step: Step) -> Any:
-        """Lock the tenant's row, expire it first if its clock ran out, then take `step`;
-        commit what it moved (a refusal may record something too), then answer."""
-        async with self.store.write() as tx:
-            row = await tx.lock_approval(approval_id)
-            if row is None or row.tenant != tenant:
-                # Another tenant's id is indistinguishable from a missing one.
-                raise NotFound(f"no approval with id {approval_id!r}")
-            now = self.clock.now()
-            if row.state == State.EXPIRED:
-                raise expiry.expired_error(row, _NOTHING_TO_RUN)
-            ran_out = expiry.expiry_due(row, now)
-            if ran_out is not None:
-                expired = await expiry.expire(tx, self.directory, row, now, ran_out)
-                error = expiry.expired_error(expired.approval, _NOTHING_TO_RUN)
-                outcome = _Outcome([expired], error=error)
-            else:
-                outcome = await step(tx, row, now)
-        for moved in outcome.moved:
-            self.committed(moved)
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.value
+        """Take `step` on the tenant's own row (bot.steps); an expired row has nothing to
+        run."""
+        return await steps.run(self, approval_id, step, tenant=tenant, consequence=_NOTHING_TO_RUN)
 
     async def _move(
         self,

@@ -1,8 +1,9 @@
 """The Operator: every human decision goes through here, from every surface.
 
-A decision is one short transaction: lock the row, judge it on the Operator's clock
-(state, expiry, shown hash, eligibility, integrity), the conditional UPDATE, the audit event,
-and the outbox jobs the transition causes. The row count of the conditional update, not
+A decision is one short transaction, the one every action on a row runs in (bot.steps): lock
+the row, judge it on the Operator's clock (state, expiry, shown hash, eligibility,
+integrity), the conditional UPDATE, the audit event, and the outbox jobs the transition
+causes. The row count of the conditional update, not
 anything in memory, says who won; losers get an error naming the state the winner left.
 """
 
@@ -13,13 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import audit, escalation, expiry, transitions
+from bot import audit, escalation, expiry, steps, transitions
 from bot.audit import content_hash
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
     ApprovalCorrupt,
-    ApprovalExpired,
     InvalidRequest,
     NotAnApprover,
     NotFound,
@@ -29,9 +29,10 @@ from bot.errors import (
 )
 from bot.model import DECIDABLE, State
 from bot.outbox import jobs
-from bot.routing import Standing, keeping_authority
+from bot.routing import Directory, Standing, keeping_authority
+from bot.steps import Outcome
 from bot.transitions import Transition, Transitioner
-from store.records import Approval
+from store.records import Approval, Event
 from store.repository import Tx
 
 _FULL_HASH = re.compile(r"[0-9a-f]{64}")
@@ -58,6 +59,24 @@ class Actor:
 
 # A human decision is a transition like any other.
 Decision = Transition
+
+# The events a decision records; `decision_text` words each of them.
+DECISION_EVENTS = frozenset({"approved", "voted", "rejected", "delegated", "cancelled"})
+
+
+def decision_text(approval: Approval, event: Event, directory: Directory) -> str:
+    """What a decision did, in the one sentence every surface shows the person who took it:
+    `approval` and `event` are the Decision's (or the row and the decision's stored event,
+    for a page shown after it). Raises ValueError for an event no decision records."""
+    if event.type == "voted":
+        votes = len(event.data.get("votes") or [])
+        needed = approval.required_approvals
+        return f"Your approval is recorded: {votes} of {needed}; the request waits for the rest."
+    if event.type == "delegated":
+        return f"Handed to {directory.name_of(str(event.data['to']))}."
+    if event.type in DECISION_EVENTS:
+        return f"{event.type.capitalize()}."  # Approved. Rejected. Cancelled.
+    raise ValueError(f"a {event.type!r} event is not a decision")
 
 
 # Refused attempts of one actor on one request recorded as audit events; the rest are counted.
@@ -211,32 +230,19 @@ class Operator(Transitioner):
             raise NotAnApprover("break-glass decisions are only for the CLI operator")
         if action in ("approve", "reject") and not _FULL_HASH.fullmatch(shown_hash or ""):
             raise ApprovalChanged("a decision must name the full 64-hex hash that was shown")
-        expired: ApprovalExpired | None = None
-        async with self.store.write() as tx:
-            row = await tx.lock_approval(approval_id)
-            if row is None:
-                raise NotFound(f"no approval with id {approval_id!r}")
-            # Read the clock once the row is ours: a wait for the lock must not let an
-            # attempt be judged at the earlier time it arrived.
-            now = self.clock.now()
-            _check_open(row)
-            clock_name = expiry.expiry_due(row, now)
-            if clock_name is not None:
-                # Judged on this clock, now: the attempt itself expires the request, and the
-                # expiry must commit even though the decider is refused.
-                ran_out = await expiry.expire(
-                    tx, self.directory, row, now, clock_name, noticed_by=actor.label
-                )
-                expired = expiry.expired_error(ran_out.approval)
-            elif action == "delegate":
+
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
+            if action == "delegate":
                 assert to is not None
                 decision = await self._hand_off(tx, row, actor, to, note, shown_hash, now)
             else:
                 decision = await self._apply(tx, action, row, actor, note, shown_hash, now)
-        if expired is not None:
-            self.committed(ran_out)
-            raise expired
-        return self.committed(decision)
+            return Outcome([decision], value=decision)
+
+        decided: Decision = await steps.run(
+            self, approval_id, step, admit=_check_decidable, noticed_by=actor.label
+        )
+        return decided
 
     async def _apply(
         self,
@@ -377,6 +383,11 @@ def _check_open(row: Approval) -> None:
     """Only a pending request can be decided; say what it is instead."""
     if row.state == State.EXPIRED:
         raise expiry.expired_error(row)
+    _check_decidable(row)
+
+
+def _check_decidable(row: Approval) -> None:
+    """Only a pending request can be decided (an expired one is refused as expired first)."""
     if row.state not in DECIDABLE:
         raise NotPending(state=row.state, decided_by=row.decided_by, decided_at=row.decided_at)
 
@@ -390,4 +401,4 @@ def _hash_intact(row: Approval) -> bool:
     )
 
 
-__all__ = ["Actor", "Decision", "Operator"]
+__all__ = ["DECISION_EVENTS", "Actor", "Decision", "Operator", "decision_text"]

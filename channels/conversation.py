@@ -29,7 +29,7 @@ from bot.errors import (
     SignoffError,
 )
 from bot.model import State
-from bot.operator import Action, Actor, Decision, Operator
+from bot.operator import Action, Actor, Operator, decision_text
 from bot.routing import Directory, Principal
 from bot.target import Target
 
@@ -144,17 +144,14 @@ class Conversation:
         note: str | None = None,
         to: str | None = None,
     ) -> str | None:
-        """Approve, reject or hand over through the Operator. Returns what happened, in a
-        sentence; on a refusal, records it, tells the person why and returns None."""
+        """Approve, reject or hand over through the Operator. Returns what happened, in the
+        sentence every surface shows (bot.operator.decision_text); on a refusal, records it,
+        tells the person why and returns None."""
         try:
             decision = await self.operator.decide(
                 action, approval_id, shown_hash, actor, note=note, to=to
             )
-            if action == "approve":
-                return approved_text(decision)
-            if action == "reject":
-                return "Rejected."
-            return f"Handed to {self.directory.name_of(decision.approval.assignee)}."
+            return decision_text(decision.approval, decision.event, self.directory)
         except SignoffError as error:
             await self.refuse(approval_id, actor.label, action, error, tell_refusal)
             return None
@@ -273,15 +270,6 @@ class Conversation:
                 f"principal {key!r} has no {self.surface.title} user id configured"
             )
         return account
-
-
-def approved_text(decision: Decision) -> str:
-    """What an approver hears: approved, or their vote counted towards a quorum."""
-    if decision.event.type != "voted":
-        return "Approved."
-    votes = len(decision.event.data.get("votes") or [])
-    needed = decision.approval.required_approvals
-    return f"Your approval is recorded: {votes} of {needed}; the request waits for the rest."
 
 
 def refusal_text(error: SignoffError, directory: Directory) -> str:

@@ -15,12 +15,14 @@ otherwise it says why. The forms carry the hash the page showed, and
 `POST /web/approvals/{id}/approve|reject|delegate` decides exactly that through the Operator,
 as `web:<principal>`: a page older than the request never decides, and every refusal is
 recorded in the request's audit trail and shown in the words Slack and Telegram use
-(channels.conversation.refusal_text). All of it works with JavaScript off; inbox.js only
-refreshes the list.
+(channels.conversation.refusal_text). A decision redirects to the page with `?done=SEQ`, its
+event, which the page words as the chat surfaces do (bot.operator.decision_text). All of it
+works with JavaScript off; inbox.js only refreshes the list.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,23 +40,17 @@ from bot.errors import (
     UnknownPrincipal,
 )
 from bot.model import State
-from bot.operator import Action, Actor
+from bot.operator import DECISION_EVENTS, Action, Actor, Decision, decision_text
 from bot.routing import Principal, Standing, covers
 from channels.conversation import refusal_text
 from store.records import Approval, Delegation
+from store.repository import Tx
 
 if TYPE_CHECKING:
     from channels.web import Visitor, WebChannel
 
 PAGE = 50  # requests on one inbox page
-
-# What the page says after a decision (?done=...): fixed sentences, never text from the URL.
-DONE = {
-    "approved": "Approved. The agent is told.",
-    "voted": "Your approval is recorded; the request waits for the other approvals it needs.",
-    "rejected": "Rejected. The agent is told.",
-    "delegated": "Handed over.",
-}
+_SEQ = re.compile(r"[0-9]{1,12}")  # ?done=: the seq of the decision's event
 
 
 def add_routes(app: web.Application, channel: WebChannel) -> None:
@@ -144,8 +140,9 @@ class InboxPages:
         visitor = await self.channel.visitor(request)
         if isinstance(visitor, web.StreamResponse):
             return visitor
-        done = DONE.get(request.query.get("done", ""))
-        return await self.show(request, visitor, request.match_info["id"], status_message=done)
+        done = request.query.get("done", "")
+        seq = int(done) if _SEQ.fullmatch(done) else None
+        return await self.show(request, visitor, request.match_info["id"], done=seq)
 
     async def show(
         self,
@@ -154,14 +151,19 @@ class InboxPages:
         approval_id: str,
         *,
         status: int = 200,
-        status_message: str | None = None,
+        done: int | None = None,
         alert: str | None = None,
     ) -> web.StreamResponse:
-        """The card as it is now, with the forms the visitor may use; `alert` says why a
-        decision was refused (the page then has that status)."""
+        """The card as it is now, with the forms the visitor may use; `done`, the seq of the
+        decision the visitor just took here, says what it did; `alert` says why a decision
+        was refused (the page then has that status)."""
         now = self.channel.clock.now()
+        actor = self.conversation.actor(visitor.principal)
+        status_message: str | None = None
         async with self.store.read() as tx:
             row = await tx.get_approval(approval_id)
+            if row is not None and done is not None:
+                status_message = await self._done(tx, row, done, actor)
             standing_in: list[Delegation] = []
             voted = False
             if row is not None and row.state == State.PENDING:
@@ -183,9 +185,7 @@ class InboxPages:
                 title="Not found",
             )
         card = await card_for(self.store, self.directory, row, now, max_value=None)
-        allowed, why_not = await self._allowed(
-            row, card, self.conversation.actor(visitor.principal)
-        )
+        allowed, why_not = await self._allowed(row, card, actor)
         if voted:
             # One vote per person (the Operator refuses a second, approve or reject alike).
             allowed -= {"approve", "reject"}
@@ -202,6 +202,17 @@ class InboxPages:
             "alert": alert,
         }
         return self.channel.page(request, visitor, "approval.html", context, status=status)
+
+    async def _done(self, tx: Tx, row: Approval, seq: int, actor: Actor) -> str | None:
+        """What the decision recorded as event `seq` did, in the words every surface uses
+        (bot.operator.decision_text): only for a decision this visitor took on this page,
+        so nothing in the URL can make the page say anything else."""
+        for event in await tx.events_for(row.id):
+            if event.seq == seq:
+                if event.actor != actor.label or event.type not in DECISION_EVENTS:
+                    return None
+                return decision_text(row, event, self.directory)
+        return None
 
     async def _allowed(
         self, row: Approval, card: Card, actor: Actor
@@ -248,7 +259,7 @@ class InboxPages:
         approval_id, action = request.match_info["id"], request.match_info["action"]
         actor = self.conversation.actor(visitor.principal)
         try:
-            done = await self._decide(action, approval_id, actor, form)  # type: ignore[arg-type]
+            decision = await self._decide(action, approval_id, actor, form)  # type: ignore[arg-type]
         except NotFound as error:
             return self.channel.refusal(request, visitor, 404, refusal_text(error, self.directory))
         except SignoffError as error:
@@ -262,16 +273,16 @@ class InboxPages:
             return await self.show(
                 request, visitor, approval_id, status=error.http_status, alert=" ".join(told)
             )
-        # Post/redirect/get: a reload of the result does not post the form again.
-        return web.Response(
-            status=303, headers={"Location": f"/web/approvals/{approval_id}?done={done}"}
-        )
+        # Post/redirect/get: a reload of the result does not post the form again. The URL
+        # names the decision's event, which the page words as the chat surfaces do.
+        location = f"/web/approvals/{approval_id}?done={decision.event.seq}"
+        return web.Response(status=303, headers={"Location": location})
 
     async def _decide(
         self, action: Action, approval_id: str, actor: Actor, form: Mapping[str, str]
-    ) -> str:
-        """Decide what the page showed (its `hash`, never the current one); which DONE line
-        to show. Raises the Operator's refusal."""
+    ) -> Decision:
+        """Decide what the page showed (its `hash`, never the current one). Raises the
+        Operator's refusal."""
         shown = form.get("hash", "").strip()
         note = form.get("note", "").strip() or None
         to = form.get("to", "").strip() if action == "delegate" else None
@@ -280,7 +291,4 @@ class InboxPages:
             raise InvalidRequest("Choose whom to hand the request to; nothing was changed.")
         if to is not None and to not in self.directory.principals:
             raise UnknownPrincipal(f"There is no principal {to!r}; nothing was changed.")
-        decision = await self.operator.decide(action, approval_id, shown, actor, note=note, to=to)
-        if action == "approve":
-            return "voted" if decision.event.type == "voted" else "approved"
-        return "rejected" if action == "reject" else "delegated"
+        return await self.operator.decide(action, approval_id, shown, actor, note=note, to=to)

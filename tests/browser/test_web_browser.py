@@ -168,7 +168,7 @@ def test_approve_in_the_inbox_tells_the_agent_and_updates_the_chat_cards(
     expect(card_on(page, approval_id)).to_contain_text("from the agent, unverified")
 
     assert click_and_status(page, approve.get_by_role("button", name="Approve")) == 200
-    expect(page.get_by_role("status")).to_contain_text("Approved")
+    expect(page.get_by_role("status")).to_have_text("Approved.")
     expect(card_on(page, approval_id)).to_have_attribute("data-state", "approved")
     expect(page.locator("form.decide")).to_have_count(0)
 
@@ -432,6 +432,6 @@ def test_on_a_phone_the_inbox_and_a_card_are_usable(
     approve.scroll_into_view_if_needed()
     with page.expect_navigation():
         approve.tap()
-    expect(page.get_by_role("status")).to_contain_text("Approved")
+    expect(page.get_by_role("status")).to_have_text("Approved.")
     assert record(service, approval_id)["decided_by"] == "bob"
     shoot(page, "phone-card-approved")

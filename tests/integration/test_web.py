@@ -21,7 +21,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 
@@ -355,17 +355,17 @@ async def test_approve_from_the_page(rig: Rig) -> None:
     assert form.field("hash") == record["hash"]
     done = await alice.decide(page, "approve")
     assert done.status == 303
-    assert done.url == f"/web/approvals/{record['id']}?done=approved"
 
     row = await rig.state(record["id"])
     assert (row.state, row.decided_by) == ("approved", "alice")
     events = await rig.events(record["id"])
     assert (events[-1].type, events[-1].actor) == ("approved", "web:alice")
+    assert done.url == f"/web/approvals/{record['id']}?done={events[-1].seq}"
     assert events[-1].data["shown_hash"] == record["hash"]
     assert "webhook" in await rig.outbox_kinds(record["id"])
 
     after = await alice.get(done.url)
-    assert after.doc.find(role="status").text.startswith("Approved")
+    assert after.doc.find(role="status").text == "Approved."  # as Slack and Telegram say it
     card = after.card(record["id"])
     assert card.attrs["data-state"] == "approved"
     assert "Approved by Alice Ng (alice) at" in card.find("ul", classes="outcome").text
@@ -490,7 +490,7 @@ async def test_reject_with_a_reason(rig: Rig) -> None:
     bob = await rig.signed_in("bob")
     page = await bob.get(f"/web/approvals/{record['id']}")
     done = await bob.decide(page, "reject", note="  over budget this quarter \n")
-    assert (done.status, done.url) == (303, f"/web/approvals/{record['id']}?done=rejected")
+    assert done.status == 303
     row = await rig.state(record["id"])
     assert (row.state, row.decided_by, row.decision_note) == (
         "rejected",
@@ -500,7 +500,7 @@ async def test_reject_with_a_reason(rig: Rig) -> None:
     assert (await _trail(rig, record["id"]))[-1] == ("rejected", "web:bob")
     assert "webhook" in await rig.outbox_kinds(record["id"])
     shown = await bob.get(done.url)
-    assert shown.doc.find(role="status").text.startswith("Rejected")
+    assert shown.doc.find(role="status").text == "Rejected."
     decision = shown.doc.find(classes="decision").text
     assert "Rejected by Bob Stone (bob)" in decision and "Note: over budget" in decision
 
@@ -512,7 +512,7 @@ async def test_delegate_hands_the_request_to_another_person(rig: Rig) -> None:
     refused = await alice.decide(page, "delegate", to="")
     assert refused.status == 422 and "Choose whom" in refused.alert
     done = await alice.decide(page, "delegate", to="carol", note="she owns refunds")
-    assert (done.status, done.url) == (303, f"/web/approvals/{record['id']}?done=delegated")
+    assert done.status == 303
     row = await rig.state(record["id"])
     assert (row.state, row.assignee, row.assigned_note) == (
         "pending",
@@ -523,6 +523,7 @@ async def test_delegate_hands_the_request_to_another_person(rig: Rig) -> None:
     assert (events[-1].type, events[-1].actor) == ("delegated", "web:alice")
     assert events[-1].data["to"] == "carol" and events[-1].data["note"] == "she owns refunds"
     shown = await alice.get(done.url)
+    assert shown.doc.find(role="status").text == "Handed to Carol Diaz."
     assert (
         "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in shown.card(record["id"]).text
     )
@@ -535,13 +536,45 @@ async def test_delegate_hands_the_request_to_another_person(rig: Rig) -> None:
     assert (await rig.state(record["id"])).decided_by == "carol"
 
 
+async def test_the_page_says_what_a_decision_did_only_to_whoever_took_it_there(
+    rig: Rig,
+) -> None:
+    record = await rig.create()
+    page = f"/web/approvals/{record['id']}"
+    alice = await rig.signed_in("alice")
+    done = await alice.decide(await alice.get(page), "approve")
+    assert (await alice.get(done.url)).doc.find(role="status").text == "Approved."
+    # The address names alice's decision: bob opening it reads the request, and no sentence
+    # about a decision he did not take.
+    theirs = await rig.signed_in("bob")
+    shown = await theirs.get(done.url)
+    assert shown.status == 200 and shown.card(record["id"]).attrs["data-state"] == "approved"
+    assert shown.doc.find_all(role="status") == []
+    requested = (await rig.events(record["id"]))[0]
+    assert requested.type == "requested"
+    # Nothing in the URL but a decision of the visitor's own makes the page say anything.
+    for done_query in (
+        str(requested.seq),  # an event that is no decision
+        "999",
+        "approved",  # the old keys
+        "<b>Approved by the CFO</b>",
+        "\u00b2",  # a digit to str.isdigit, not to int()
+        "9" * 5000,
+    ):
+        other = await alice.get(f"{page}?{urlencode({'done': done_query})}")
+        assert other.status == 200, done_query
+        assert other.doc.find_all(role="status") == [], done_query
+        assert "CFO" not in other.html
+
+
 async def test_a_quorum_vote_says_it_is_recorded_and_shows_progress(rig: Rig) -> None:
     record = await rig.create(capability="quorum.move")
     alice = await rig.signed_in("alice")
     done = await alice.decide(await alice.get(f"/web/approvals/{record['id']}"), "approve")
-    assert done.url.endswith("?done=voted")
     shown = await alice.get(done.url)
-    assert "waits for the other approvals" in shown.doc.find(role="status").text
+    assert shown.doc.find(role="status").text == (
+        "Your approval is recorded: 1 of 2; the request waits for the rest."
+    )
     assert "1 of 2 approvals: Alice Ng" in shown.card(record["id"]).text
     assert shown.forms() == ["delegate"]  # one vote per person
     assert "Your vote is recorded" in shown.doc.find(classes="why-not").text
@@ -551,9 +584,8 @@ async def test_a_quorum_vote_says_it_is_recorded_and_shows_progress(rig: Rig) ->
     )
     assert again.status == 409 and "already voted" in again.alert
     bob = await rig.signed_in("bob")
-    assert (
-        await bob.decide(await bob.get(f"/web/approvals/{record['id']}"), "approve")
-    ).url.endswith("?done=approved")
+    bobs = await bob.decide(await bob.get(f"/web/approvals/{record['id']}"), "approve")
+    assert (await bob.get(bobs.url)).doc.find(role="status").text == "Approved."
     assert (await rig.state(record["id"])).state == "approved"
 
 
