@@ -1,9 +1,11 @@
 """What the benchmark scripts share: concurrent workers, latency quantiles, the report of a
-chat benchmark, and a throwaway PostgreSQL database."""
+chat benchmark, a throwaway PostgreSQL database, the server's config file and the loop an
+edge process (fake platforms, webhook receiver) serves in."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import statistics
 import time
 import uuid
@@ -12,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import asyncpg
+from aiohttp import web
 
 if TYPE_CHECKING:  # the scripts put the repository on sys.path before importing this
     from store.repository import Store
@@ -93,3 +96,56 @@ async def postgres_database(admin_url: str) -> AsyncIterator[str | None]:
     finally:
         await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await conn.close()
+
+
+def server_config(
+    database_url: str,
+    *,
+    outbox: str = "",
+    slack_api: str | None = None,
+    telegram_api: str | None = None,
+    web_surface: bool = False,
+    webhook_url: str | None = None,
+    notify: list[str] | None = None,
+) -> str:
+    """The benchmarked server's config: tenant `acme` (key in $SIGNOFF_BENCH_API_KEY, webhook
+    secret in $SIGNOFF_BENCH_WEBHOOK_SECRET), principal `alice` on each chat surface given, and
+    one route for `payments.*` notifying `notify`. `outbox` is the [outbox] table's body."""
+    tables = [f"[outbox]\n{outbox}", '[server]\nlisten = "127.0.0.1:0"']
+    tables.append(f'[database]\nurl = "{database_url}"')
+    alice = ['name = "Alice"']
+    if slack_api is not None:
+        tables.append(f'[slack]\napi_base_url = "{slack_api}"')
+        alice.append('slack = "U0ALICE"')
+    if telegram_api is not None:
+        tables.append(f'[telegram]\napi_base_url = "{telegram_api}"')
+        alice.append("telegram = 111")
+    if web_surface:
+        tables.append("[web]")
+    tenant = ['name = "acme"', 'api_key_env = "SIGNOFF_BENCH_API_KEY"']
+    if webhook_url is not None:
+        tenant.append(f'webhook_url = "{webhook_url}"')
+    tenant.append('webhook_secret_env = "SIGNOFF_BENCH_WEBHOOK_SECRET"')
+    tables.append("[[tenants]]\n" + "\n".join(tenant))
+    tables.append("[principals.alice]\n" + "\n".join(alice))
+    targets = ", ".join(f'"{target}"' for target in notify or [])
+    tables.append(
+        f'[[routes]]\ntenant = "acme"\ncapability = "payments.*"\napprovers = ["alice"]\n'
+        f"notify = [{targets}]"
+    )
+    return "\n\n".join(tables) + "\n"
+
+
+async def serve_edge(app: web.Application, port: int) -> None:
+    """Serve an edge process's `app` on loopback until SIGTERM or SIGINT, saying ``edge
+    listening on PORT`` on stdout once it answers (what the benchmarks wait for)."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print(f"edge listening on {runner.addresses[0][1]}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()

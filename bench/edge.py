@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import serve_edge
 from tests.fakes.slack import FakeSlack
 
 
@@ -68,16 +68,7 @@ async def serve(port: int) -> None:
     edge = Edge()
     app = web.Application()
     edge._routes(app)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    print(f"edge listening on {runner.addresses[0][1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
+    await serve_edge(app, port)
 
 
 def main() -> None:

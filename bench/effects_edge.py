@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import serve_edge
 from tests.fakes.recording import Call
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
@@ -114,16 +114,7 @@ async def serve(role: str, port: int, token: str) -> None:
     app = web.Application()
     fake._routes(app)
     app.router.add_get("/arrivals", notes.answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    print(f"edge listening on {runner.addresses[0][1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
+    await serve_edge(app, port)
 
 
 def main() -> None:

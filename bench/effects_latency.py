@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import service  # noqa: E402
+from bench.common import server_config  # noqa: E402
 from bench.effects_edge import TELEGRAM_TOKEN  # noqa: E402
 from bench.effects_report import EFFECTS, line, median, summary, table  # noqa: E402
 from bench.service import CHILDREN, Server  # noqa: E402
@@ -172,43 +173,16 @@ class Edges:
 
 
 def write_config(path: Path, database_url: str, edges: Edges, poll: str) -> None:
-    outbox = "" if poll == "default" else f'poll_interval = "{poll}"'
     path.write_text(
-        f"""
-[outbox]
-{outbox}
-
-[server]
-listen = "127.0.0.1:0"
-
-[database]
-url = "{database_url}"
-
-[slack]
-api_base_url = "{edges.slack.url}/api/"
-
-[telegram]
-api_base_url = "{edges.telegram.url}/bot"
-
-[web]
-
-[[tenants]]
-name = "acme"
-api_key_env = "SIGNOFF_BENCH_API_KEY"
-webhook_url = "{edges.hooks.url}/hooks"
-webhook_secret_env = "SIGNOFF_BENCH_WEBHOOK_SECRET"
-
-[principals.alice]
-name = "Alice"
-slack = "U0ALICE"
-telegram = 111
-
-[[routes]]
-tenant = "acme"
-capability = "payments.*"
-approvers = ["alice"]
-notify = ["slack:{SLACK_CHANNEL}", "telegram:{TELEGRAM_GROUP}"]
-""",
+        server_config(
+            database_url,
+            outbox="" if poll == "default" else f'poll_interval = "{poll}"',
+            slack_api=f"{edges.slack.url}/api/",
+            telegram_api=f"{edges.telegram.url}/bot",
+            web_surface=True,
+            webhook_url=f"{edges.hooks.url}/hooks",
+            notify=[f"slack:{SLACK_CHANNEL}", f"telegram:{TELEGRAM_GROUP}"],
+        ),
         "utf-8",
     )
 

@@ -60,7 +60,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import postgres_database  # noqa: E402
+from bench.common import postgres_database, server_config  # noqa: E402
 from bench.decide_throughput import (  # noqa: E402
     bench_bare_postgres,
     bench_bare_sqlite,
@@ -178,38 +178,14 @@ class Edge:
 def write_config(path: Path, database_url: str, edge_url: str, outside: bool = True) -> None:
     """The bench's config; `outside=False` leaves cards and webhooks off (no notify target,
     no webhook_url), the reference for what they cost a decision."""
-    hooks = f'webhook_url = "{edge_url}/hooks"' if outside else ""
-    notify = '["slack:C0FIN"]' if outside else "[]"
-    outbox = "".join(f"{key} = {value}\n" for key, value in OUTBOX.items())
     path.write_text(
-        f"""
-[outbox]
-{outbox}
-[server]
-listen = "127.0.0.1:0"
-
-[database]
-url = "{database_url}"
-
-[slack]
-api_base_url = "{edge_url}/api/"
-
-[[tenants]]
-name = "acme"
-api_key_env = "SIGNOFF_BENCH_API_KEY"
-{hooks}
-webhook_secret_env = "SIGNOFF_BENCH_WEBHOOK_SECRET"
-
-[principals.alice]
-name = "Alice"
-slack = "U0ALICE"
-
-[[routes]]
-tenant = "acme"
-capability = "payments.*"
-approvers = ["alice"]
-notify = {notify}
-""",
+        server_config(
+            database_url,
+            outbox="".join(f"{key} = {value}\n" for key, value in OUTBOX.items()),
+            slack_api=f"{edge_url}/api/",
+            webhook_url=f"{edge_url}/hooks" if outside else None,
+            notify=["slack:C0FIN"] if outside else [],
+        ),
         "utf-8",
     )
 

@@ -11,11 +11,8 @@ before every test that asks for one; only the tests that need an empty database 
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import fcntl
-import hashlib
-import hmac
 import os
 import shutil
 import socket
@@ -23,25 +20,22 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from bot.clock import FakeClock
 from bot.config import parse_config
-from bot.intake import ParsedRequest, validate_request
 from bot.operator import Operator
 from bot.routing import Directory
 from store.engine import create_engine, normalize_url
 from store.migrate import upgrade
-from store.records import Approval
 from store.repository import Store
 from store.schema import metadata
+from tests.support.databases import asyncpg_dsn
+from tests.support.samples import TEST_CONFIG
 
 # Some machines set PYTHONDONTWRITEBYTECODE. Then every test process would compile and
 # assert-rewrite every module again (collection alone went from 7 to 15 s), and so would every
@@ -52,42 +46,6 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 POSTGRES_ENV = "SIGNOFF_TEST_POSTGRES_URL"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
-TEST_CONFIG: dict[str, Any] = {
-    "tenants": [
-        {"name": "acme", "webhook_url": "http://127.0.0.1:9/hooks"},
-        {"name": "globex"},
-    ],
-    "principals": {
-        "alice": {"name": "Alice Ng", "slack": "U0ALICE", "telegram": 111},
-        "bob": {"name": "Bob Stone", "slack": "U0BOB", "telegram": 222},
-        "carol": {"name": "Carol Diaz"},
-        "dave": {"name": "Dave Roe"},
-        "sam": {"name": "Sam Requester"},
-    },
-    "groups": {"finance": {"members": ["alice", "bob", "sam"]}},
-    "routes": [
-        {
-            "tenant": "acme",
-            "capability": "payments.*",
-            "approvers": ["group:finance"],
-            "escalation": [{"after": "24h", "to": "carol"}],
-        },
-        {
-            "tenant": "acme",
-            "capability": "contracts.*",
-            "approvers": ["alice", "sam"],
-            "allow_self_approval": True,
-        },
-        {
-            "tenant": "acme",
-            "capability": "quorum.*",
-            "approvers": ["alice", "bob", "carol"],
-            "required_approvals": 2,
-        },
-        {"tenant": "globex", "capability": "*", "approvers": ["dave"]},
-    ],
-}
-
 
 # -- the fast inner loop ------------------------------------------------------------------------
 #
@@ -95,7 +53,7 @@ TEST_CONFIG: dict[str, Any] = {
 # agent frameworks; what remains (unit, integration on both databases, the fakes) is the loop
 # to run while editing. The full suite stays the gate.
 
-SLOW_DIRECTORIES = ("acceptance", "browser", "integrations")
+SLOW_DIRECTORIES = ("acceptance", "browser", "frameworks")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -162,16 +120,12 @@ def _postgres_admin_url() -> str | None:
         return None
 
 
-def _asyncpg_dsn(url: str) -> str:
-    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(False)
-
-
 def _with_database(url: str, name: str) -> str:
     return make_url(normalize_url(url)).set(database=name).render_as_string(False)
 
 
 async def _admin(url: str, *statements: str) -> None:
-    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         for statement in statements:
             await conn.execute(statement)
@@ -250,7 +204,7 @@ class PostgresTestDatabase:
             f"CREATE DATABASE {self.name}",
         )
         await _migrate(self.url)
-        conn = await asyncpg.connect(_asyncpg_dsn(self.url))
+        conn = await asyncpg.connect(asyncpg_dsn(self.url))
         try:
             self.fingerprint = tuple(await conn.fetchrow(_SCHEMA_FINGERPRINT))  # type: ignore[assignment]
             self.revision = await conn.fetchval("SELECT version_num FROM alembic_version")
@@ -258,7 +212,7 @@ class PostgresTestDatabase:
             await conn.close()
 
     async def reset(self) -> None:
-        conn = await asyncpg.connect(_asyncpg_dsn(self.url))
+        conn = await asyncpg.connect(asyncpg_dsn(self.url))
         try:
             await conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -335,95 +289,3 @@ def directory() -> Directory:
 @pytest.fixture
 def operator(store: Store, directory: Directory, clock: FakeClock) -> Operator:
     return Operator(store, directory, clock)
-
-
-async def tamper(store: Store, sql: str, **params: Any) -> None:
-    """Change the database behind signoff's back with plain SQL, as an intruder or a careless
-    operator with database access would."""
-    async with store.engine.begin() as conn:
-        await conn.execute(text(sql), params)
-
-
-def standard_webhook_signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
-    """A webhook signature as the Standard Webhooks specification words it, with no library:
-    base64 of HMAC-SHA256, keyed by the base64-decoded part after `whsec_`, over
-    "id.timestamp.body"."""
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    signed = f"{msg_id}.{timestamp}.".encode() + body
-    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-
-
-def request_body(**overrides: Any) -> dict[str, Any]:
-    """A valid create body (as JSON would give it); keyword arguments replace fields."""
-    body: dict[str, Any] = {
-        "run_id": "run-1",
-        "capability": "payments.refund",
-        "tool": {"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "amount": 12000}},
-        "presentation": {
-            "title": "Refund €120.00 to Zoë",
-            "fields": [{"label": "Amount", "value": "€120.00"}],
-        },
-        "reason": "refunds over €100 need approval",
-        "requested_by": "sam",
-    }
-    body.update(overrides)
-    return {k: v for k, v in body.items() if v is not None}
-
-
-def make_request(**overrides: Any) -> ParsedRequest:
-    return validate_request(request_body(**overrides))
-
-
-RECORD_NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-RECORD_HASH = "3f" * 32
-
-
-def approval_record(**changes: Any) -> Approval:
-    """A stored approval as the repository returns it, without a database: a pending
-    payments.refund request by sam, assigned to group:finance, made at RECORD_NOW."""
-    base = Approval(
-        id="0b7d1c4e-8a59-4c35-9d0e-3f1a2b3c4d5e",
-        tenant="acme",
-        run_id="run-1",
-        step={"cursor": 4},
-        kind="tool_call",
-        capability="payments.refund",
-        tool_name="stripe.refunds.create",
-        tool_args={"charge": "ch_1", "amount": 12000},
-        presentation={
-            "title": "Refund €120.00 to Zoë",
-            "summary": "Customer asked twice.",
-            "fields": [{"label": "Amount", "value": "€120.00"}],
-        },
-        reason="refunds over €100 need approval",
-        hash=RECORD_HASH,
-        requested_by="sam",
-        assignee="group:finance",
-        approvers=["group:finance"],
-        required_approvals=1,
-        allow_self_approval=False,
-        state="pending",
-        preconditions={"balance_at_least": 12000},
-        resume={"thread": "t-1"},
-        callback_url=None,
-        created_at=RECORD_NOW,
-        expires_at=RECORD_NOW + timedelta(hours=72),
-        escalate_at=RECORD_NOW + timedelta(hours=24),
-        escalation_level=0,
-        assigned_note=None,
-        grant_ttl_s=86400,
-        decided_by=None,
-        decided_at=None,
-        decision_note=None,
-        grant_expires_at=None,
-        claim_token=None,
-        claimed_at=None,
-        lease_until=None,
-        executed_at=None,
-        outcome=None,
-        origin_id=None,
-        version=1,
-        audit_seq=1,
-        audit_head="0" * 64,
-    )
-    return dataclasses.replace(base, **changes)

@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 
 from store.migrate import head_revision
-from tests.acceptance.conftest import (
+from tests.support.cli import (
     HEX64,
     Cli,
     Deployment,
@@ -23,7 +23,7 @@ from tests.acceptance.conftest import (
     sqlite_url,
     to_toml,
 )
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 DECISION_KEYS = {"id", "state", "execution", "hash", "assignee", "decided_by", "decided_at"}
 

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bot.cli.parser import build_parser
-from tests.acceptance.conftest import (
+from tests.support.cli import (
     TIMEOUT,
     Cli,
     Result,

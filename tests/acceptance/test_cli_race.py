@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from tests.acceptance.conftest import TIMEOUT, Deployment, Result, assert_refused
+from tests.support.cli import TIMEOUT, Deployment, Result, assert_refused
 
 TARGET = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.acceptance.conftest import TIMEOUT, deployment
+from tests.support.cli import TIMEOUT, deployment
 
 # main() as the console script runs it, then the names in sys.modules, into the file argv[1].
 RUN_AND_LIST_MODULES = """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from tests.acceptance.conftest import Deployment, assert_refused
+from tests.support.cli import Deployment, assert_refused
 
 
 def test_delegations_from_the_cli(sqlite_db: Deployment) -> None:

@@ -62,8 +62,11 @@ from aiohttp import web
 
 from bot.outbox.jobs import WEBHOOK_STATES  # a transition into one of these sends a webhook
 from signoff_client import verify_webhook
-from tests.acceptance.conftest import Cli
-from tests.acceptance.service import (
+from tests.fakes.slack import FakeSlack, sign
+from tests.support.cli import Cli
+from tests.support.databases import asyncpg_dsn
+from tests.support.samples import request_body
+from tests.support.service import (
     API_KEYS,
     WEBHOOK_SECRET,
     Delivery,
@@ -74,8 +77,6 @@ from tests.acceptance.service import (
     service_env,
     write_config,
 )
-from tests.conftest import _asyncpg_dsn, request_body
-from tests.fakes.slack import FakeSlack, sign
 
 APPROVALS = 48
 KILLS = 3
@@ -629,7 +630,7 @@ class Db:
 
 
 async def read_db(url: str) -> Db:
-    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         rows = await conn.fetch("SELECT * FROM approvals")
         events = await conn.fetch(

@@ -56,8 +56,9 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy.engine import make_url
 
 from store.engine import normalize_url
-from tests.acceptance.conftest import Cli
-from tests.acceptance.service import (
+from tests.support.cli import Cli
+from tests.support.samples import request_body
+from tests.support.service import (
     API_KEYS,
     Api,
     Fleet,
@@ -66,7 +67,6 @@ from tests.acceptance.service import (
     service_env,
     write_config,
 )
-from tests.conftest import request_body
 
 # Generated requests per operation and generation mode (valid, invalid), on top of the
 # coverage phase's boundary cases; more for the create body, the widest door.

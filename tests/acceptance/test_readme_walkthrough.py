@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.acceptance.conftest import REPO_ROOT, base_env
-from tests.acceptance.service import _LISTENING
+from tests.support.cli import REPO_ROOT, base_env
+from tests.support.service import _LISTENING
 
 SECRET = "whsec_c2lnbm9mZi1kZXYtd2ViaG9vay1zZWNyZXQtMzJieXQ="
 

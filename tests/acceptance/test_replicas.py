@@ -47,8 +47,10 @@ from bot.operator import Actor, Operator
 from bot.transitions import Transition
 from signoff_client import verify_webhook
 from store.repository import Store
-from tests.acceptance.conftest import Cli
-from tests.acceptance.service import (
+from tests.support.cli import Cli
+from tests.support.databases import asyncpg_dsn
+from tests.support.samples import request_body
+from tests.support.service import (
     API_KEYS,
     WEBHOOK_SECRET,
     Delivery,
@@ -59,7 +61,6 @@ from tests.acceptance.service import (
     wait_until,
     write_config,
 )
-from tests.conftest import _asyncpg_dsn, request_body
 
 APPROVALS = 200
 DECISIONS_AT_ONCE = 30  # Operator calls in flight: 15 races, one call per replica each
@@ -296,7 +297,7 @@ async def _get_all(bases: Sequence[str], ids: Sequence[str]) -> dict[str, dict[s
 
 
 async def _audit_trails(url: str, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         rows = await conn.fetch(
             "SELECT approval_id, type, actor FROM approval_events "
@@ -390,7 +391,7 @@ def _settled_outbox(url: str, ids: Sequence[str]) -> list[str] | None:
     """The approval ids of this run's outbox jobs, once none is queued or dead; else None."""
 
     async def query() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(_asyncpg_dsn(url))
+        conn = await asyncpg.connect(asyncpg_dsn(url))
         try:
             return list(
                 await conn.fetch(

@@ -49,8 +49,9 @@ from signoff_client.errors import (
 )
 from store.records import Event
 from store.repository import Store
-from tests.acceptance.conftest import Cli, Result
-from tests.acceptance.service import (
+from tests.support.cli import Cli, Result
+from tests.support.samples import request_body, tamper
+from tests.support.service import (
     API_KEYS,
     WEBHOOK_SECRET,
     Delivery,
@@ -61,7 +62,6 @@ from tests.acceptance.service import (
     service_env,
     write_config,
 )
-from tests.conftest import request_body, tamper
 
 ACME = API_KEYS["acme"]
 STEP = {"node": "refund", "cursor": 4}

@@ -43,8 +43,9 @@ from sqlalchemy.engine import make_url
 from signoff_client import verify_webhook
 from store.engine import normalize_url
 from store.migrate import head_revision
-from tests.acceptance.conftest import Cli, Result, assert_refused, sqlite_url
-from tests.acceptance.service import (
+from tests.support.cli import Cli, Result, assert_refused, sqlite_url
+from tests.support.samples import request_body
+from tests.support.service import (
     API_KEYS,
     WEBHOOK_SECRET,
     Api,
@@ -56,7 +57,6 @@ from tests.acceptance.service import (
     wait_until,
     write_config,
 )
-from tests.conftest import request_body
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ def approve_all(cli: Cli, approvals: list[dict[str, Any]], who: str = "alice") -
         assert f"{approval['id']} approved" in ok(result).stdout, str(result)
 
 
-def _asyncpg_dsn(url: str) -> str:
+def asyncpg_dsn(url: str) -> str:
     return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(False)
 
 
@@ -116,7 +116,7 @@ def query(db_url: str, sql: str) -> list[dict[str, Any]]:
             return [dict(row) for row in conn.execute(sql)]
 
     async def fetch() -> list[dict[str, Any]]:
-        conn = await asyncpg.connect(_asyncpg_dsn(db_url))
+        conn = await asyncpg.connect(asyncpg_dsn(db_url))
         try:
             return [dict(row) for row in await conn.fetch(sql)]
         finally:

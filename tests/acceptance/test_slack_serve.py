@@ -36,8 +36,9 @@ from typing import Any
 import pytest
 
 from signoff_client import verify_webhook
-from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
-from tests.acceptance.service import (
+from tests.fakes.slack import Call, FakeSlack, sign
+from tests.support.cli import Cli, assert_refused, sqlite_url
+from tests.support.service import (
     WEBHOOK_SECRET,
     Delivery,
     Fleet,
@@ -49,7 +50,6 @@ from tests.acceptance.service import (
     wait_state,
     write_config,
 )
-from tests.fakes.slack import Call, FakeSlack, sign
 
 SECRET = "slack-signing-secret-acceptance"
 TOKEN = "xoxb-test"  # FakeSlack's default token

@@ -30,8 +30,10 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.conftest import Cli, assert_refused, sqlite_url
-from tests.acceptance.service import (
+from tests.fakes import telegram as fake
+from tests.fakes.telegram import FakeTelegram
+from tests.support.cli import Cli, assert_refused, sqlite_url
+from tests.support.service import (
     Fleet,
     ServerProcess,
     WebhookReceiver,
@@ -41,8 +43,6 @@ from tests.acceptance.service import (
     wait_state,
     write_config,
 )
-from tests.fakes import telegram as fake
-from tests.fakes.telegram import FakeTelegram
 
 TOKEN = "123456:TEST-token"
 SECRET = "acceptance-webhook-secret"

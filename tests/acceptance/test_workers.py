@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import Cli, assert_refused
-from tests.acceptance.service import (
+from tests.support.cli import Cli, assert_refused
+from tests.support.samples import request_body
+from tests.support.service import (
     API_KEYS,
     Fleet,
     WebhookReceiver,
@@ -32,7 +33,6 @@ from tests.acceptance.service import (
     wait_until,
     write_config,
 )
-from tests.conftest import request_body
 
 
 def children(pid: int) -> list[int]:

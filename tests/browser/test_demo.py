@@ -27,9 +27,9 @@ from playwright.sync_api import BrowserContext, expect
 
 from bot.config import parse_config
 from bot.demo import demo_config_text, shipped_config_text
-from tests.acceptance.conftest import base_env
-from tests.acceptance.service import wait_until
-from tests.browser.conftest import shoot
+from tests.support.cli import base_env
+from tests.support.service import wait_until
+from tests.support.web_service import shoot
 
 START_TIMEOUT = 60.0
 DEMO_TITLES = (

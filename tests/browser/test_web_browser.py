@@ -1,7 +1,8 @@
 """The web surface in real Chromium, against `signoff serve` run as a subprocess.
 
-Each test starts a server with `[web]` on (tests/browser/conftest.py), files requests as the
-agent does, over the HTTP API, and uses the pages as a person does: signed in by a link that
+Each test starts a server with `[web]` on (tests/support/web_service.py, started by the
+`start_web` fixture in tests/browser/conftest.py), files requests as the agent does, over
+the HTTP API, and uses the pages as a person does: signed in by a link that
 `signoff web login` printed, clicking links and buttons. What the pages did is then checked
 where it counts, outside the browser: the API's record, the audit trail, the decision
 webhook, the Slack and Telegram cards. It proves that:
@@ -36,15 +37,15 @@ from typing import Any
 from playwright.sync_api import BrowserContext, Page, expect
 
 from signoff_client import verify_webhook
-from tests.acceptance.service import WEBHOOK_SECRET, Delivery, create, wait_until
-from tests.browser.conftest import (
+from tests.support.samples import request_body
+from tests.support.service import WEBHOOK_SECRET, Delivery, create, wait_until
+from tests.support.web_service import (
     PHONE,
     SLACK_CHANNEL,
     TELEGRAM_GROUP,
     WebService,
     shoot,
 )
-from tests.conftest import request_body
 
 Contexts = Callable[..., BrowserContext]
 CARD_TIMEOUT = 10.0

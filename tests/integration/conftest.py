@@ -13,8 +13,8 @@ from bot.app import build_app
 from bot.clock import FakeClock
 from bot.config import parse_config
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, Serve
+from tests.support.samples import TEST_CONFIG
 
 # -- the agent API on a loopback port (tests/support/api_server.py) --------------------------------
 

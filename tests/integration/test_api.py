@@ -42,7 +42,6 @@ from bot.config import parse_config
 from bot.errors import ConfigError
 from store.migrate import head_revision
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body, tamper
 from tests.support.api_server import (
     ACME_KEY,
     GLOBEX_KEY,
@@ -52,6 +51,7 @@ from tests.support.api_server import (
     Serve,
     listing,
 )
+from tests.support.samples import TEST_CONFIG, request_body, tamper
 
 MAX_BODY = 256 * 1024  # server.max_body_bytes default
 HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -11,7 +11,7 @@ from bot.intake import create_request
 from bot.operator import Actor, Operator
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request, tamper
+from tests.support.samples import make_request, tamper
 
 
 async def _history(store: Store, operator: Operator, clock: FakeClock) -> list[Approval]:

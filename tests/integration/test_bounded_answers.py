@@ -24,7 +24,7 @@ from channels.answer_cap import ANSWER_LIMIT
 from channels.slack import SlackChannel
 from channels.telegram import TelegramChannel
 from store.repository import Store
-from tests.conftest import approval_record
+from tests.support.samples import approval_record
 
 HUGE = ANSWER_LIMIT + 1024 * 1024
 

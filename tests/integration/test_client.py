@@ -19,7 +19,7 @@ from bot.routing import Directory
 from signoff_client import SignoffClient
 from signoff_client.errors import InvalidRequest, NotFound, NotPending, Unauthorized
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body
+from tests.support.samples import TEST_CONFIG, request_body
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from bot.errors import InvalidRequest, SchemaOutOfDate
 from bot.intake import create_request, validate_request
 from bot.operator import Actor, Operator
 from store.repository import Store
-from tests.conftest import approval_record, request_body
+from tests.support.samples import approval_record, request_body
 
 
 async def test_records_from_the_driver_path_are_what_a_read_returns(

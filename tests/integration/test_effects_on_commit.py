@@ -20,7 +20,7 @@ from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request
+from tests.support.samples import make_request
 
 # Without a wake-up the runner would look again only after 10 s.
 SLOW_POLL = OutboxSettings(poll_interval=10.0)

@@ -26,7 +26,7 @@ from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request, tamper
+from tests.support.samples import make_request, tamper
 
 ALICE = Actor("alice", "cli")
 BOB = Actor("bob", "cli")

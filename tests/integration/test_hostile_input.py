@@ -29,7 +29,7 @@ from bot.clock import FakeClock
 from store.repository import Store
 from store.schema import inbound_deliveries
 from tests.fakes.slack import sign
-from tests.integration.edge_rig import FORM, SLACK_SECRET, TG_SECRET, Reply, Rig, running
+from tests.support.edge_rig import FORM, SLACK_SECRET, TG_SECRET, Reply, Rig, running
 
 # Per database, about 2 s each. The suite's run is derandomized: the same requests every
 # time, so the check below that they include every input that broke cannot flake;

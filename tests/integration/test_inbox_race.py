@@ -27,7 +27,7 @@ from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store, Tx
-from tests.conftest import make_request
+from tests.support.samples import make_request
 
 Decide = Callable[[Store, Directory, FakeClock, Approval], Awaitable[object]]
 

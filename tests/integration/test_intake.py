@@ -13,7 +13,7 @@ from bot.errors import ApproversOutsideRoute, InvalidRequest, NoRoute, UnknownTe
 from bot.intake import create_request
 from bot.routing import Directory
 from store.repository import Store
-from tests.conftest import make_request, request_body
+from tests.support.samples import make_request, request_body
 
 
 async def _counts(store: Store) -> tuple[int, int]:

@@ -34,10 +34,10 @@ from bot.metrics import SETTLE, Metrics
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner
 from store.repository import Store
-from tests.acceptance.conftest import Cli, base_env, config_with, to_toml
-from tests.conftest import TEST_CONFIG, make_request, request_body
 from tests.fakes.slack import FakeSlack
 from tests.support.chat_server import ChatServer, serve
+from tests.support.cli import Cli, base_env, config_with, to_toml
+from tests.support.samples import TEST_CONFIG, make_request, request_body
 
 CHANNEL = "C0FINANCE"
 

@@ -31,9 +31,9 @@ from bot.intake import create_request
 from bot.operator import Operator
 from bot.routing import Directory
 from store.repository import Store, Tx
-from tests.acceptance.conftest import Cli, base_env, config_with, to_toml
-from tests.conftest import make_request, request_body
 from tests.support.api_server import ALICE, GLOBEX_KEY, Api, listing
+from tests.support.cli import Cli, base_env, config_with, to_toml
+from tests.support.samples import make_request, request_body
 
 # Small enough that the tests wait a few tens of milliseconds for a refresh, never seconds.
 REFRESH = 0.02

@@ -25,7 +25,7 @@ from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import make_request, tamper
+from tests.support.samples import make_request, tamper
 
 ALICE = Actor("alice", via="test")
 BOB = Actor("bob", via="test")

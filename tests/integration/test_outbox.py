@@ -40,7 +40,7 @@ from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, make_request, standard_webhook_signature
+from tests.support.samples import TEST_CONFIG, make_request, standard_webhook_signature
 
 SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 NEXT_SECRET = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

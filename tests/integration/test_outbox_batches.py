@@ -39,11 +39,11 @@ from channels.base import MessageRef
 from store.migrate import upgrade
 from store.records import OutboxJob
 from store.repository import Store, Tx
-from tests.conftest import TEST_CONFIG, make_request
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.support import slack_rig, telegram_rig
 from tests.support.chat_server import Cleanup, serve
+from tests.support.samples import TEST_CONFIG, make_request
 
 CARDS = 10
 

@@ -32,7 +32,7 @@ from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, make_request
+from tests.support.samples import TEST_CONFIG, make_request
 
 SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 TIMEOUT = 0.3  # seconds per webhook attempt (10 s in production)

@@ -28,10 +28,10 @@ from bot.metrics import Metrics
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from store.records import OutboxJob
 from store.repository import Store
-from tests.acceptance.conftest import Cli, base_env, config_with, to_toml
-from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack, _SlackError
 from tests.support.chat_server import ChatServer, serve
+from tests.support.cli import Cli, base_env, config_with, to_toml
+from tests.support.samples import TEST_CONFIG
 
 CHANNEL = "C0FINANCE"
 API_KEY = "acme-key"

@@ -26,7 +26,7 @@ from sqlalchemy import event
 import store.engine as engine_module
 from bot.intake import create_request, validate_request
 from store.repository import Store
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 
 async def test_a_burst_of_requests_reuses_a_bounded_pool(db_url: str, directory, clock) -> None:

@@ -26,10 +26,10 @@ from bot.config import parse_config
 from bot.errors import ConfigError
 from bot.sweeper import Sweeper
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer, serve
+from tests.support.samples import TEST_CONFIG
 
 API_KEY = "acme-key"
 CHANNEL = "C0FINANCE"

@@ -41,7 +41,7 @@ from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 CONFIG: dict[str, Any] = {
     "tenants": [{"name": "acme"}],

@@ -9,7 +9,7 @@ import pytest
 from bot.errors import SchemaOutOfDate
 from store.migrate import ensure_current, head_revision, known_revisions, shipped_head
 from store.repository import Store
-from tests.conftest import tamper
+from tests.support.samples import tamper
 
 
 def test_the_head_read_from_the_files_is_alembics() -> None:

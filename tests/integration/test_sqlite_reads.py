@@ -20,7 +20,7 @@ import pytest
 
 from bot.intake import create_request, validate_request
 from store.repository import Store
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from bot.errors import InvalidRequest, SchemaOutOfDate, StoreUnavailable
 from store.migrate import ensure_current, upgrade
 from store.repository import Store
-from tests.conftest import approval_record
+from tests.support.samples import approval_record
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,10 @@ from bot.errors import ConfigError
 from bot.operator import Actor, Operator
 from channels.telegram_bot import permanent_reason
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import serve
+from tests.support.samples import TEST_CONFIG
 from tests.support.telegram_rig import (
     ALICE,
     API_KEY,

@@ -34,8 +34,8 @@ from bot.durations import parse_duration
 from bot.signin import SignInLinks
 from channels import web_inbox
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
 from tests.support.chat_server import ChatServer, serve
+from tests.support.samples import TEST_CONFIG
 from tests.support.web_browser import Browser
 
 API_KEY = "acme-key"

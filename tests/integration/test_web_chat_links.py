@@ -28,11 +28,11 @@ from bot.clock import FakeClock
 from bot.config import parse_config
 from channels import slack_card, telegram_card
 from store.repository import Store
-from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record
 from tests.fakes import telegram as fake
 from tests.fakes.slack import FakeSlack, sign, slash_command_body
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer, serve
+from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record
 from tests.support.slack_rig import texts_in
 from tests.support.web_browser import Browser
 

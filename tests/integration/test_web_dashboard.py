@@ -38,7 +38,7 @@ from bot.sweeper import Sweeper
 from channels import web_dashboard
 from store.records import Approval
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, make_request, tamper
+from tests.support.samples import TEST_CONFIG, make_request, tamper
 
 SECRET = "dashboard-test-secret-0123456789abcdef"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """The web surface's edges: where a POST may come from, the headers every answer carries,
 what agent text with invisible characters looks like, and how many refusals one person can
 add to a request's trail. The real application on a loopback port, requests written byte for
-byte (tests/integration/edge_rig.py), on SQLite and PostgreSQL.
+byte (tests/support/edge_rig.py), on SQLite and PostgreSQL.
 
 Proves: a POST under /web or /dashboard (the sign-in link's included) whose Origin or
 Sec-Fetch-Site names another site is 403 and writes nothing, while one from our own origin
@@ -24,7 +24,7 @@ import pytest
 from bot.audit import verify
 from bot.clock import FakeClock
 from store.repository import Store
-from tests.integration.edge_rig import FORM, PUBLIC_URL, Rig, running
+from tests.support.edge_rig import FORM, PUBLIC_URL, Rig, running
 
 
 @pytest.fixture

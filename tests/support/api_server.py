@@ -19,7 +19,7 @@ from bot.config import Config
 from bot.operator import Actor, Operator
 from bot.routing import Directory
 from store.repository import Store
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 ACME_KEY = "acme-test-key-9f2c41"
 GLOBEX_KEY = "globex-test-key-07be3d"

@@ -19,7 +19,7 @@ from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.routing import Directory
 from store.repository import Store
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 Cleanup = list[Callable[[], Awaitable[None]]]
 S = TypeVar("S", bound="ChatServer")

@@ -13,9 +13,9 @@ from typing import Any
 
 from bot.delegations import Delegations
 from store.records import Delegation
-from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack, sign, slash_command_body
 from tests.support.chat_server import ChatServer
+from tests.support.samples import TEST_CONFIG
 
 SECRET = "slack-signing-secret"
 CHANNEL = "C0FINANCE"

@@ -11,10 +11,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from tests.conftest import TEST_CONFIG
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer
+from tests.support.samples import TEST_CONFIG
 
 TOKEN = "123456:TEST-token"
 SECRET = "telegram-webhook-secret"

@@ -17,9 +17,9 @@ from bot.config import parse_config
 from bot.model import Execution, State, execution_of, public_record
 from bot.routing import Directory
 from store.records import Approval
-from tests.conftest import RECORD_HASH as HASH
-from tests.conftest import RECORD_NOW as NOW
-from tests.conftest import TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_HASH as HASH
+from tests.support.samples import RECORD_NOW as NOW
+from tests.support.samples import TEST_CONFIG, approval_record
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from bot.config import Config, load_config, parse_config
 from bot.errors import ConfigError
-from tests.conftest import TEST_CONFIG
+from tests.support.samples import TEST_CONFIG
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "signoff.example.toml"
 

@@ -15,7 +15,7 @@ from bot.canonical import approval_hash
 from bot.errors import InvalidRequest, MalformedJson, NotCanonical, RequestTooLarge
 from bot.intake import parse_request, validate_request
 from bot.validation import MAX_REQUEST_BYTES, parse_json
-from tests.conftest import request_body
+from tests.support.samples import request_body
 
 
 def _invalid(document: Any) -> InvalidRequest:

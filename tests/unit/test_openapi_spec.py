@@ -47,7 +47,7 @@ from bot.model import Execution, Kind, State, public_record
 from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
 from store.repository import Store
 from store.schema import approvals
-from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record
 
 SPEC_PATH = Path(api.__file__).with_name("openapi.json")
 SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text("utf-8"))

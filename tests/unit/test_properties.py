@@ -69,7 +69,7 @@ from bot.validation import parse_json
 from channels import slack_card, telegram_card
 from store.engine import resolve_sqlite_path
 from store.records import Event
-from tests.conftest import RECORD_NOW, TEST_CONFIG, approval_record, request_body
+from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record, request_body
 
 
 def _settings(max_examples: int) -> settings:
@@ -676,7 +676,7 @@ near_values = (
 
 @st.composite
 def mutated_bodies(draw: st.DrawFn) -> Any:
-    """A valid create body (tests/conftest.py request_body) after one to four random edits:
+    """A valid create body (tests/support/samples.py request_body) after one to four random edits:
     a value replaced, a key deleted, an unknown key added; now and then the whole body."""
     body: Any = request_body(
         step={"cursor": 4}, preconditions={"balance_at_least": 12000}, resume={"thread": "t"}

@@ -22,7 +22,7 @@ from bot.errors import (
 )
 from bot.routing import Directory
 from store.records import Approval
-from tests.conftest import TEST_CONFIG, approval_record
+from tests.support.samples import TEST_CONFIG, approval_record
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -15,9 +15,9 @@ from bot.card import Card
 from bot.config import parse_config
 from bot.routing import Directory
 from channels import telegram_card
-from tests.conftest import RECORD_HASH as HASH
-from tests.conftest import RECORD_NOW as NOW
-from tests.conftest import TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_HASH as HASH
+from tests.support.samples import RECORD_NOW as NOW
+from tests.support.samples import TEST_CONFIG, approval_record
 
 INJECTION = '<b>bold</b> <a href="https://evil.example">click</a> &amp; </pre>'
 

@@ -18,8 +18,8 @@ from bot.reminders import title_of
 from bot.routing import Directory
 from bot.visible import in_json, one_line, visible
 from channels import slack_card, slack_home, telegram_card
-from tests.conftest import RECORD_NOW as NOW
-from tests.conftest import TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_NOW as NOW
+from tests.support.samples import TEST_CONFIG, approval_record
 
 BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
 BIDI += ["\u200e", "\u200f", "\u061c"]

@@ -15,7 +15,7 @@ from bot.outbox.runner import OutboxSettings, backoff
 from bot.outbox.webhooks import body_bytes, secret_problem, signed_headers
 from signoff_client import BadWebhookSignature, new_secret, verify_webhook
 from signoff_client.webhooks import secret_problem as client_secret_problem
-from tests.conftest import standard_webhook_signature
+from tests.support.samples import standard_webhook_signature
 
 OLD = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 NEW = "whsec_" + base64.b64encode(bytes(range(32))).decode()

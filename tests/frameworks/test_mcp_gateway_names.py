@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from signoff_client import SignoffClient
-from tests.integrations.conftest import Deployment
-from tests.integrations.loose_gateway import LooseShop, approval, text
+from tests.frameworks.loose_gateway import LooseShop, approval, text
+from tests.support.agent_deployment import Deployment
 
 # Each of these ran delete_customer, drop_table or refund_order upstream without approval.
 NEAR_NAMES = [

@@ -8,7 +8,7 @@ import json
 from standardwebhooks.webhooks import Webhook
 
 from signoff_client import SignoffClient, verify_webhook
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
 
 
 async def test_an_agent_request_is_approved_and_announced(deployment: Deployment) -> None:

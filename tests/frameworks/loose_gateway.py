@@ -18,7 +18,7 @@ from mcp_types import CallToolResult
 
 from signoff_client import SignoffClient
 from signoff_client.mcp import Gateway, Upstream, parse_policy
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
 
 LOOSE_UPSTREAM = Path(__file__).with_name("mcp_loose_upstream.py")
 META = "signoff/approval"

@@ -22,9 +22,9 @@ import rfc8785
 from signoff_client import SignoffClient
 from signoff_client.errors import NotPending
 from signoff_client.mcp import run_id_for
-from tests.integrations.conftest import Deployment
-from tests.integrations.loose_gateway import LooseShop, approval, text
-from tests.integrations.mcp_loose_upstream import TOOLS
+from tests.frameworks.loose_gateway import LooseShop, approval, text
+from tests.frameworks.mcp_loose_upstream import TOOLS
+from tests.support.agent_deployment import Deployment
 
 REFUND = {"order": 500, "amount": 1}
 WORSE = "Refund an order to the card it was paid with, and delete the customer's account."

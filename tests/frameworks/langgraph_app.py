@@ -3,9 +3,9 @@ thread outlives the process that paused it: `start` runs a new thread until the 
 pauses on signoff and exits; `resume` and `webhook` resume it later, from a new process, on
 the same SQLite checkpoint file.
 
-    python -m tests.integrations.langgraph_app start --db CKPT --thread T [--amount N] [--ttl 2s]
-    python -m tests.integrations.langgraph_app resume --db CKPT --approval ID
-    python -m tests.integrations.langgraph_app webhook --db CKPT --delivery FILE
+    python -m tests.frameworks.langgraph_app start --db CKPT --thread T [--amount N] [--ttl 2s]
+    python -m tests.frameworks.langgraph_app resume --db CKPT --approval ID
+    python -m tests.frameworks.langgraph_app webhook --db CKPT --delivery FILE
 
 Environment: SIGNOFF_URL, SIGNOFF_API_KEY, SIGNOFF_WEBHOOK_SECRET (for `webhook`), and
 REFUND_LOG (each execution of the refund tool appends a JSON line: the side effect the tests

@@ -10,16 +10,14 @@ principal who decides nothing.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.acceptance.conftest import Cli, Result, sqlite_url
-from tests.acceptance.service import (
+from tests.support.cli import Cli, Result
+from tests.support.samples import TEST_CONFIG
+from tests.support.service import (
     API_KEYS,
     WEBHOOK_SECRET,
     Delivery,
@@ -30,7 +28,6 @@ from tests.acceptance.service import (
     service_env,
     write_config,
 )
-from tests.conftest import TEST_CONFIG
 
 AGENT_ROUTES = [
     {"tenant": "acme", "capability": "mcp.*", "approvers": ["alice", "bob"]},
@@ -67,9 +64,7 @@ class Deployment:
         assert result.returncode == 0, str(result)
         return result
 
-    def reject(
-        self, approval_id: str, shown_hash: str, reason: str, who: str = "alice"
-    ) -> Result:
+    def reject(self, approval_id: str, shown_hash: str, reason: str, who: str = "alice") -> Result:
         result = self.cli(
             "approvals", "reject", approval_id, "--hash", shown_hash, "--as", who,
             "--note", reason,
@@ -108,17 +103,3 @@ def deploy(tmp_path: Path, database_url: str, **sections: Any) -> Iterator[Deplo
         config = deployment_config(database_url, hooks.url, **sections)
         with Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path) as fleet:
             yield Deployment(fleet, hooks, fleet.start())
-
-
-@pytest.fixture
-def deployment(tmp_path: Path, sqlite_template: Path) -> Iterator[Deployment]:
-    """signoff serve on a fresh, migrated SQLite file."""
-    path = tmp_path / "signoff.db"
-    shutil.copy(sqlite_template, path)
-    yield from deploy(tmp_path, sqlite_url(path))
-
-
-@pytest.fixture
-def deployment_on(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
-    """signoff serve on each database (SQLite and PostgreSQL: the test runs on both)."""
-    yield from deploy(tmp_path, db_url)

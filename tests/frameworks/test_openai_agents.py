@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from signoff_client import ApprovalRecord, SignoffClient
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
 
 APP = Path(__file__).with_name("openai_agent_app.py")
 
@@ -69,7 +69,7 @@ def resume(deployment: Deployment, workdir: Path, webhook: str) -> dict[str, Any
 def inline(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The agent program in this process (its module, environment set): for the steps whose
     point is not a new process, so the file stays fast."""
-    from tests.integrations import openai_agent_app
+    from tests.frameworks import openai_agent_app
 
     monkeypatch.setenv("SIGNOFF_URL", deployment.url)
     monkeypatch.setenv("SIGNOFF_API_KEY", deployment.api_key)

@@ -27,8 +27,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from signoff_client import SignoffClient
-from tests.integrations.conftest import Deployment
-from tests.integrations.loose_gateway import LooseShop, approval, text
+from tests.frameworks.loose_gateway import LooseShop, approval, text
+from tests.support.agent_deployment import Deployment
 
 
 def nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from signoff_client import SignoffClient, new_secret
-from tests.acceptance.conftest import REPO_ROOT
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
+from tests.support.cli import REPO_ROOT
 
 NODE, NPM = shutil.which("node"), shutil.which("npm")
 

@@ -32,7 +32,7 @@ from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult, Ta
 
 from signoff_client import SignoffClient
 from signoff_client.mcp import parse_policy
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
 
 UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
 META = "signoff/approval"

@@ -41,15 +41,15 @@ from bot.routing import Directory
 from signoff_client import SignoffClient
 from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt, resume
 from store.repository import Store
-from tests.conftest import TEST_CONFIG
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
+from tests.support.samples import TEST_CONFIG
 
-APP = "tests.integrations.langgraph_app"
+APP = "tests.frameworks.langgraph_app"
 TIMEOUT = 60
 
 
 class App:
-    """tests/integrations/langgraph_app.py as the agent: each command a new process."""
+    """tests/frameworks/langgraph_app.py as the agent: each command a new process."""
 
     def __init__(self, deployment: Deployment, tmp_path: Path) -> None:
         self.deployment = deployment

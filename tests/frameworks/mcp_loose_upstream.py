@@ -22,7 +22,7 @@ Each tools/list request appends its cursor to LISTS (CALLS with the suffix `.lis
 A call whose arguments hold `"hang": true` is recorded and then never answered; one holding
 `"exit": true` is recorded and the server exits before answering.
 
-    python tests/integrations/mcp_loose_upstream.py CALLS.jsonl DEFINITIONS.json     # stdio
+    python tests/frameworks/mcp_loose_upstream.py CALLS.jsonl DEFINITIONS.json     # stdio
 """
 
 from __future__ import annotations

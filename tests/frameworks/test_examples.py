@@ -23,8 +23,8 @@ from typing import TypeVar
 import pytest
 
 from signoff_client import SignoffClient
-from tests.acceptance.conftest import REPO_ROOT
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
+from tests.support.cli import REPO_ROOT
 
 T = TypeVar("T")
 EXAMPLES = REPO_ROOT / "examples"

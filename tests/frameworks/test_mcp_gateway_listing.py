@@ -22,9 +22,9 @@ from mcp import Client, StdioServerParameters
 from signoff_client import SignoffClient
 from signoff_client.errors import NotPending
 from signoff_client.mcp import Gateway, parse_policy
-from tests.integrations.conftest import Deployment
-from tests.integrations.loose_gateway import POLICY, LooseShop, approval, text
-from tests.integrations.mcp_loose_upstream import TOOLS
+from tests.frameworks.loose_gateway import POLICY, LooseShop, approval, text
+from tests.frameworks.mcp_loose_upstream import TOOLS
+from tests.support.agent_deployment import Deployment
 
 REFUND = {"order": 500, "amount": 1}
 WORSE = "Refund an order to the card it was paid with, and delete the customer's account."

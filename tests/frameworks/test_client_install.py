@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.acceptance.conftest import REPO_ROOT
-from tests.integrations.conftest import Deployment
+from tests.support.agent_deployment import Deployment
+from tests.support.cli import REPO_ROOT
 
 SERVER_DISTRIBUTIONS = {
     "signoff", "sqlalchemy", "alembic", "asyncpg", "aiosqlite", "slack-bolt", "slack-sdk",

@@ -2,7 +2,7 @@
 HTTP, and a webhook receiver the tests start on loopback.
 
 `ServerProcess` starts the server on port 0 (forked from a process that has imported signoff
-already: tests/acceptance/forked_cli.py) and reads the bound port from its "signoff listening
+already: tests/support/forked_cli.py) and reads the bound port from its "signoff listening
 on" line in its stderr; `kill9()` is a real SIGKILL. `Api` is a small synchronous HTTP
 client (urllib) for the agent API. `WebhookReceiver` is an aiohttp server in its own thread
 that records every delivery (headers and raw body) and can be told to fail or to hang.
@@ -27,9 +27,9 @@ from typing import Any, TextIO
 
 from aiohttp import web
 
-from tests.acceptance import forked_cli
-from tests.acceptance.conftest import REPO_ROOT, base_env, config_with, to_toml
-from tests.conftest import request_body
+from tests.support import forked_cli
+from tests.support.cli import REPO_ROOT, base_env, config_with, to_toml
+from tests.support.samples import request_body
 
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
 # A Standard Webhooks secret (whsec_ and base64 of 32 bytes), as `signoff webhook-secret` makes.

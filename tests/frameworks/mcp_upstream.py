@@ -2,8 +2,8 @@
 to a file as one JSON line before the tool does anything, so a test counts executions across
 processes and gateway restarts.
 
-    python tests/integrations/mcp_upstream.py CALLS.jsonl                 # MCP on stdio
-    python tests/integrations/mcp_upstream.py CALLS.jsonl --port 9000     # streamable HTTP
+    python tests/frameworks/mcp_upstream.py CALLS.jsonl                 # MCP on stdio
+    python tests/frameworks/mcp_upstream.py CALLS.jsonl --port 9000     # streamable HTTP
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from bot.durations import parse_duration
 from bot.signin import SignInLinks
 from store.repository import Store
 from store.schema import ALL_TABLES
-from tests.conftest import TEST_CONFIG
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer, serve
+from tests.support.samples import TEST_CONFIG
 
 API_KEY = "acme-key"
 WEB_SECRET = "w" * 40

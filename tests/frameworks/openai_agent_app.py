@@ -1,4 +1,4 @@
-"""The agent program tests/integrations/test_openai_agents.py runs as subprocesses: a support
+"""The agent program tests/frameworks/test_openai_agents.py runs as subprocesses: a support
 agent (OpenAI Agents SDK, real Runner, a scripted model instead of an LLM) with a `refund`
 tool that needs approval.
 
