@@ -94,12 +94,15 @@ def fallback_text(card: Card) -> str:
     return escape(f"Approval {what}: {card.title}"[:300])
 
 
-def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
+Blocks = list[dict[str, Any]]
+
+
+def blocks(card: Card, url: str | None = None) -> Blocks:
     """The card's sections (bot/card_sections.py) as blocks; `url`, the approval's page on
     the web surface (when it is configured), becomes an "Open in browser" link below the hash,
     on every state of the card. The buttons, while it can be decided, come last, where a
     decided card shows its outcome."""
-    result: list[dict[str, Any]] = []
+    result: Blocks = []
     for section in card.sections:
         result += _SECTION[section.kind](card, section)
         if section.kind == Kind.HASH and url is not None:
@@ -131,9 +134,6 @@ def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
             }
         )
     return result
-
-
-Blocks = list[dict[str, Any]]
 
 
 def _title(card: Card, section: Section) -> Blocks:
