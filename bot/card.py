@@ -1,8 +1,8 @@
 """The Card: what a human is shown of an approval, before any surface renders it.
 
-Every surface (Slack, Telegram, the CLI) renders the same Card, so they show the same fields,
-the same hash and, once the request is decided, the same outcome in the same words; only the
-markup differs.
+Every surface (the CLI, Slack, Telegram, the web page) shows the same Card as the same
+sections (bot/card_sections.py), so they show the same fields, the same hash and, once the
+request is decided, the same outcome in the same words; only the markup differs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from bot import card_sections
 from bot.canonical import short_hash
+from bot.card_sections import Section, outcome_lines
 from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.model import State
@@ -62,11 +64,16 @@ class Card:
 
     @property
     def progress(self) -> str | None:
-        """ "1 of 2 approvals: Alice Ng" while a quorum is being gathered."""
+        """ "1 of 2 (Alice Ng)" while a quorum is being gathered (shown as "Approvals: ...")."""
         if self.required_approvals < 2 or self.state != "pending":
             return None
         names = ", ".join(self.approvals_so_far) or "none yet"
-        return f"{len(self.approvals_so_far)} of {self.required_approvals} approvals: {names}"
+        return f"{len(self.approvals_so_far)} of {self.required_approvals} ({names})"
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        """The card as every surface lays it out (bot/card_sections.py)."""
+        return card_sections.sections(self)
 
     @property
     def short_hash(self) -> str:
@@ -168,49 +175,5 @@ def confirms(directory: Directory, approval: Approval) -> bool:
         return False
 
 
-# -- the outcome a decided card shows ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    icon: str  # a key the surface maps to its own emoji: "approved", "rejected", ...
-    headline: str  # shown bold; may be empty
-    rest: str = ""
-
-
-def at(when: datetime | None) -> str:
-    return f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
-
-
-def outcome_lines(card: Card) -> list[Line]:
-    """What happened to the request, for a decided card: the human decision first, then what
-    the agent or the clock did after it, each naming who and when where the row records it."""
-    who = f" by {card.decided_by}" if card.decided_by else ""
-    state = State(card.state)
-    if state == State.REJECTED:
-        return [Line("rejected", "Rejected", f"{who}{at(card.decided_at)}")]
-    if state == State.CANCELLED and not card.approved:
-        return [Line("cancelled", "Cancelled", f"{who or ' by the agent'}{at(card.decided_at)}")]
-    if state == State.SUPERSEDED and not card.approved:
-        # Why is the note: the agent's reason, a newer request of the step, a policy change.
-        return [Line("superseded", "Superseded", " before it was decided")]
-    if state == State.EXPIRED and not card.approved:
-        return [Line("expired", "Expired", f" unanswered{at(card.expires_at)}")]
-    result = [Line("approved", "Approved", f"{who}{at(card.decided_at)}")]
-    later = {
-        State.EXECUTING: Line("executing", "", f"Execution started{at(card.claimed_at)}"),
-        State.EXECUTED: Line("approved", "Executed", at(card.executed_at)),
-        State.FAILED: Line("failed", "Execution failed", at(card.executed_at)),
-        State.OUTCOME_UNKNOWN: Line(
-            "unknown",
-            "Outcome unknown",
-            f": execution started{at(card.claimed_at)} and never reported back; a new request "
-            "asks whether to run it again",
-        ),
-        State.EXPIRED: Line("expired", "Expired", ": approved but never claimed in time"),
-        State.CANCELLED: Line("cancelled", "Withdrawn", " by the agent before it ran"),
-        State.SUPERSEDED: Line("superseded", "Superseded", " before it ran"),
-    }
-    if state in later:
-        result.append(later[state])
-    return result
+# outcome_lines moved to bot/card_sections.py; importers of it from here keep working.
+__all__ = ["Card", "card_for", "confirms", "outcome_lines"]

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from bot import card as cards
 from bot.card import Card
+from bot.card_sections import OPEN_IN_BROWSER, Kind, Line, Section, more
 from bot.model import State
 from bot.visible import visible
 
@@ -93,54 +94,22 @@ def fallback_text(card: Card) -> str:
     return escape(f"Approval {what}: {card.title}"[:300])
 
 
-def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
-    """The card's blocks; `url`, the approval's page on the web surface (when it is
-    configured), becomes an "Open in browser" link on every state of the card."""
-    result: list[dict[str, Any]] = [
-        {"type": "header", "text": _plain(card.title, 150)},
-        {
-            "type": "section",
-            "fields": [
-                _plain(f"Capability: {card.capability}"),
-                _plain(f"Tool: {card.tool_name}"),
-            ],
-        },
-    ]
-    if card.summary:
-        result.append({"type": "section", "text": _plain(card.summary)})
-    # Slack allows 50 blocks a message: show the first fields, say how many more there are.
-    fields = [_plain(f"{label}: {value}") for label, value in card.fields[:_MAX_FIELDS]]
-    for start in range(0, len(fields), 10):
-        result.append({"type": "section", "fields": fields[start : start + 10]})
-    if len(card.fields) > _MAX_FIELDS:
-        hidden = len(card.fields) - _MAX_FIELDS
-        result.append({"type": "context", "elements": [_plain(f"… and {hidden} more fields")]})
-    if card.arguments:
-        result.append({"type": "section", "text": _plain(_arguments(card))})
-    if card.reason:
-        result.append(
-            {
-                "type": "section",
-                "text": _plain(f"Reason (from the agent, unverified): {card.reason}"),
-            }
-        )
-    assigned = f"Assigned to {card.assignee}"
-    if card.assigned_note:
-        assigned += f" ({card.assigned_note})"
-    people = [_plain(f"Requested by {card.requested_by or 'unknown'}"), _plain(assigned)]
-    if card.progress:
-        people.append(_plain(card.progress))
-    if card.expires_in is not None:
-        people.append(
-            _plain(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
-        )
-    result.append({"type": "context", "elements": people})
-    result.append({"type": "context", "elements": [_mrkdwn(f"`{card.short_hash}`")]})
-    if url is not None:
-        # A link, not a URL button: Slack sends a button's click to the app, which would
-        # have to answer it; a link in mrkdwn just opens.
-        link = f"<{escape(url)}|Open in browser>"
-        result.append({"type": "context", "elements": [_mrkdwn(link)]})
+Blocks = list[dict[str, Any]]
+
+
+def blocks(card: Card, url: str | None = None) -> Blocks:
+    """The card's sections (bot/card_sections.py) as blocks; `url`, the approval's page on
+    the web surface (when it is configured), becomes an "Open in browser" link below the hash,
+    on every state of the card. The buttons, while it can be decided, come last, where a
+    decided card shows its outcome."""
+    result: Blocks = []
+    for section in card.sections:
+        result += _SECTION[section.kind](card, section)
+        if section.kind == Kind.HASH and url is not None:
+            # A link, not a URL button: Slack sends a button's click to the app, which would
+            # have to answer it; a link in mrkdwn just opens.
+            link = f"<{escape(url)}|{OPEN_IN_BROWSER}>"
+            result.append({"type": "context", "elements": [_mrkdwn(link)]})
     if card.state == State.PENDING and not card.overdue:
         result.append(
             {
@@ -164,10 +133,81 @@ def blocks(card: Card, url: str | None = None) -> list[dict[str, Any]]:
                 ],
             }
         )
-    elif card.state != State.PENDING:
-        result += _outcome(card)
     return result
 
+
+def _title(card: Card, section: Section) -> Blocks:
+    # The state shows as the buttons while pending, and as the outcome after.
+    return [{"type": "header", "text": _plain(section.text, 150)}]
+
+
+def _prose(card: Card, section: Section) -> Blocks:
+    return [{"type": "section", "text": _plain(section.text)}]
+
+
+def _what(card: Card, section: Section) -> Blocks:
+    return [{"type": "section", "fields": [_plain(item.line) for item in section.items]}]
+
+
+def _fields(card: Card, section: Section) -> Blocks:
+    """Ten to a section; Slack allows 50 blocks a message, so the first thirty, and how many
+    more there are."""
+    fields = [_plain(item.line) for item in section.items[:_MAX_FIELDS]]
+    out: Blocks = [
+        {"type": "section", "fields": fields[start : start + 10]}
+        for start in range(0, len(fields), 10)
+    ]
+    if len(section.items) > _MAX_FIELDS:
+        hidden = len(section.items) - _MAX_FIELDS
+        words, command = more(hidden, "field", card.approval_id)
+        out.append({"type": "context", "elements": [_plain(f"{words} `{command}`")]})
+    return out
+
+
+def _arguments(card: Card, section: Section, budget: int = 1900) -> Blocks:
+    """Every argument that fits in one section; if some do not, say how many are left out and
+    where to read them all."""
+    text = section.heading
+    for shown, item in enumerate(section.items):
+        line = f"\n{item.line}"
+        if len(text) + len(line) > budget:
+            words, command = more(len(section.items) - shown, "argument", card.approval_id)
+            text += f"\n{words} `{command}`"
+            break
+        text += line
+    return [{"type": "section", "text": _plain(text)}]
+
+
+def _reason(card: Card, section: Section) -> Blocks:
+    return [{"type": "section", "text": _plain(f"{section.heading}: {section.text}")}]
+
+
+def _people(card: Card, section: Section) -> Blocks:
+    return [{"type": "context", "elements": [_plain(item.line) for item in section.items]}]
+
+
+def _hash(card: Card, section: Section) -> Blocks:
+    return [{"type": "context", "elements": [_mrkdwn(f"`{section.text}`")]}]
+
+
+def _outcome(card: Card, section: Section) -> Blocks:
+    out: Blocks = [{"type": "section", "text": _mrkdwn("\n".join(_mrkdwn_lines(section.lines)))}]
+    if section.items:
+        out.append({"type": "context", "elements": [_plain(item.line) for item in section.items]})
+    return out
+
+
+_SECTION: dict[Kind, Callable[[Card, Section], Blocks]] = {
+    Kind.TITLE: _title,
+    Kind.SUMMARY: _prose,
+    Kind.WHAT: _what,
+    Kind.FIELDS: _fields,
+    Kind.ARGUMENTS: _arguments,
+    Kind.REASON: _reason,
+    Kind.PEOPLE: _people,
+    Kind.HASH: _hash,
+    Kind.OUTCOME: _outcome,
+}
 
 _ICONS = {
     "approved": ":white_check_mark:",
@@ -181,40 +221,15 @@ _ICONS = {
 }
 
 
-def outcome_lines(card: Card) -> list[str]:
-    """The outcome (bot.card.outcome_lines) in mrkdwn, escaped: names come from the config, but
-    nothing reaches mrkdwn unescaped."""
+def _mrkdwn_lines(lines: Iterable[Line]) -> list[str]:
+    """The outcome in mrkdwn, escaped: names come from the config, but nothing reaches mrkdwn
+    unescaped."""
     return [
         f"{_ICONS[line.icon]} "
         + (f"*{escape(line.headline)}*" if line.headline else "")
         + escape(line.rest)
-        for line in cards.outcome_lines(card)
+        for line in lines
     ]
-
-
-def _arguments(card: Card, budget: int = 1900) -> str:
-    """Every argument that fits; if some do not, say how many are left out and where to read
-    them all, so nobody approves arguments believing they saw them all."""
-    text = "Arguments"
-    for shown, (key, value) in enumerate(card.arguments):
-        line = f"\n{key} = {value}"
-        if len(text) + len(line) > budget:
-            hidden = len(card.arguments) - shown
-            return (
-                f"{text}\n… and {hidden} more argument{'s' if hidden > 1 else ''}; every one "
-                f"is in `signoff approvals show {card.approval_id}`"
-            )
-        text += line
-    return text
-
-
-def _outcome(card: Card) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {"type": "section", "text": _mrkdwn("\n".join(outcome_lines(card)))}
-    ]
-    if card.decision_note:
-        out.append({"type": "context", "elements": [_plain(f"Note: {card.decision_note}")]})
-    return out
 
 
 def _metadata(approval_id: str, shown_hash: str, channel_id: str) -> str:

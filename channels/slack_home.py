@@ -40,6 +40,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import inbox
 from bot.card import Card, card_for
+from bot.card_sections import OPEN_IN_BROWSER, progress
 from bot.delegations import Delegations
 from bot.routing import Directory
 from bot.visible import visible
@@ -288,11 +289,11 @@ def _item(
     if standing_in_for:
         facts.append(_plain(f"You decide for {standing_in_for}"))
     if card.progress:
-        facts.append(_plain(card.progress))
+        facts.append(_plain(progress(card).line))
     facts.append(_mrkdwn(f"`{card.short_hash}`"))
     if page is not None:
         url = slack_card.escape(page(card.approval_id))
-        facts.append(_mrkdwn(f"<{url}|Open in browser>"))
+        facts.append(_mrkdwn(f"<{url}|{OPEN_IN_BROWSER}>"))
     out: list[dict[str, Any]] = [
         {"type": "section", "text": _plain(card.title, 3000)},
         {"type": "context", "elements": facts},

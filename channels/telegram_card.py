@@ -17,7 +17,8 @@ from html import escape as _html_escape
 from typing import Literal
 
 from bot.canonical import short_hash
-from bot.card import Card, outcome_lines
+from bot.card import Card
+from bot.card_sections import OPEN_IN_BROWSER, Kind, Section, more
 from bot.model import State
 from bot.visible import visible
 
@@ -118,83 +119,94 @@ def confirm_prompt(shown_hash: str) -> str:
 
 
 def html(card: Card, url: str | None = None) -> str:
-    """The card as Telegram HTML (parse_mode="HTML"); the short hash is always the last line.
+    """The card's sections (bot/card_sections.py) as Telegram HTML (parse_mode="HTML"), the
+    short hash always the last line: a press on a card whose text does not end in it is not
+    adopted as that request's card (channels/telegram.py). The outcome thus comes before it,
+    and `url`, the approval's page on the web surface (when it is configured), becomes an
+    "Open in browser" link between them.
 
     Every free text has an allowance, so the whole stays inside Telegram's 4,096 characters
     (counted in UTF-16 units, as Telegram counts): an agent writing a 4,000-character summary
     must not keep its card from ever being sent, nor a long note keep it from being updated.
-    Whatever is cut says so ("…"); `signoff approvals show` prints everything. `url`, the
-    approval's page on the web surface (when it is configured), becomes an "Open in
-    browser" link above the hash."""
-    head = [f"<b>{escape(_clip(card.title, 256))}</b>"]
-    if card.summary:
-        head.append(escape(_clip(card.summary, _PROSE)))
-    head += [
-        "",
-        f"Capability: <code>{escape(_clip(card.capability, 256))}</code>",
-        f"Tool: <code>{escape(_clip(card.tool_name, 256))}</code>",
-    ]
+    Whatever is cut says so ("…"); `signoff approvals show` prints everything. The fields and
+    arguments have what the rest leaves."""
+    head: list[str] = []
+    details: list[Section] = []
     tail: list[str] = []
-    if card.reason:
-        reason = escape(_clip(card.reason, _PROSE))
-        tail += ["", f"Reason (from the agent, unverified): <i>{reason}</i>"]
-    tail += ["", f"Requested by {escape(_clip(card.requested_by or 'unknown', 200))}"]
-    assigned = f"Assigned to {card.assignee}"
-    if card.assigned_note:
-        assigned += f" ({card.assigned_note})"
-    tail.append(escape(assigned))
-    if card.progress:
-        tail.append(escape(card.progress))
-    if card.expires_in is not None:
-        tail.append(f"Expires in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
-    if card.state != State.PENDING:
-        tail.append("")
-        for line in outcome_lines(card):
-            bold = f"<b>{escape(line.headline)}</b>" if line.headline else ""
-            tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
-        if card.decision_note:
-            tail.append(f"Note: {escape(_clip(card.decision_note, _PROSE))}")
+    hash_line = ""
+    for section in card.sections:
+        kind = section.kind
+        if kind == Kind.TITLE:  # the state shows as the buttons, then as the outcome
+            head.append(f"<b>{escape(_clip(section.text, 256))}</b>")
+        elif kind == Kind.SUMMARY:
+            head.append(escape(_clip(section.text, _PROSE)))
+        elif kind == Kind.WHAT:
+            head.append("")
+            head += [
+                f"{escape(item.label)}{item.sep}<code>{escape(_clip(item.value, 256))}</code>"
+                for item in section.items
+            ]
+        elif kind in (Kind.FIELDS, Kind.ARGUMENTS):
+            details.append(section)
+        elif kind == Kind.REASON:
+            tail += ["", f"{escape(section.heading)}: <i>{escape(_clip(section.text, _PROSE))}</i>"]
+        elif kind == Kind.PEOPLE:
+            tail.append("")
+            tail += [
+                escape(f"{item.label}{item.sep}{_clip(item.value, 200)}") for item in section.items
+            ]
+        elif kind == Kind.HASH:
+            hash_line = f"<code>{escape(section.text)}</code>"
+        elif kind == Kind.OUTCOME:
+            tail.append("")
+            for line in section.lines:
+                bold = f"<b>{escape(line.headline)}</b>" if line.headline else ""
+                tail.append(f"{_ICONS[line.icon]} {bold}{escape(line.rest)}")
+            tail += [
+                escape(f"{item.label}{item.sep}{_clip(item.value, _PROSE)}")
+                for item in section.items
+            ]
     if url is not None:
         # A text link, not a URL button: Telegram refuses a whole message whose button URL
         # it dislikes (a host without a dot), but only drops a text link it dislikes.
-        tail += ["", f'<a href="{_html_escape(url, quote=True)}">Open in browser</a>']
-    tail += ["", f"<code>{card.short_hash}</code>"]
+        tail += ["", f'<a href="{_html_escape(url, quote=True)}">{OPEN_IN_BROWSER}</a>']
+    tail += ["", hash_line]
 
     budget = _TEXT_BUDGET - sum(_shown(line) + 1 for line in head + tail)
-    return "\n".join(head + _details(card, budget) + tail)
+    return "\n".join(head + _details(card, details, budget) + tail)
 
 
-def _details(card: Card, budget: int) -> list[str]:
+def _details(card: Card, sections: list[Section], budget: int) -> list[str]:
     """Fields, then arguments, as many as fit in `budget` characters of shown text; if some
     do not, say how many and where every one can be read, so nobody approves arguments
     believing they saw them all."""
     lines: list[str] = []
-    for shown, (label, value) in enumerate(card.fields):
-        line = escape(_clip(f"{label}: {value}", _LINE))
-        if _shown(line) + 1 > budget:
-            return [*lines, _more(card, len(card.fields) - shown, "field")]
-        budget -= _shown(line) + 1
-        lines.append(line)
-    if not card.arguments:
-        return lines
-    arguments: list[str] = []
-    budget -= len("Arguments:") + 2
-    for shown, (key, value) in enumerate(card.arguments):
-        line = escape(_clip(f"{key} = {value}", _LINE))
-        if _shown(line) + 1 > budget:
-            block = [f"<pre>{chr(10).join(arguments)}</pre>"] if arguments else []
-            hidden = _more(card, len(card.arguments) - shown, "argument")
-            return [*lines, "", "Arguments:", *block, hidden]
-        budget -= _shown(line) + 1
-        arguments.append(line)
-    return [*lines, "", "Arguments:", f"<pre>{chr(10).join(arguments)}</pre>"]
+    for section in sections:
+        if section.kind == Kind.FIELDS:
+            for shown, item in enumerate(section.items):
+                line = escape(_clip(item.line, _LINE))
+                if _shown(line) + 1 > budget:
+                    return [*lines, _more(card, len(section.items) - shown, "field")]
+                budget -= _shown(line) + 1
+                lines.append(line)
+            continue
+        arguments: list[str] = []
+        budget -= len(section.heading) + 3
+        for shown, item in enumerate(section.items):
+            line = escape(_clip(item.line, _LINE))
+            if _shown(line) + 1 > budget:
+                block = [f"<pre>{chr(10).join(arguments)}</pre>"] if arguments else []
+                hidden = _more(card, len(section.items) - shown, "argument")
+                return [*lines, "", f"{escape(section.heading)}:", *block, hidden]
+            budget -= _shown(line) + 1
+            arguments.append(line)
+        lines += ["", f"{escape(section.heading)}:", f"<pre>{chr(10).join(arguments)}</pre>"]
+    return lines
 
 
 def _more(card: Card, hidden: int, what: str) -> str:
-    return (
-        f"… and {hidden} more {what}{'s' if hidden > 1 else ''}; every one is in "
-        f"<code>signoff approvals show {card.approval_id}</code>"
-    )
+    words, command = more(hidden, what, card.approval_id)
+    return f"{escape(words)} <code>{escape(command)}</code>"
 
 
 _TAG = re.compile(r"<[^>]*>")

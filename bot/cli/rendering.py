@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bot import visible
+from bot.card_sections import Item, Kind
 from bot.clock import utc_iso
 
 if TYPE_CHECKING:
@@ -36,40 +37,34 @@ def emit_json(document: Any) -> None:
 
 
 def render_card(card: Card) -> str:
-    """The plain-text card: what a human reviews before deciding from the terminal."""
-    lines = [f"{safe(card.title)}", "=" * min(len(card.title), 72)]
-    if card.summary:
-        lines += [_block(card.summary), ""]
-    lines.append(f"capability  {card.capability}    tool  {safe(card.tool_name)}")
-    for label, value in card.fields:
-        lines.append(f"  {safe(label)}: {safe(value)}")
-    if card.arguments:
-        lines.append("arguments")
-        lines += [f"  {safe(key)} = {safe(value)}" for key, value in card.arguments]
-    if card.reason:
-        lines.append(f"reason (from the agent, unverified): {_block(card.reason)}")
-    lines.append(f"requested by  {safe(card.requested_by or 'unknown')}")
-    lines.append(f"assigned to   {card.assignee}")
-    if card.assigned_note:
-        lines.append(f"              ({safe(card.assigned_note)})")
-    lines.append(f"state         {card.state}")
-    if card.progress:
-        lines.append(f"votes         {card.progress}")
-    if card.expires_in is not None:
-        lines.append(f"expires       in {card.expires_in} ({card.expires_at:%Y-%m-%d %H:%M} UTC)")
-    elif card.overdue:
-        lines.append(
-            f"expired       at {card.expires_at:%Y-%m-%d %H:%M} UTC "
-            "(recorded as expired on the next decision attempt)"
-        )
-    if card.decided_by:
-        decided = f"{card.decided_by} at {card.decided_at:%Y-%m-%d %H:%M} UTC"
-        if card.decision_note:
-            decided += f": {_block(card.decision_note)}"
-        lines.append(f"decided by    {decided}")
-    lines.append(f"id            {card.approval_id}")
-    lines.append(f"hash          sha256:{card.hash}")
+    """The plain-text card: what a human reviews before deciding from the terminal. The
+    sections are bot/card_sections.py's; items stand in two columns, and every line of agent
+    text is one terminal line (continuations indented, so none can pose as a card line)."""
+    lines: list[str] = []
+    for section in card.sections:
+        kind = section.kind
+        if kind == Kind.TITLE:
+            lines += [safe(section.text), "=" * min(len(section.text), 72)]
+            lines += [_column(item) for item in section.items] + [""]
+        elif kind == Kind.SUMMARY:
+            lines += [_block(section.text), ""]
+        elif kind == Kind.FIELDS:
+            lines += [f"  {safe(item.line)}" for item in section.items]
+        elif kind == Kind.ARGUMENTS:
+            lines.append(section.heading)
+            lines += [f"  {safe(item.line)}" for item in section.items]
+        elif kind == Kind.REASON:
+            lines.append(f"{section.heading}: {_block(section.text)}")
+        elif kind == Kind.OUTCOME:
+            lines += [safe(line.headline + line.rest) for line in section.lines]
+            lines += [f"{item.label}{item.sep}{_block(item.value)}" for item in section.items]
+        else:  # what, people, hash: the facts a terminal shows in columns
+            lines += [_column(item) for item in section.items]
     return "\n".join(lines)
+
+
+def _column(item: Item) -> str:
+    return f"{item.label:<13} {safe(item.value)}"
 
 
 APPROVALS_HEADER = f"{'id':<36}  {'state':<15} {'capability':<24} {'assignee':<16} expires (UTC)"

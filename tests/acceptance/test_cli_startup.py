@@ -87,7 +87,7 @@ def test_list_and_show_print_the_approval_without_loading_the_server(
     shown, unneeded = run_counting_modules(tmp_path, env, "approvals", "show", created["id"])
     assert unneeded == []
     assert shown.startswith("Refund €120.00 to Zoë\n")
-    assert f"hash          sha256:{created['hash']}" in shown
+    assert f"Hash          sha256:{created['hash']}" in shown
 
     as_json, unneeded = run_counting_modules(
         tmp_path, env, "approvals", "show", created["id"], "--json"

@@ -274,7 +274,8 @@ async def test_a_huge_request_still_makes_a_card_slack_accepts(rig: SlackRig) ->
     for text in texts_in(blocks, "plain_text"):
         assert len(text) <= 2000
     assert all(len(b.get("fields", [])) <= 10 for b in blocks)
-    assert "… and 170 more fields" in texts_in(blocks, "plain_text")
+    more = f"… and 170 more fields; every one is in `signoff approvals show {record['id']}`"
+    assert more in texts_in(blocks, "plain_text")
 
 
 # -- what a human sees when things go wrong or happen later ----------------------------------

@@ -568,7 +568,7 @@ async def test_a_delegate_decides_from_the_card_in_their_chat_through_another_se
 async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: TelegramRig) -> None:
     record = await rig.create(capability="quorum.transfer")
     card = await rig.card_for(record["id"])
-    assert "0 of 2 approvals: none yet" in card["text"]
+    assert "Approvals: 0 of 2 (none yet)" in card["text"]
     assert await rig.click(ALICE, card) == 200
     answer = rig.tg.calls_to("answerCallbackQuery", ok=True)[-1]
     assert answer.args["text"] == (
@@ -577,7 +577,7 @@ async def test_a_vote_towards_a_quorum_is_not_called_an_approval(rig: TelegramRi
     assert (await rig.state(record["id"])).state == "pending"
     await rig.drain()
     shown = rig.tg.message(GROUP, card["message_id"])
-    assert shown is not None and "1 of 2 approvals: Alice Ng" in shown["text"]
+    assert shown is not None and "Approvals: 1 of 2 (Alice Ng)" in shown["text"]
     assert buttons_in(shown)  # still open for the second approval
     assert await rig.reply(BOB, shown, "yes") == 200
     assert rig.tg.calls_to("sendMessage", ok=True)[-1].args["text"] == "Approved."

@@ -575,7 +575,7 @@ async def test_a_quorum_vote_says_it_is_recorded_and_shows_progress(rig: Rig) ->
     assert shown.doc.find(role="status").text == (
         "Your approval is recorded: 1 of 2; the request waits for the rest."
     )
-    assert "1 of 2 approvals: Alice Ng" in shown.card(record["id"]).text
+    assert "Approvals 1 of 2 (Alice Ng)" in shown.card(record["id"]).text
     assert shown.forms() == ["delegate"]  # one vote per person
     assert "Your vote is recorded" in shown.doc.find(classes="why-not").text
     again = await alice.post(

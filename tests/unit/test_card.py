@@ -116,7 +116,7 @@ def test_pending_card_past_its_ttl_is_overdue_not_counting_down(directory: Direc
     approval = _approval()
     card = Card.from_approval(approval, approval.expires_at + timedelta(seconds=1))
     assert (card.expires_in, card.overdue) == (None, True)
-    assert "expired       at" in render_card(card)
+    assert "Time ran out  at 2026-03-05 09:00 UTC; it can no longer be decided" in render_card(card)
     assert not Card.from_approval(approval, NOW).overdue
 
 
@@ -265,7 +265,10 @@ def test_render_card_escapes_terminal_control_characters(directory: Directory) -
     assert _shown_escaped("\r", "_evil", text)  # argument value
     # reason: a carriage return may become a continuation line, never the start of one.
     assert "reason: approved by CFO" in text
-    assert not any(line.startswith("reason: approved") for line in text.splitlines())
+    assert not any(line.lower().startswith("reason: approved") for line in text.splitlines())
+    assert [line[:6] for line in text.splitlines() if line.lower().startswith("reason")] == [
+        "Reason"
+    ]
     assert _shown_escaped("\x1b", "[1m", text)  # requested_by
 
 
@@ -284,8 +287,8 @@ def test_agent_text_cannot_forge_card_lines(directory: Directory) -> None:
         reason=f"fine\n{fake}\nstate         approved",
     )
     text = render_card(Card.from_approval(approval, NOW, directory))
-    card_lines = [line for line in text.splitlines() if line.startswith(("hash ", "state "))]
-    assert card_lines == ["state         pending", f"hash          sha256:{HASH}"]
+    card_lines = [line for line in text.splitlines() if line.startswith(("Hash ", "State "))]
+    assert card_lines == ["State         pending", f"Hash          sha256:{HASH}"]
 
 
 @pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u200f"])
@@ -302,7 +305,7 @@ def test_render_card_shows_full_hash_and_labels_the_reason(directory: Directory)
     lines = text.splitlines()
     assert f"sha256:{HASH}" in text
     assert any(
-        line.startswith("reason (from the agent") and "refunds over €100 need approval" in line
+        line.startswith("Reason (from the agent") and "refunds over €100 need approval" in line
         for line in lines
     )
     assert "unverified" in text
@@ -324,9 +327,14 @@ def test_render_card_shows_what_will_run(directory: Directory) -> None:
 
 
 def test_render_card_of_a_decision_shows_who_and_when(directory: Directory) -> None:
-    text = render_card(Card.from_approval(_decided(), NOW, directory))
-    assert "Alice Ng (alice) at 2026-03-02 14:07 UTC: checked the ledger" in text
-    assert "expires" not in text
+    lines = render_card(Card.from_approval(_decided(), NOW, directory)).splitlines()
+    assert lines[-2:] == [
+        "Approved by Alice Ng (alice) at 2026-03-02 14:07 UTC",
+        "Note: checked the ledger",
+    ]
+    assert "State         approved" in lines
+    assert "Deadline      2026-03-05 09:00 UTC" in lines  # no countdown
+    assert not any(line.startswith("Expires") for line in lines)
 
 
 def test_json_output_keeps_values_but_never_raw_terminal_controls(

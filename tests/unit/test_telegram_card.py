@@ -188,9 +188,9 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         assigned_note="escalated to Carol Diaz after 24 h without a decision",
     )
     card = Card.from_approval(approval, NOW, directory, votes=("alice",))
-    assert card.progress == "1 of 2 approvals: Alice Ng"
+    assert card.progress == "1 of 2 (Alice Ng)"
     text = _parsed(telegram_card.html(card)).text
-    assert "1 of 2 approvals: Alice Ng" in text
+    assert "Approvals: 1 of 2 (Alice Ng)" in text
     assert (
         "Assigned to Carol Diaz (carol) (escalated to Carol Diaz after 24 h without a decision)"
         in text
