@@ -20,8 +20,8 @@ from bot.config import parse_config
 from bot.routing import Directory
 from bot.visible import one_line
 from channels import slack_card, telegram_card
-from tests.conftest import RECORD_NOW as NOW
-from tests.conftest import TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_NOW as NOW
+from tests.support.samples import TEST_CONFIG, approval_record
 from tests.support.slack_rig import texts_in
 
 INJECTION = '<b>bold</b> <a href="https://evil.example">x</a> &amp; <script>alert(1)</script>'
