@@ -14,7 +14,7 @@ from typing import Any
 
 from bot import card_sections
 from bot.canonical import short_hash
-from bot.card_sections import Section, outcome_lines
+from bot.card_sections import Section
 from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.model import State
@@ -173,7 +173,3 @@ def confirms(directory: Directory, approval: Approval) -> bool:
         return directory.route_for(approval.tenant, approval.capability).confirm
     except NoRoute:  # the route was removed from the config since the request came
         return False
-
-
-# outcome_lines moved to bot/card_sections.py; importers of it from here keep working.
-__all__ = ["Card", "card_for", "confirms", "outcome_lines"]

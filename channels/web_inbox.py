@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from bot import inbox
-from bot.card import Card, card_for, outcome_lines
+from bot.card import Card, card_for
 from bot.errors import (
     InvalidRequest,
     NotFound,
@@ -76,13 +76,6 @@ async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
 class InboxItem:
     card: Card
     standing_in_for: str | None  # the name of whom they decide for as a delegate, if so
-
-
-@dataclass(frozen=True, slots=True)
-class Argument:
-    key: str
-    value: str
-    size: int  # characters of the value as shown, so a long one is known to be long
 
 
 class InboxPages:
@@ -192,8 +185,6 @@ class InboxPages:
             why_not = "Your vote is recorded; the request waits for the other approvals it needs."
         context: dict[str, Any] = {
             "card": card,
-            "arguments": [Argument(k, v, len(v)) for k, v in card.arguments],
-            "outcome": outcome_lines(card) if card.state != State.PENDING else [],
             "delegates": [self.channel.delegations.describe(d) for d in standing_in],
             "allowed": allowed,
             "why_not": why_not,
