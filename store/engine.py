@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,12 @@ class WriterLock:
     waits on busy_timeout, as before.
 
     Taking it costs no thread hop when it is free; a process finding it held waits in a
-    thread, and if its task is cancelled meanwhile, releases it as soon as it gets it."""
+    thread, and if its task is cancelled meanwhile, releases it as soon as it gets it.
+
+    The last process to close removes the file, as SQLite removes its -wal and -shm files, so
+    a clean stop leaves only the database. Whoever holds the lock checks that the file it
+    locked is still the one at the path; if a closing process removed it meanwhile, it takes
+    the lock again on the file now there, so every process still queues on one lock."""
 
     def __init__(self, database_path: str) -> None:
         self.path = f"{database_path}-writer"
@@ -282,31 +287,56 @@ class WriterLock:
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
-        fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            taking = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+        while True:
+            fd = self._open()
             try:
-                await asyncio.shield(taking)
-            except asyncio.CancelledError:
-                taking.add_done_callback(
-                    lambda f: f.cancelled() or f.exception() or self._release()
-                )
-                raise
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                taking = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+                try:
+                    await asyncio.shield(taking)
+                except asyncio.CancelledError:
+                    taking.add_done_callback(
+                        lambda f: f.cancelled() or f.exception() or self._release()
+                    )
+                    raise
+            if self._locked_file_is_current(fd):
+                break
+            # Removed by a process that closed while this one waited: queue on the new file.
+            self.close()
         try:
             yield
         finally:
             self._release()
+
+    def _locked_file_is_current(self, fd: int) -> bool:
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
 
     def _release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Stop using the lock; remove its file unless another process is writing now (a
+        process that waits for it, or takes it later, moves to a new file: see `held`)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another process holds it and will find the file where it left it
+        else:
+            if self._locked_file_is_current(fd):
+                with suppress(FileNotFoundError):
+                    os.unlink(self.path)
+        finally:
+            os.close(fd)  # releases the flock
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

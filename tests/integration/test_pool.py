@@ -5,7 +5,8 @@
   PostgreSQL one a server backend), and every request still completes.
 - SQLite writers of several processes (`serve --workers`) queue on a lock beside the file:
   a write waits while another process holds it and goes ahead when it is released, and a
-  write cancelled while waiting leaves it free.
+  write cancelled while waiting leaves it free. The last store to close removes the lock
+  file, and one still open moves to the file the others then use.
 - A pooled PostgreSQL connection that died while idle (server restart, a proxy's idle
   timeout; played here by pg_terminate_backend) is noticed when it is next handed out, and
   the request gets a fresh connection instead of an error.
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 from asyncio.subprocess import PIPE
@@ -143,3 +145,49 @@ async def test_sqlite_writes_queue_behind_another_process_and_a_cancelled_wait_f
     probe = await asyncio.create_subprocess_exec(sys.executable, "-c", _PROBE, lock)
     assert await probe.wait() == 0
     await store.close()
+
+
+async def test_the_last_sqlite_store_to_close_removes_the_writer_lock_and_the_others_follow(
+    tmp_path: Path, sqlite_template: Path, directory, clock
+) -> None:
+    path = tmp_path / "signoff.db"
+    shutil.copy(sqlite_template, path)
+    lock = f"{path}-writer"
+    url = f"sqlite+aiosqlite:///{path}"
+    first, second = Store.from_url(url), Store.from_url(url)
+
+    async def create(store: Store, run_id: str) -> None:
+        request = validate_request(request_body(run_id=run_id))
+        await create_request(store, directory, clock, "acme", request)
+
+    await create(first, "run-1")
+    await create(second, "run-2")
+    # A clean stop leaves no lock file beside the database, though `second` still has it open.
+    await first.close()
+    assert "signoff.db-writer" not in _files(tmp_path)
+    # `second` writes on: it takes the lock on a new file, the one other processes now use.
+    await create(second, "run-3")
+    assert "signoff.db-writer" in _files(tmp_path)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, lock, stdin=PIPE, stdout=PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert (await holder.stdout.readline()).strip() == b"held"
+        waiting = asyncio.create_task(create(second, "run-4"))
+        await asyncio.sleep(0.3)
+        assert not waiting.done(), "a write went ahead on a lock file nobody else queues on"
+        holder.stdin.write(b"\n")
+        await holder.stdin.drain()
+        assert await asyncio.wait_for(holder.wait(), 10) == 0
+        await asyncio.wait_for(waiting, 10)
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
+    await second.close()
+    assert _files(tmp_path) == ["signoff.db"]
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
