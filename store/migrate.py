@@ -121,6 +121,21 @@ async def _recorded_revisions(engine: AsyncEngine) -> list[str] | None:
         return None
 
 
+async def ready_to_use(engine: AsyncEngine) -> tuple[str | None, str] | None:
+    """What a process does before it uses the database. The embedded default (SQLite) is
+    brought to head in place, as `signoff db upgrade` would, so a new file just works; a
+    shared PostgreSQL database is upgraded deliberately, and one behind is refused
+    (`ensure_current`). Returns (revision before, revision after) when it upgraded."""
+    try:
+        await ensure_current(engine)
+    except SchemaOutOfDate:
+        if engine.dialect.name != "sqlite":
+            raise
+        before, after = await upgrade(engine)
+        return (before, after) if before != after else None
+    return None
+
+
 async def ensure_current(engine: AsyncEngine) -> None:
     """Refuse to work on a schema that is missing or behind this version of signoff."""
     # The usual case, settled without loading Alembic; anything else gets Alembic's reading.

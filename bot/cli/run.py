@@ -26,13 +26,16 @@ if TYPE_CHECKING:
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
     from bot.clock import SystemClock
-    from store.migrate import ensure_current
+    from store.migrate import ready_to_use
     from store.repository import Store
 
     store = Store.from_url(config.database_url)
     try:
-        if getattr(args, "check_schema", True):
-            await ensure_current(store.engine)
+        if getattr(args, "check_schema", True) and (upgraded := await ready_to_use(store.engine)):
+            # On stderr: stdout stays the command's own answer (`--json` included).
+            before, after = upgraded
+            said = f"signoff: upgraded the database schema from {before or 'empty'} to {after}"
+            print(said, file=sys.stderr)
         ctx = Context(config, store, config.directory(), SystemClock())
         handler: Handler = args.handler
         return await handler(ctx, args)

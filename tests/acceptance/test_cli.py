@@ -114,30 +114,37 @@ def test_db_upgrade_on_an_empty_postgresql_database(tmp_path: Path, pg_empty_url
     assert listed.json() == {"approvals": []}
 
 
-def test_commands_refuse_a_database_never_upgraded(tmp_path: Path) -> None:
+def test_commands_on_a_new_sqlite_file_upgrade_it_as_serve_does(tmp_path: Path) -> None:
     some_id = "00000000-0000-4000-8000-000000000000"
     commands = {
-        "list": ["approvals", "list"],
-        "show": ["approvals", "show", some_id],
-        "request": ["approvals", "request", "--tenant", "acme", "--file", "req.json"],
-        "approve": ["approvals", "approve", some_id, "--hash", "a" * 64, "--as", "alice"],
-        "verify": ["audit", "verify"],
+        "list": (["approvals", "list"], 0),
+        "show": (["approvals", "show", some_id], 1),
+        "request": (["approvals", "request", "--tenant", "acme", "--file", "req.json"], 0),
+        "approve": (["approvals", "approve", some_id, "--hash", "a" * 64, "--as", "alice"], 1),
+        "verify": (["audit", "verify"], 0),
     }
-    # One never-upgraded database per command, so each refusal is judged on its own.
+    # A new file per command (each command the first to open it), as a new user's first
+    # command would meet the embedded default.
     deployments = {
         name: deployment(tmp_path / name, sqlite_url(tmp_path / name / "s.db"), None)
         for name in commands
     }
     for d in deployments.values():
         d.request_file()
-    results = run_together([(deployments[name].cli, args) for name, args in commands.items()])
-    for name, result in zip(commands, results, strict=True):
-        assert_refused(result, "signoff db upgrade")
-        db = tmp_path / name / "s.db"
-        if db.exists():  # refusing must not have created a half schema either
-            with closing(sqlite3.connect(db)) as conn:
-                tables = conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                assert tables.fetchall() == [], name
+    jobs = [(deployments[name].cli, args) for name, (args, _) in commands.items()]
+    upgraded = f"signoff: upgraded the database schema from empty to {head_revision()}"
+    for name, result in zip(commands, run_together(jobs), strict=True):
+        assert result.returncode == commands[name][1], str(result)
+        assert upgraded in result.stderr, name
+        assert "db upgrade" not in result.stderr, name
+        with closing(sqlite3.connect(tmp_path / name / "s.db")) as conn:
+            versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        assert versions == [(head_revision(),)], name
+    assert "no approvals" in run_together(jobs[:1])[0].stdout
+    # Once is enough: the next command on the same file says nothing about the schema.
+    again = deployments["request"].cli.run("approvals", "list")
+    assert again.returncode == 0 and again.stderr == "", str(again)
+    assert again.stdout.count("payments.refund") == 1
 
 
 def test_decisions_from_the_cli(sqlite_db: Deployment) -> None:
