@@ -112,8 +112,9 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
 
 def _interruption(row: Approval, route: Route | None) -> Draft:
     original = row.presentation if isinstance(row.presentation, dict) else {}
-    started = utc_iso(row.claimed_at) if row.claimed_at else "unknown"
-    lease = utc_iso(row.lease_until) if row.lease_until else "unknown"
+    # As every card shows a time; the record keeps the exact instants (claimed_at, lease_until).
+    started = f"{row.claimed_at:%Y-%m-%d %H:%M} UTC" if row.claimed_at else "unknown"
+    lease = f"{row.lease_until:%Y-%m-%d %H:%M} UTC" if row.lease_until else "unknown"
     title = str(original.get("title") or row.capability)
     fields = [f for f in original.get("fields") or [] if isinstance(f, dict)]
     if row.kind == Kind.INTERRUPTED_SIDE_EFFECT:

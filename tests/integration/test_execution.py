@@ -83,6 +83,14 @@ async def test_lease_lapse_is_outcome_unknown_and_raises_an_interrupted_side_eff
     assert follow_up.approvers == approval.approvers
     assert follow_up.hash == recompute_hash(follow_up) != approval.hash
     assert "outcome was never reported" in follow_up.presentation["summary"]
+    # Times as every card shows them, not the record's microseconds.
+    assert original.claimed_at is not None and original.lease_until is not None
+    started = f"{original.claimed_at:%Y-%m-%d %H:%M} UTC"
+    assert f"started at {started}" in follow_up.presentation["summary"]
+    assert f"lapsed at {original.lease_until:%Y-%m-%d %H:%M} UTC." in (
+        follow_up.presentation["summary"]
+    )
+    assert {"label": "Started", "value": started} in follow_up.presentation["fields"]
     assert follow_up.presentation["fields"][0] == {
         "label": "Original approval",
         "value": approval.id,
