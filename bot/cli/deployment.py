@@ -33,7 +33,7 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     """Every check `serve` makes when it starts, through the very functions it calls: a
     refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
     from bot.api import tenant_keys
-    from bot.app import check_config, prepare_schema
+    from bot.server import check_config, prepare_schema
     from store.repository import Store
 
     logs.setup("text", logging.WARNING)

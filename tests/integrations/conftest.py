@@ -67,9 +67,7 @@ class Deployment:
         assert result.returncode == 0, str(result)
         return result
 
-    def reject(
-        self, approval_id: str, shown_hash: str, reason: str, who: str = "alice"
-    ) -> Result:
+    def reject(self, approval_id: str, shown_hash: str, reason: str, who: str = "alice") -> Result:
         result = self.cli(
             "approvals", "reject", approval_id, "--hash", shown_hash, "--as", who,
             "--note", reason,
