@@ -366,15 +366,16 @@ class Config(Strict):
         return data
 
 
-_models: dict[tuple[int, ...], type[Config]] = {}
+# By the registered surfaces themselves (equal only to themselves), so a model is never
+# reused for surfaces it was not built for.
+_models: dict[tuple[surfaces.Surface, ...], type[Config]] = {}
 
 
 def config_model() -> type[Config]:
     """The model of a config file: `Config`, a `[name]` table per registered surface, and
     in each principal's table a `name` key per surface with accounts (bot.surfaces)."""
     registered = surfaces.registered()
-    cache = tuple(id(s) for s in registered)
-    model = _models.get(cache)
+    model = _models.get(registered)
     if model is None:
         for s in registered:
             if s.name in Config.model_fields or s.name in PrincipalConfig.model_fields:
@@ -390,7 +391,7 @@ def config_model() -> type[Config]:
             principals=(dict[Name, principal], {}),  # type: ignore[valid-type]
             **{s.name: (Optional[s.config], None) for s in registered},  # noqa: UP045
         )
-        _models[cache] = model
+        _models[registered] = model
     return model
 
 

@@ -65,9 +65,9 @@ class Services:
     channel: Callable[[str], Channel | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Surface:
-    """One surface's declaration (see the module docstring)."""
+    """One surface's declaration (see the module docstring); equal only to itself."""
 
     name: str
     # The pydantic model of its `[name]` table: present in the config means served.
