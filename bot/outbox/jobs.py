@@ -24,7 +24,7 @@ from store.repository import Tx
 
 
 class JobKind(StrEnum):
-    """What an outbox job does; the runner dispatches on it (bot.app.outbox_handlers)."""
+    """What an outbox job does; the runner dispatches on it (bot.bootstrap.outbox_handlers)."""
 
     WEBHOOK = "webhook"  # the decision webhook to the agent side
     POST_CARD = "post_card"  # a new request's card, to one target
