@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; factories hand them in
     from bot.clock import Clock
+    from bot.config import Config
     from bot.delegations import Delegations
     from bot.inbound import Inbound
     from bot.operator import Operator
@@ -86,6 +87,9 @@ class Surface:
     # Refuses (ConfigError) or warns about its credentials before anything touches the
     # database; called for every registered surface, its table None when not configured.
     check: Callable[[Any, StartupCheck], None] = lambda _table, _options: None
+    # What `signoff config check` asks the platform besides (warnings in the log); called
+    # only when the surface's table is configured.
+    probe: Callable[[Any, Config], Awaitable[None]] | None = None
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

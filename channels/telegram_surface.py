@@ -8,18 +8,21 @@ loaded by the factory and the check, which run only when `[telegram]` is configu
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from bot.config import EnvVar, Strict
-from bot.errors import ConfigError
+from bot.config import Config, EnvVar, Strict
+from bot.errors import ConfigError, SignoffError
 from bot.surfaces import Services, StartupCheck, Surface
 from bot.validation import HttpUrl
 from store.engine import normalize_url
 
 if TYPE_CHECKING:
     from channels.base import Channel
+
+log = logging.getLogger("signoff.cli")
 
 # Accounts Telegram puts in `from` when nobody in particular sent a message: an anonymous group
 # admin (GroupAnonymousBot), a post forwarded from a linked channel (Telegram), a message sent
@@ -62,6 +65,36 @@ def _build(services: Services) -> Channel:
     )
 
 
+async def _stale_chats(table: TelegramConfig, config: Config) -> None:
+    """Warn about a `telegram:CHAT_ID` notify target whose group Telegram has upgraded to a
+    supergroup (asking Telegram; serve only finds out when a card is refused)."""
+    from channels.telegram_setup import migrated_chats  # only Telegram deployments load PTB
+
+    chats = sorted(
+        {
+            int(target.chat)
+            for route in config.directory().routes
+            for target in route.notify
+            if target.surface == "telegram" and target.chat.lstrip("-").isdigit()
+        }
+    )
+    if not chats:
+        return
+    try:
+        moved = await migrated_chats(table, chats)
+    except SignoffError as exc:
+        log.warning("could not ask Telegram about the configured chats: %s", exc.message)
+        return
+    for old, new in moved.items():
+        log.warning(
+            "notify target telegram:%s is stale: that group became the supergroup %s; cards "
+            "follow it, but write telegram:%s in the config",
+            old,
+            new,
+            new,
+        )
+
+
 def _check(table: TelegramConfig | None, options: StartupCheck) -> None:
     if options.polling:
         if table is None:
@@ -93,4 +126,5 @@ SURFACE = Surface(
     account=Annotated[int, Field(gt=0)],
     refuse_account=_service_account,
     check=_check,
+    probe=_stale_chats,
 )
