@@ -298,7 +298,7 @@ class Config(Strict):
 
     def surface_table(self, name: str) -> BaseModel | None:
         """The `[name]` table of a registered surface; None when the config has none."""
-        table = getattr(self, name, None)
+        table = getattr(self, name, None) if surfaces.find(name) is not None else None
         return table if isinstance(table, BaseModel) else None
 
     @property
