@@ -39,9 +39,28 @@ from bot.surfaces import StartupCheck, Surface
 from bot.target import Target
 from channels.base import Channel, MessageRef
 from store.repository import Store
-from tests.conftest import TEST_CONFIG, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# A deployment of its own (no shared sample): its words are what these tests check.
+CONFIG: dict[str, Any] = {
+    "tenants": [{"name": "acme"}],
+    "principals": {
+        "alice": {"name": "Alice Ng", "slack": "U0ALICE", "telegram": 111},
+        "bob": {"name": "Bob Stone", "slack": "U0BOB"},
+        "carol": {"name": "Carol Diaz"},
+        "sam": {"name": "Sam Requester"},
+    },
+    "groups": {"finance": {"members": ["alice", "bob", "sam"]}},
+    "routes": [{"tenant": "acme", "capability": "payments.*", "approvers": ["group:finance"]}],
+}
+REFUND = {
+    "run_id": "run-1",
+    "capability": "payments.refund",
+    "tool": {"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "amount": 12000}},
+    "presentation": {"title": "Refund €120.00"},
+    "requested_by": "sam",
+}
 
 TODAYS_FORMS = (
     "slack:CHANNEL, slack:dm, telegram:CHAT_ID, telegram:CHAT_ID/TOPIC_ID, telegram:dm or web"
@@ -125,7 +144,7 @@ def _error(data: dict[str, Any]) -> str:
 
 
 def _email_config(**principal_accounts: str) -> dict[str, Any]:
-    data = copy.deepcopy(TEST_CONFIG)
+    data = copy.deepcopy(CONFIG)
     data["email"] = {"sender": "approvals@example.com"}
     for key, address in principal_accounts.items():
         data["principals"][key]["email"] = address
@@ -137,7 +156,7 @@ def _email_config(**principal_accounts: str) -> dict[str, Any]:
 
 
 def test_a_target_on_an_unregistered_surface_is_refused_naming_every_valid_form() -> None:
-    data = copy.deepcopy(TEST_CONFIG)
+    data = copy.deepcopy(CONFIG)
     data["routes"][0]["notify"] = ["slack:dm", "email:x"]
     assert _error(data) == f"config: routes.0: notify target 'email:x': expected {TODAYS_FORMS}"
 
@@ -152,13 +171,13 @@ def test_the_built_in_surfaces_are_slack_telegram_and_web() -> None:
     "target", ["web:inbox", "slack:", "slack", "telegram:dm/1", "slack:c0lower", "Web"]
 )
 def test_a_malformed_target_on_a_known_surface_is_refused(target: str) -> None:
-    data = copy.deepcopy(TEST_CONFIG)
+    data = copy.deepcopy(CONFIG)
     data["routes"][0]["notify"] = [target]
     assert f"notify target {target!r}: expected {TODAYS_FORMS}" in _error(data)
 
 
 def test_a_principal_may_not_have_an_account_on_a_surface_without_accounts() -> None:
-    data = copy.deepcopy(TEST_CONFIG)
+    data = copy.deepcopy(CONFIG)
     data["principals"]["alice"]["web"] = "alice"
     assert _error(data) == "config: principals.alice.web: unknown key"
 
@@ -209,8 +228,8 @@ def test_a_registered_surface_validates_and_refuses_accounts_as_it_declares(
 
 
 def test_without_the_registration_its_table_and_accounts_are_unknown_keys() -> None:
-    assert _error({**copy.deepcopy(TEST_CONFIG), "email": {}}) == "config: email: unknown key"
-    data = copy.deepcopy(TEST_CONFIG)
+    assert _error({**copy.deepcopy(CONFIG), "email": {}}) == "config: email: unknown key"
+    data = copy.deepcopy(CONFIG)
     data["principals"]["alice"]["email"] = "alice@example.com"
     assert _error(data) == "config: principals.alice.email: unknown key"
 
@@ -231,9 +250,7 @@ async def test_a_registered_surface_gets_its_channel_and_its_cards(
     assert isinstance(channel, FakeEmail) and isinstance(channel, Channel)
     assert list(core.channels) == ["email"]  # no other surface has a table here
 
-    created = await create_request(
-        store, core.directory, clock, "acme", validate_request(request_body())
-    )
+    created = await create_request(store, core.directory, clock, "acme", validate_request(REFUND))
     approval = created.approval
     runner = core.outbox_runner(core.handlers(kinds=[JobKind.POST_CARD]))
     while await runner.run_once():
@@ -271,7 +288,7 @@ def test_a_surface_may_not_be_registered_twice_nor_shadow_a_config_key() -> None
             pass
     with surfaces.registering(Surface("routes", EmailConfig, FakeEmail, ("routes",))):
         with pytest.raises(ValueError, match="shadow"):
-            parse_config(copy.deepcopy(TEST_CONFIG))
+            parse_config(copy.deepcopy(CONFIG))
 
 
 # -- the core names no surface ------------------------------------------------------------------
