@@ -28,12 +28,13 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import postgres_database, report_decisions, run_open_loop
-from bot.app import CHANNELS, build_app, outbox_handlers
+from bot.app import build_app
+from bot.bootstrap import bootstrap
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
 from bot.outbox.jobs import JobKind
-from bot.outbox.runner import OutboxRunner, OutboxSettings
+from bot.outbox.runner import OutboxSettings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
@@ -80,18 +81,16 @@ async def bench(url: str, rate: float, seconds: float) -> None:
     clock = SystemClock()
     async with FakeTelegram(TOKEN) as tg:
         cfg = parse_config(config(tg.base_url))
-        directory = cfg.directory()
+        core = bootstrap(cfg, store, clock=clock)
         for i in range(n):
-            await create_request(store, directory, clock, "acme", validate_request(body(i)))
-        app = build_app(cfg, store, background=False)
+            await create_request(store, core.directory, clock, "acme", validate_request(body(i)))
+        app = build_app(cfg, store, background=False, core=core)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         # Post every card first (the press must name a recorded card message).
-        handlers = outbox_handlers(
-            store, directory, clock, app[CHANNELS], kinds=[JobKind.POST_CARD]
-        )
-        posting = OutboxRunner(store, handlers, clock, OutboxSettings(batch=100, concurrency=16))
+        handlers = core.handlers(kinds=[JobKind.POST_CARD])
+        posting = core.outbox_runner(handlers, OutboxSettings(batch=100, concurrency=16))
         while await posting.run_once():
             pass
         messages = tg.messages_in(GROUP)

@@ -16,7 +16,7 @@ import types
 import typing
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -26,10 +26,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
+    create_model,
     model_validator,
 )
 
+from bot import surfaces
 from bot.durations import parse_duration
 from bot.errors import ConfigError
 from bot.model import MAX_LEASE
@@ -44,16 +45,6 @@ _NAME = r"^[a-z0-9][a-z0-9_.-]*$"
 # Names end up in fixed-width columns (tenant, decided_by, assignee = "group:" + name).
 Name = Annotated[str, Field(pattern=_NAME, max_length=120)]
 _ENV_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_NOTIFY = re.compile(r"^(slack:(dm|[A-Z0-9]+)|telegram:(dm|-?\d+|-100\d+/\d+)|web)$")
-# Accounts Telegram puts in `from` when nobody in particular sent a message: an anonymous group
-# admin (GroupAnonymousBot), a post forwarded from a linked channel (Telegram), a message sent
-# on behalf of a channel (Channel_Bot). Linking one to a principal would let everyone it
-# stands for decide as that principal.
-TELEGRAM_SERVICE_ACCOUNTS = {
-    1087968824: "GroupAnonymousBot",
-    777000: "Telegram",
-    136817688: "Channel_Bot",
-}
 
 
 def _listen(value: str) -> str:
@@ -68,7 +59,9 @@ EnvVar = Annotated[str, Field(pattern=_ENV_VAR)]
 SecretRotation = Annotated[list[EnvVar], Field(min_length=1, max_length=2)]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """A config table. Surfaces build theirs on it (bot.surfaces)."""
+
     # strict: TOML is typed, so "yes" for a boolean or "2" for a number is a mistake to report.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -95,7 +88,7 @@ def _at_most_a_day(value: str) -> str:
     return value
 
 
-class ServerConfig(_Strict):
+class ServerConfig(Strict):
     listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8700"
     public_url: HttpUrl = "http://127.0.0.1:8700"
     # Largest request body the API reads (413 beyond it).
@@ -104,7 +97,7 @@ class ServerConfig(_Strict):
     claim_lease: Annotated[DurationText, AfterValidator(_at_most_a_day)] = "10m"
 
 
-class OutboxConfig(_Strict):
+class OutboxConfig(Strict):
     """The outbox runner: leases, retries and backoff of webhooks and card jobs."""
 
     @model_validator(mode="after")
@@ -143,19 +136,19 @@ class OutboxConfig(_Strict):
     settle_window: Annotated[Seconds, Field(ge=0, le=1)] = 0.005
 
 
-class WorkerConfig(_Strict):
+class WorkerConfig(Strict):
     """`signoff worker`: the outbox runner and the sweeper, without the API."""
 
     # HOST:PORT where the worker serves /metrics and /healthz for monitoring; unset, none.
     metrics_listen: Annotated[str, AfterValidator(_listen)] | None = None
 
 
-class SweeperConfig(_Strict):
+class SweeperConfig(Strict):
     interval: Annotated[Seconds, Field(gt=0, le=3600)] = 5.0
     batch: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
-class MetricsConfig(_Strict):
+class MetricsConfig(Strict):
     # Seconds between reads of the database gauges (each process reads them in the
     # background while it is being scraped; a scrape answers from the last read).
     refresh: Annotated[Seconds, Field(gt=0, le=3600)] = 5.0
@@ -170,11 +163,11 @@ def _database_url(value: str) -> str:
     return value
 
 
-class DatabaseConfig(_Strict):
+class DatabaseConfig(Strict):
     url: Annotated[str, AfterValidator(_database_url)] = DEFAULT_DATABASE_URL
 
 
-class TenantConfig(_Strict):
+class TenantConfig(Strict):
     name: Name
     api_key_env: EnvVar | None = None
     webhook_url: HttpUrl | None = None
@@ -185,50 +178,25 @@ class TenantConfig(_Strict):
     allow_private_callbacks: bool = False
 
 
-class SlackConfig(_Strict):
-    bot_token_env: EnvVar = "SLACK_BOT_TOKEN"
-    signing_secret_env: EnvVar = "SLACK_SIGNING_SECRET"
-    api_base_url: HttpUrl = "https://slack.com/api/"
-    # The workspace whose clicks decide (its id, T...): a request from any other is refused.
-    team_id: Annotated[str, Field(pattern=r"^[TE][A-Z0-9]{2,}$")] | None = None
+class PrincipalConfig(Strict):
+    """A principal's table; `config_model` adds a key per surface with accounts (their id
+    there), as its surface declares it."""
 
-
-class TelegramConfig(_Strict):
-    bot_token_env: EnvVar = "TELEGRAM_BOT_TOKEN"
-    webhook_secret_env: EnvVar = "TELEGRAM_WEBHOOK_SECRET"
-    api_base_url: HttpUrl = "https://api.telegram.org/bot"
-
-
-class PrincipalConfig(_Strict):
     name: str
-    slack: Annotated[str, Field(pattern=r"^[UW][A-Z0-9]+$")] | None = None
-    # A Telegram user id (positive; negative ids are group chats, not people).
-    telegram: Annotated[int, Field(gt=0)] | None = None
     # May open the web dashboard: every tenant's pending requests, the outbox, the audit trail.
     operator: bool = False
 
-    @field_validator("telegram")
-    @classmethod
-    def _a_person(cls, value: int | None) -> int | None:
-        if value in TELEGRAM_SERVICE_ACCOUNTS:
-            raise ValueError(
-                f"{value} is Telegram's {TELEGRAM_SERVICE_ACCOUNTS[value]} account, which stands "
-                "for anyone posting anonymously, not one person; use the person's own user id "
-                "and ask them to turn off anonymity (Remain anonymous) in the group to decide"
-            )
-        return value
 
-
-class GroupConfig(_Strict):
+class GroupConfig(Strict):
     members: list[str]
 
 
-class EscalationConfig(_Strict):
+class EscalationConfig(Strict):
     after: DurationText
     to: str
 
 
-class RouteConfig(_Strict):
+class RouteConfig(Strict):
     tenant: str = "*"
     capability: str
     approvers: Annotated[list[str], Field(min_length=1)]
@@ -256,27 +224,15 @@ class RouteConfig(_Strict):
     @model_validator(mode="after")
     def _notify_targets(self) -> RouteConfig:
         for target in self.notify:
-            if not _NOTIFY.fullmatch(target):
-                raise ValueError(
-                    f"notify target {target!r}: expected slack:CHANNEL, slack:dm, "
-                    "telegram:CHAT_ID, telegram:CHAT_ID/TOPIC_ID, telegram:dm or web"
-                )
+            if not surfaces.valid_target(target):
+                raise ValueError(f"notify target {target!r}: expected {surfaces.target_forms()}")
         return self
 
 
-class WebConfig(_Strict):
-    """The browser surface: an approver inbox and an operator dashboard, signed in by
-    single-use links. Present in the config means served."""
+class Config(Strict):
+    """The config's core tables. The model that reads a file is `config_model()`, this with
+    a table per registered surface (`[slack]`, ...) and their accounts in each principal."""
 
-    # The variable holding the key that signs session cookies (32 characters or more).
-    secret_env: EnvVar = "SIGNOFF_WEB_SECRET"
-    # A sign-in link works once, and only this long after it was made.
-    link_ttl: DurationText = "15m"
-    # A session ends after this long without a request.
-    session_idle: DurationText = "8h"
-
-
-class Config(_Strict):
     server: ServerConfig = ServerConfig()
     database: DatabaseConfig = DatabaseConfig()
     outbox: OutboxConfig = OutboxConfig()
@@ -284,9 +240,6 @@ class Config(_Strict):
     worker: WorkerConfig = WorkerConfig()
     metrics: MetricsConfig = MetricsConfig()
     tenants: list[TenantConfig] = []
-    slack: SlackConfig | None = None
-    telegram: TelegramConfig | None = None
-    web: WebConfig | None = None
     principals: dict[Name, PrincipalConfig] = {}
     groups: dict[Name, GroupConfig] = {}
     routes: list[RouteConfig] = []
@@ -301,10 +254,10 @@ class Config(_Strict):
         key_vars = [t.api_key_env for t in self.tenants if t.api_key_env]
         for var in {v for v in key_vars if key_vars.count(v) > 1}:
             raise ValueError(f"tenants: api_key_env {var!r} is shared by several tenants")
-        for chat in ("slack", "telegram"):
-            seen: dict[object, str] = {}
+        for surface in surfaces.personal():
+            chat, seen = surface.name, dict[object, str]()
             for key, principal in self.principals.items():
-                account = getattr(principal, chat)
+                account = getattr(principal, chat, None)
                 if account is not None and account in seen:
                     # One account must prove one person, or a click would decide as whoever
                     # happens to come first.
@@ -312,7 +265,8 @@ class Config(_Strict):
                         f"principals.{key}.{chat}: {account!r} is also principals."
                         f"{seen[account]}.{chat}"
                     )
-                seen[account] = key
+                if account is not None:
+                    seen[account] = key
         for group, spec in self.groups.items():
             for member in spec.members:
                 if member not in self.principals:
@@ -342,6 +296,11 @@ class Config(_Strict):
         elif approver not in self.principals:
             raise ValueError(f"{key}: unknown principal {approver!r}")
 
+    def surface_table(self, name: str) -> BaseModel | None:
+        """The `[name]` table of a registered surface; None when the config has none."""
+        table = getattr(self, name, None) if surfaces.find(name) is not None else None
+        return table if isinstance(table, BaseModel) else None
+
     @property
     def database_url(self) -> str:
         return os.environ.get("SIGNOFF_DATABASE_URL") or self.database.url
@@ -350,7 +309,14 @@ class Config(_Strict):
         return Directory(
             principals={
                 key: Principal(
-                    key=key, name=p.name, slack=p.slack, telegram=p.telegram, operator=p.operator
+                    key=key,
+                    name=p.name,
+                    accounts={
+                        s.name: account
+                        for s in surfaces.personal()
+                        if (account := getattr(p, s.name, None)) is not None
+                    },
+                    operator=p.operator,
                 )
                 for key, p in self.principals.items()
             },
@@ -400,6 +366,47 @@ class Config(_Strict):
         return data
 
 
+# By the registered surfaces themselves (equal only to themselves), so a model is never
+# reused for surfaces it was not built for.
+_models: dict[tuple[surfaces.Surface, ...], type[Config]] = {}
+
+
+def config_model() -> type[Config]:
+    """The model of a config file: `Config`, a `[name]` table per registered surface, and
+    in each principal's table a `name` key per surface with accounts (bot.surfaces)."""
+    registered = surfaces.registered()
+    model = _models.get(registered)
+    if model is None:
+        for s in registered:
+            if s.name in Config.model_fields or s.name in PrincipalConfig.model_fields:
+                raise ValueError(f"surface {s.name!r} would shadow a config key of that name")
+        principal = create_model(
+            "PrincipalConfig",
+            __base__=PrincipalConfig,
+            **{s.name: (Optional[_account(s)], None) for s in registered if s.personal},  # noqa: UP045
+        )
+        model = create_model(
+            "Config",
+            __base__=Config,
+            principals=(dict[Name, principal], {}),  # type: ignore[valid-type]
+            **{s.name: (Optional[s.config], None) for s in registered},  # noqa: UP045
+        )
+        _models[registered] = model
+    return model
+
+
+def _account(surface: surfaces.Surface) -> Any:
+    """A principal's account on `surface`, as it declares it, refusing what it refuses."""
+
+    def refused(account: Any) -> Any:
+        reason = surface.refuse_account(account)
+        if reason is not None:
+            raise ValueError(reason)
+        return account
+
+    return Annotated[surface.account, AfterValidator(refused)]
+
+
 def _mask_url(url: str) -> str:
     """Hide what a URL can carry as a secret: the password (user:pw@, :pw@) and every query
     value (?password=, ?token=). The rest of the URL is left exactly as written."""
@@ -435,10 +442,10 @@ def _mask(node: Any) -> None:
             _mask(item)
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+def _model_at(loc: tuple[int | str, ...], model: type[Config]) -> type[BaseModel] | None:
     """The config table (model) that the key at `loc` sits in, following the path through
     tables, lists of tables (`tenants.0`) and named tables (`principals.alice`)."""
-    node: Any = Config
+    node: Any = model
     for part in loc[:-1]:
         origin = typing.get_origin(node)
         if isinstance(node, type) and issubclass(node, BaseModel):
@@ -456,8 +463,8 @@ def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     return node if isinstance(node, type) and issubclass(node, BaseModel) else None
 
 
-def _suggestion(loc: tuple[int | str, ...]) -> str:
-    model = _model_at(loc)
+def _suggestion(loc: tuple[int | str, ...], config: type[Config]) -> str:
+    model = _model_at(loc, config)
     if model is None or not loc:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
@@ -500,14 +507,14 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     return found
 
 
-def _format_errors(exc: ValidationError, text: str | None = None) -> str:
+def _format_errors(exc: ValidationError, model: type[Config], text: str | None = None) -> str:
     lines = []
     where = key_lines(text) if text is not None else {}
     for err in exc.errors():
         loc = tuple(err["loc"])
         key = ".".join(str(part) for part in loc)
         if err["type"] == "extra_forbidden":
-            message = "unknown key" + _suggestion(loc)
+            message = "unknown key" + _suggestion(loc, model)
         else:
             message = err["msg"].removeprefix("Value error, ")
         line = where.get(tuple(str(part) for part in loc))
@@ -519,17 +526,18 @@ def _format_errors(exc: ValidationError, text: str | None = None) -> str:
 
 def parse_config(data: dict[str, Any], source: str = "config", text: str | None = None) -> Config:
     """The validated config; `text`, the TOML it was read from, lets errors name lines."""
+    model = config_model()
     try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_format_errors(exc, text)}") from None
+        raise ConfigError(f"{source}: {_format_errors(exc, model, text)}") from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The config from `path`, else $SIGNOFF_CONFIG, else the built-in defaults."""
     chosen = path or os.environ.get("SIGNOFF_CONFIG")
     if not chosen:
-        return Config()
+        return config_model()()
     file = Path(chosen)
     try:
         text = file.read_text(encoding="utf-8")

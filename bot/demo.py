@@ -2,12 +2,12 @@
 filed through the HTTP API by a scripted agent, and sign-in links to look at them.
 
 Nothing here is a mock. The server is assembled exactly as `signoff serve` assembles it
-(bot.app: check_channels, prepare_schema, build_app) from the demo config shipped in the
-package (bot/demo.toml); the agents speak the public HTTP API with bearer keys; the human
-decisions the script makes for its story go through the Operator, as `signoff approvals
-approve` does; the `interrupted_side_effect` request is raised by signoff's own sweeper when
-an approved call's execution lease lapses without a report, because the agent "crashed" after
-claiming it.
+(bot.server's checks and schema, bot.bootstrap's core, bot.app's application) from the demo
+config shipped in the package (bot/demo.toml); the agents speak the public HTTP API with
+bearer keys; the human decisions the script makes for its story go through the core's
+Operator, as `signoff approvals approve` does; the `interrupted_side_effect` request is
+raised by signoff's own sweeper when an approved call's execution lease lapses without a
+report, because the agent "crashed" after claiming it.
 
 The scripted agent also receives the decision webhooks (verified to Standard Webhooks) and
 runs what is approved: claim, "execute", report the outcome. So a decision made in the
@@ -45,14 +45,14 @@ import aiohttp
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from bot.app import build_app, check_channels, prepare_schema
-from bot.clock import SystemClock
+from bot.app import build_app
+from bot.bootstrap import Core, bootstrap
 from bot.config import Config, parse_config
-from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.errors import ConfigError, SignoffError
-from bot.operator import Actor, Operator
+from bot.operator import Actor
 from bot.routing import Directory
+from bot.server import check_channels, prepare_schema
 from bot.signin import SignInLinks
 from store.repository import Store
 
@@ -293,13 +293,11 @@ async def _wait_follow_up(agent: Agent, tenant: str, approval_id: str) -> dict[s
         await asyncio.sleep(0.2)
 
 
-async def file_requests(
-    agent: Agent, store: Store, directory: Directory, clock: SystemClock
-) -> list[Filed]:
+async def file_requests(agent: Agent, core: Core) -> list[Filed]:
     """What happened this morning, replayed: the requests waiting in the inboxes now."""
-    now = clock.now()
+    now = core.clock.now()
     # Carol is at a conference this week: Bob decides her contracts meanwhile.
-    await Delegations(store, directory, clock).create(
+    await core.delegations.create(
         "carol",
         "bob",
         created_by="cli",
@@ -307,7 +305,7 @@ async def file_requests(
         scope="contracts.*",
         note="Carol is at a conference this week",
     )
-    operator = Operator(store, directory, clock)
+    operator = core.operator
     alice = Actor(principal="alice", via="cli")
     bob = Actor(principal="bob", via="cli")
     requests = demo_requests()
@@ -421,7 +419,8 @@ async def _serve(
     stop: asyncio.Event,
     out: TextIO,
 ) -> None:
-    if config.web is None:
+    web_table = config.surface_table("web")
+    if web_table is None:
         raise ConfigError(f"{config_path}: the demo needs the [web] table")
     check_channels(config)
     store = Store.from_url(config.database_url)
@@ -439,8 +438,10 @@ async def _serve(
     await agent.start()
     try:
         await prepare_schema(store)
-        # The server, as `signoff serve` builds it (bot.app.run_server), on the bound socket.
-        server = web.AppRunner(build_app(config, store), access_log=None, shutdown_timeout=5.0)
+        # The server, as `signoff serve` builds it (bot.server.run_server), on the bound socket.
+        core = bootstrap(config, store)
+        app = build_app(config, store, core=core)
+        server = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         await server.setup()
         runners.append(server)
         await web.SockSite(server, server_sock).start()
@@ -453,9 +454,8 @@ async def _serve(
         await web.SockSite(agent_runner, agent_sock).start()
 
         _print_header(out, public_url, config, config_path, temporary, made)
-        directory = config.directory()
-        clock = SystemClock()
-        story = asyncio.create_task(file_requests(agent, store, directory, clock))
+        directory, clock = core.directory, core.clock
+        story = asyncio.create_task(file_requests(agent, core))
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({story, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not story.done():
@@ -469,7 +469,8 @@ async def _serve(
             Filed(f.tenant, await agent.get(f.tenant, f.record["id"]), f.note)
             for f in story.result()
         ]
-        links = SignInLinks(store, directory, clock, parse_duration(config.web.link_ttl))
+        link_ttl = parse_duration(web_table.link_ttl)  # type: ignore[attr-defined]
+        links = SignInLinks(store, directory, clock, link_ttl)
         approver = links.url(public_url, await links.make(APPROVER))
         operator = links.url(public_url, await links.make(OPERATOR))
         _print_story(out, filed, directory)

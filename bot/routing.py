@@ -7,7 +7,7 @@ escalation (a later issue) extend it there and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from fnmatch import fnmatchcase
@@ -19,19 +19,23 @@ from store.records import Approval, Candidate, Delegation
 GROUP_PREFIX = "group:"
 
 
+# A principal's identity on one surface: a user id, as that surface writes it.
+Account = str | int
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """A person who can decide, with the chat identities that prove it is them."""
+    """A person who can decide, with the identities that prove it is them: their account on
+    each surface that has accounts, by surface name (bot.surfaces)."""
 
     key: str
     name: str
-    slack: str | None = None
-    telegram: int | None = None
+    accounts: Mapping[str, Account] = field(default_factory=dict, hash=False)
     operator: bool = False  # may open the web dashboard
 
-    def account(self, surface: str) -> str | int | None:
-        """Their identity on a chat surface ("slack", "telegram"); None if they have none."""
-        return {"slack": self.slack, "telegram": self.telegram}.get(surface)
+    def account(self, surface: str) -> Account | None:
+        """Their identity on `surface`; None if they have none there."""
+        return self.accounts.get(surface)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,16 @@ class Directory:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tenants: dict[str, Tenant] = field(default_factory=dict)
     routes: tuple[Route, ...] = ()
+    # (surface, account) -> principal, for the lookup every inbound message makes.
+    _by_account: dict[tuple[str, Account], Principal] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index = {
+            (surface, account): principal
+            for principal in self.principals.values()
+            for surface, account in principal.accounts.items()
+        }
+        object.__setattr__(self, "_by_account", index)
 
     def tenant(self, name: str) -> Tenant:
         try:
@@ -94,23 +108,14 @@ class Directory:
                 f"unknown principal {key!r}; configure it under [principals.{key}]"
             ) from None
 
-    def principal_for_slack(self, user_id: str) -> Principal | None:
-        """The principal a Slack user id belongs to; None for anyone not configured."""
-        for principal in self.principals.values():
-            if principal.slack is not None and principal.slack == user_id:
-                return principal
-        return None
-
-    def principal_for_telegram(self, user_id: int) -> Principal | None:
-        """The principal a Telegram user id belongs to; None for anyone not configured."""
-        for principal in self.principals.values():
-            if principal.telegram is not None and principal.telegram == user_id:
-                return principal
-        return None
+    def principal_for(self, surface: str, account: Account) -> Principal | None:
+        """The principal whose account on `surface` is `account`; None for anyone not
+        configured."""
+        return self._by_account.get((surface, account))
 
     def reaches(self, key: str, surface: str) -> bool:
-        """Whether principal `key` has an account on chat `surface` ("slack", "telegram") to
-        receive direct messages at."""
+        """Whether principal `key` has an account on `surface` to receive direct messages
+        at."""
         principal = self.principals.get(key)
         return principal is not None and principal.account(surface) is not None
 

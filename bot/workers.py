@@ -29,9 +29,9 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from bot.api import check_tenant_keys
-from bot.app import announce, check_config, listening_sockets, prepare_schema, run_server
 from bot.config import Config
 from bot.errors import ConfigError
+from bot.server import announce, check_config, listening_sockets, prepare_schema, run_server
 from store.repository import Store
 
 log = logging.getLogger("signoff.workers")
@@ -58,13 +58,13 @@ def serve(
             "--telegram-polling fetches updates in one process only: use --workers 1, or "
             "Telegram's webhook (`signoff telegram set-webhook`) with several workers"
         )
-    check_config(config, telegram_polling=telegram_polling)
+    check_config(config, polling=telegram_polling)
     # What each worker would refuse while building its application, refused once, here.
     check_tenant_keys(config.directory())
     sockets = listening_sockets(listen or config.server.listen)
     try:
         if workers == 1:
-            asyncio.run(run_server(config, telegram_polling=telegram_polling, sockets=sockets))
+            asyncio.run(run_server(config, polling=telegram_polling, sockets=sockets))
             return 0
         # Migrating once, here, spares N workers racing to upgrade one SQLite file. The
         # store is closed (its driver threads gone) before any fork.

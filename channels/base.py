@@ -4,12 +4,19 @@ A channel does three things: verify an inbound request and establish who sent it
 into an Operator call, and render cards back. Posting and updating cards happen from the
 outbox runner, which calls the methods below and records each MessageRef in `card_messages`
 together with the hash the card showed. A channel never writes SQL and never decides.
+
+Each channel is built by its surface's factory (bot.surfaces) and runs through one
+lifecycle, the same for all (bot.bootstrap): `add_routes` when the server is assembled,
+`start` before the outbox runs, `stop` after it; a channel with nothing to do there does
+nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from aiohttp import web
 
 from bot.card import Card
 from bot.target import Target
@@ -30,6 +37,20 @@ class Channel(Protocol):
     (`slack` for "slack:C0FINANCE" and "slack:dm")."""
 
     name: str
+
+    def add_routes(self, app: web.Application) -> None:
+        """Add what the channel serves (its webhook, its pages) to the server's application;
+        a process without an HTTP server (`signoff worker`) never calls it."""
+        ...
+
+    async def start(self) -> None:
+        """Open what the channel holds for its lifetime (sessions, a polling loop); called
+        before the outbox can post through it."""
+        ...
+
+    async def stop(self) -> None:
+        """Close what `start` opened; called after the outbox stopped, last started first."""
+        ...
 
     async def post_card(self, card: Card, target: Target) -> MessageRef:
         """Post a card to one target: a channel ("slack:C0FINANCE") or one principal's direct

@@ -31,7 +31,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.card import Card
-from bot.config import SlackConfig
 from bot.delegations import USAGE, Delegations
 from bot.errors import DeliveryFailed, InvalidRequest, RetryLater, Undeliverable
 from bot.inbound import Inbound
@@ -43,6 +42,7 @@ from channels.answer_cap import CappedResponse
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.slack_gate import SlackGate
+from channels.slack_surface import SlackConfig
 
 if TYPE_CHECKING:
     from channels.web import WebChannel
@@ -157,6 +157,9 @@ class SlackChannel:
         if session is not None:
             await session.close()
 
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/slack/events", self.handle)
+
     # -- inbound -------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -224,7 +227,7 @@ class SlackChannel:
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         chosen = _input(view, slack_card.DELEGATE_BLOCK, slack_card.DELEGATE_INPUT, "selected_user")
-        to = self.directory.principal_for_slack(chosen or "")
+        to = self.directory.principal_for("slack", chosen or "")
         if to is None:  # said in the modal, which stays open for another choice
             await ack(
                 response_action="errors",
@@ -293,7 +296,7 @@ class SlackChannel:
         if verb in conversation.COMMANDS:
             answer = await self.chat.command(
                 verb,
-                self.directory.principal_for_slack(user),
+                self.directory.principal_for("slack", user),
                 user,
                 [_unescape(word) for word in words[1:]],
                 resolve=self._principal_named,
@@ -317,7 +320,7 @@ class SlackChannel:
         """`/signoff web`: a fresh sign-in link for the verified person who asked, in the
         command's response, which Slack shows only to them."""
         assert self.web is not None
-        principal = self.directory.principal_for_slack(user_id)
+        principal = self.directory.principal_for("slack", user_id)
         if principal is None:
             return self.chat.unlinked(user_id, deciding=False)
         try:
@@ -332,7 +335,7 @@ class SlackChannel:
         mention = _MENTION.fullmatch(word)
         if mention is None:
             return word.removeprefix("@")
-        principal = self.directory.principal_for_slack(mention.group(1))
+        principal = self.directory.principal_for("slack", mention.group(1))
         if principal is None:
             raise InvalidRequest(
                 f"That Slack user ({mention.group(1)}) is not linked to a signoff principal, so "
@@ -349,7 +352,7 @@ class SlackChannel:
         if parsed is None:
             await tell("This button was not made by signoff.")
             return None
-        principal = self.directory.principal_for_slack(user_id)
+        principal = self.directory.principal_for("slack", user_id)
         actor = await self.chat.identify(principal, user_id, parsed[0], action)
         if actor is None:
             await tell(self.chat.unlinked(user_id))

@@ -104,7 +104,7 @@ class SlackHome:
         result: list[dict[str, Any]] = [{"type": "header", "text": _plain("Your approvals")}]
         if note:
             result.append({"type": "section", "text": _plain(note)})
-        principal = self.directory.principal_for_slack(user_id)
+        principal = self.directory.principal_for("slack", user_id)
         if principal is None:
             text = self.chat.unlinked(user_id, deciding=False)
             result.append({"type": "section", "text": _mrkdwn(slack_card.escape(text))})
@@ -186,9 +186,10 @@ class SlackHome:
         time and within a time budget; failures are logged, never raised."""
         users = sorted(
             {
-                str(p.slack)
+                str(account)
                 for key in keys
-                if (p := self.directory.principals.get(key)) is not None and p.slack
+                if (p := self.directory.principals.get(key)) is not None
+                and (account := p.account("slack"))
             }
         )[:_PEOPLE]
         gate = asyncio.Semaphore(_CONCURRENT)

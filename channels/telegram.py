@@ -38,7 +38,6 @@ from telegram.ext import (
 )
 
 from bot.card import Card, card_for, confirms
-from bot.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
 from bot.inbound import Inbound
@@ -49,6 +48,7 @@ from channels import conversation, telegram_card, web_inbox
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.telegram_bot import Migrated, TelegramBot
+from channels.telegram_surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from store.records import CardMessage
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class TelegramChannel:
         )
         application.add_error_handler(self._on_error)
 
-    # The server runs the application and routes the webhook to it (telegram_bot).
+    # The transport runs PTB's application; the webhook is routed to it unless it polls.
 
     async def start(self) -> None:
         await self.transport.start()
@@ -120,9 +120,9 @@ class TelegramChannel:
     async def stop(self) -> None:
         await self.transport.stop()
 
-    async def handle(self, request: web.Request) -> web.Response:
-        """`POST /telegram/webhook`."""
-        return await self.transport.handle(request)
+    def add_routes(self, app: web.Application) -> None:
+        if not self.transport.polling:
+            app.router.add_post("/telegram/webhook", self.transport.handle)
 
     # -- inbound: button presses, replies, commands --------------------------------------------
 
@@ -144,7 +144,7 @@ class TelegramChannel:
         if card is None and message is not None:
             card = await self._adopt(message, pressed)
         user_id = query.from_user.id
-        principal = self.directory.principal_for_telegram(user_id)
+        principal = self.directory.principal_for("telegram", user_id)
         if (
             card is None
             or card.approval_id != pressed.approval_id
@@ -278,7 +278,7 @@ class TelegramChannel:
         if anonymous:
             await self._refuse_anonymous(card.approval_id, action, self._replier(message))
             return
-        principal = self.directory.principal_for_telegram(user_id)
+        principal = self.directory.principal_for("telegram", user_id)
         actor = await self.chat.identify(principal, user_id, card.approval_id, action)
         if actor is None:
             await self._say(message, self.chat.unlinked(user_id))
@@ -307,7 +307,7 @@ class TelegramChannel:
             if message.sender_chat is not None or user_id in TELEGRAM_SERVICE_ACCOUNTS:
                 await self._say(message, ANONYMOUS)
                 return
-            principal = self.directory.principal_for_telegram(user_id)
+            principal = self.directory.principal_for("telegram", user_id)
             if command in ("start", "help"):
                 text = self._welcome(user_id, principal)
                 if principal is not None and message.chat.type == "private":

@@ -28,11 +28,11 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, RetryAfter, Tele
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
-from bot.config import TelegramConfig
 from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
 from bot.inbound import Inbound
 from channels.answer_cap import cap_httpx_answer
 from channels.telegram_setup import ALLOWED_UPDATES, credentials
+from channels.telegram_surface import TelegramConfig
 
 log = logging.getLogger("signoff.telegram")
 

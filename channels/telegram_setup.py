@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from telegram import Bot
 from telegram.error import ChatMigrated, InvalidToken, TelegramError
 
-from bot.config import TelegramConfig
 from bot.errors import ConfigError, DeliveryFailed
 from channels import conversation
+from channels.telegram_surface import TelegramConfig
 
 # What the channel's handlers understand; Telegram sends nothing else (set-webhook says so).
 ALLOWED_UPDATES = ("message", "callback_query")

@@ -27,7 +27,6 @@ from markupsafe import Markup
 
 from bot.card import Card
 from bot.clock import Clock
-from bot.config import WebConfig
 from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.errors import ConfigError, SignInRefused
@@ -39,6 +38,7 @@ from bot.visible import visible
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface, credentials
 from channels.web_session import MIN_SECRET, Session, Sessions
+from channels.web_surface import WebConfig
 from store.repository import Store
 
 log = logging.getLogger("signoff.web")
@@ -123,7 +123,13 @@ class WebChannel:
 
     # -- wiring -------------------------------------------------------------------------------
 
-    def setup(self, app: web.Application) -> None:
+    async def start(self) -> None:
+        return None  # nothing held between requests
+
+    async def stop(self) -> None:
+        return None
+
+    def add_routes(self, app: web.Application) -> None:
         from channels import web_dashboard, web_inbox
 
         aiohttp_jinja2.setup(

@@ -8,12 +8,13 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from bot import logs
+from bot import logs, surfaces
 from bot.cli.rendering import emit_json
-from bot.errors import ConfigError, SignoffError
+from bot.errors import ConfigError
 
 if TYPE_CHECKING:
-    from bot.config import Config, TelegramConfig
+    from bot.config import Config
+    from channels.telegram_surface import TelegramConfig
 
 log = logging.getLogger("signoff.cli")
 
@@ -33,7 +34,7 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     """Every check `serve` makes when it starts, through the very functions it calls: a
     refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
     from bot.api import tenant_keys
-    from bot.app import check_config, prepare_schema
+    from bot.server import check_config, prepare_schema
     from store.repository import Store
 
     logs.setup("text", logging.WARNING)
@@ -46,51 +47,23 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
         await prepare_schema(store, dry_run=True)
     finally:
         await store.close()
-    await _check_telegram_chats(config)
+    for surface in surfaces.registered():  # what each surface asks its platform
+        table = config.surface_table(surface.name)
+        if table is not None and surface.probe is not None:
+            await surface.probe(table, config)
     emit_json(config.masked())
     warned = f", {counter.count} warning(s) above" if counter.count else ""
     print(f"config OK: serve would start{warned}", file=sys.stderr)
     return 0
 
 
-async def _check_telegram_chats(config: Config) -> None:
-    """Warn about a `telegram:CHAT_ID` notify target whose group Telegram has upgraded to a
-    supergroup (asking Telegram; serve only finds out when a card is refused)."""
-    if config.telegram is None:
-        return
-    from channels.telegram_setup import migrated_chats  # only Telegram deployments load PTB
-
-    chats = sorted(
-        {
-            int(target.chat)
-            for route in config.directory().routes
-            for target in route.notify
-            if target.surface == "telegram" and target.chat.lstrip("-").isdigit()
-        }
-    )
-    if not chats:
-        return
-    try:
-        moved = await migrated_chats(config.telegram, chats)
-    except SignoffError as exc:
-        log.warning("could not ask Telegram about the configured chats: %s", exc.message)
-        return
-    for old, new in moved.items():
-        log.warning(
-            "notify target telegram:%s is stale: that group became the supergroup %s; cards "
-            "follow it, but write telegram:%s in the config",
-            old,
-            new,
-            new,
-        )
-
-
 def _telegram(config: Config) -> TelegramConfig:
-    if config.telegram is None:
+    table = config.surface_table("telegram")
+    if table is None:
         raise ConfigError(
             "the config has no [telegram] table; add one (docs/channels.md shows how)"
         )
-    return config.telegram
+    return table  # type: ignore[return-value]
 
 
 async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> int:

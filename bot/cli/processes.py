@@ -24,7 +24,7 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
 
 async def cmd_worker(config: Config, args: argparse.Namespace) -> None:
     """`signoff worker`: the outbox runner and the sweeper, no HTTP."""
-    from bot.app import run_worker
+    from bot.server import run_worker
 
     await run_worker(config)
 

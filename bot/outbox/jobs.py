@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 
+from bot import surfaces
 from bot.clock import utc_iso
 from bot.errors import NoRoute
 from bot.model import State, public_record
@@ -23,7 +24,7 @@ from store.repository import Tx
 
 
 class JobKind(StrEnum):
-    """What an outbox job does; the runner dispatches on it (bot.app.outbox_handlers)."""
+    """What an outbox job does; the runner dispatches on it (bot.bootstrap.outbox_handlers)."""
 
     WEBHOOK = "webhook"  # the decision webhook to the agent side
     POST_CARD = "post_card"  # a new request's card, to one target
@@ -78,8 +79,9 @@ async def _post_card(tx: Tx, approval: Approval, target: Target, now: datetime) 
     )
 
 
-# The notify surfaces that can reach one person directly.
-_PERSONAL_SURFACES = ("slack", "telegram")
+def _personal_surfaces() -> list[str]:
+    """The notify surfaces that can reach one person directly (bot.surfaces)."""
+    return [surface.name for surface in surfaces.personal()]
 
 
 async def enqueue_personal_cards(
@@ -91,7 +93,7 @@ async def enqueue_personal_cards(
     Someone who already has a card for this request in their direct messages gets no
     second one (the same dedupe key as the route's own `...:dm` cards)."""
     surfaces = {target.surface for target in route_notify(directory, approval)}
-    for surface in _PERSONAL_SURFACES:
+    for surface in _personal_surfaces():
         if surface not in surfaces:
             continue
         for principal in sorted(directory.members(who)):
@@ -104,7 +106,7 @@ async def enqueue_notice(
 ) -> None:
     """Queue a plain message to one principal on every chat surface they have an account on
     (a delegation starting or ending). `key` makes queueing the same notice twice a no-op."""
-    for surface in _PERSONAL_SURFACES:
+    for surface in _personal_surfaces():
         if directory.reaches(principal, surface):
             target = Target.personal(surface, principal)
             await tx.enqueue(
@@ -224,7 +226,7 @@ async def enqueue_reminders(
         if job.kind == JobKind.POST_CARD and job.state == "done"
     }
     surfaces = {target.surface for target in route_notify(directory, approval)}
-    for surface in _PERSONAL_SURFACES:
+    for surface in _personal_surfaces():
         if surface not in surfaces:
             continue
         for principal in sorted(directory.members(approval.assignee)):

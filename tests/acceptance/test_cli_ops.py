@@ -215,9 +215,7 @@ def test_config_check_refuses_where_serve_would_refuse(tmp_path: Path, pg_empty_
     refused(cli.run("config", "check", "--config", str(behind)), "signoff db upgrade")
 
 
-def test_a_decision_at_the_cli_is_logged_as_the_server_logs_it(
-    tmp_path: Path, db_url: str
-) -> None:
+def test_a_decision_at_the_cli_is_logged_as_the_server_logs_it(tmp_path: Path, db_url: str) -> None:
     deploy = deployment(tmp_path, db_url, None)
     record = deploy.request(run_id="logged-1")
     approved = deploy.cli.run(

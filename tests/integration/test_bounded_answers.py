@@ -13,7 +13,6 @@ from aiohttp import web
 
 from bot.card import Card
 from bot.clock import FakeClock
-from bot.config import SlackConfig, TelegramConfig
 from bot.delegations import Delegations
 from bot.errors import DeliveryFailed
 from bot.inbound import Inbound
@@ -22,7 +21,9 @@ from bot.routing import Directory
 from bot.target import Target
 from channels.answer_cap import ANSWER_LIMIT
 from channels.slack import SlackChannel
+from channels.slack_surface import SlackConfig
 from channels.telegram import TelegramChannel
+from channels.telegram_surface import TelegramConfig
 from store.repository import Store
 from tests.support.samples import approval_record
 

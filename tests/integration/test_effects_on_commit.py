@@ -110,4 +110,3 @@ async def test_a_rolled_back_transaction_wakes_nothing(store: Store, clock: Fake
         await tx.enqueue("webhook", {}, now=clock.now())
         await tx.enqueue("webhook", {}, now=clock.now())
     assert woken == [None]  # once per transaction
-

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from bot.app import CHANNELS, build_app, outbox_handlers
+from bot.app import CORE, build_app
 from bot.clock import FakeClock
 from bot.config import Config
 from bot.outbox.jobs import JobKind
@@ -76,10 +76,10 @@ async def serve(
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     http = aiohttp.ClientSession()
     cleanup.extend([runner.cleanup, http.close])
-    directory = config.directory()
+    core = app[CORE]  # the server's own services: one directory, one set of channels
     # Every chat job; webhooks stay queued, where the tests look for them.
     chat_jobs = [kind for kind in JobKind if kind != JobKind.WEBHOOK]
-    handlers = outbox_handlers(store, directory, clock, app[CHANNELS], kinds=chat_jobs)
+    handlers = core.handlers(kinds=chat_jobs)
     outbox = OutboxRunner(store, handlers, clock, OutboxSettings(), rand=lambda: 1.0)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    return kind(url, http, store, clock, directory, outbox, api_key, **extra)
+    return kind(url, http, store, clock, core.directory, outbox, api_key, **extra)

@@ -40,6 +40,7 @@ PRELOAD = [
     "bot.cli.processes",
     "bot.config",
     "bot.app",
+    "bot.server",
     "bot.operator",
     "bot.workers",
     "store.migrate",

@@ -27,6 +27,7 @@ import math
 import os
 import re
 import tomllib
+import typing
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -50,13 +51,11 @@ from bot.config import (
     EscalationConfig,
     GroupConfig,
     OutboxConfig,
-    PrincipalConfig,
     RouteConfig,
     ServerConfig,
-    SlackConfig,
     SweeperConfig,
-    TelegramConfig,
     TenantConfig,
+    config_model,
     load_config,
     parse_config,
 )
@@ -67,6 +66,8 @@ from bot.outbox import jobs, webhooks
 from bot.target import Target
 from bot.validation import parse_json
 from channels import slack_card, telegram_card
+from channels.slack_surface import SlackConfig
+from channels.telegram_surface import TelegramConfig
 from store.engine import resolve_sqlite_path
 from store.records import Event
 from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record, request_body
@@ -959,7 +960,7 @@ toml_values = st.recursive(
     ),
     max_leaves=10,
 )
-_SECTIONS = sorted(Config.model_fields)
+_SECTIONS = sorted(config_model().model_fields)
 
 
 def _drop_none(value: Any) -> Any:
@@ -1033,8 +1034,11 @@ def test_parse_config_answers_a_config_or_config_error(data: dict[str, Any]) -> 
 
 # The tables of the config, each with the model that reads it (principals and groups are
 # maps of names to tables; a new key there is a new principal or group, not an unknown key).
+# A file's model has a table per registered surface and their accounts in each principal.
+_CONFIG = config_model()
+_PRINCIPAL = typing.get_args(_CONFIG.model_fields["principals"].annotation)[1]
 _TABLES: list[tuple[tuple[Any, ...], type[BaseModel]]] = [
-    ((), Config),
+    ((), _CONFIG),
     (("server",), ServerConfig),
     (("database",), DatabaseConfig),
     (("outbox",), OutboxConfig),
@@ -1043,8 +1047,8 @@ _TABLES: list[tuple[tuple[Any, ...], type[BaseModel]]] = [
     (("telegram",), TelegramConfig),
     (("tenants", 0), TenantConfig),
     (("tenants", 1), TenantConfig),
-    (("principals", "alice"), PrincipalConfig),
-    (("principals", "carol"), PrincipalConfig),
+    (("principals", "alice"), _PRINCIPAL),
+    (("principals", "carol"), _PRINCIPAL),
     (("groups", "finance"), GroupConfig),
     (("routes", 0), RouteConfig),
     (("routes", 3), RouteConfig),
@@ -1054,7 +1058,7 @@ _TABLES: list[tuple[tuple[Any, ...], type[BaseModel]]] = [
 
 @_settings(120)
 @given(table=st.sampled_from(_TABLES), key=st.text(min_size=1, max_size=20), value=toml_values)
-@example(table=((), Config), key="Server", value={})
+@example(table=((), _CONFIG), key="Server", value={})
 @example(table=(("server",), ServerConfig), key="listen ", value="127.0.0.1:8700")
 def test_an_unknown_key_is_refused_and_named(
     table: tuple[tuple[Any, ...], type[BaseModel]], key: str, value: Any

@@ -111,7 +111,14 @@ def test_tenant_lookup(directory: Directory) -> None:
 
 def test_principal_lookup(directory: Directory) -> None:
     alice = directory.principal("alice")
-    assert (alice.name, alice.slack, alice.telegram) == ("Alice Ng", "U0ALICE", 111)
+    assert (alice.name, alice.account("slack"), alice.account("telegram")) == (
+        "Alice Ng",
+        "U0ALICE",
+        111,
+    )
+    assert directory.principal_for("slack", "U0ALICE") == alice
+    assert directory.principal_for("telegram", 111) == alice
+    assert directory.principal_for("telegram", "U0ALICE") is None
     with pytest.raises(UnknownPrincipal) as info:
         directory.principal("mallory")
     assert "mallory" in info.value.message

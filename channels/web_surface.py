@@ -1,0 +1,60 @@
+"""The web surface's declaration to the core (bot.surfaces): its `[web]` table, its one
+notify target (`web`: shown in the inbox), its startup check and its channel.
+
+Light on purpose: Jinja2 and the pages are loaded by the factory and the check, which run
+only when `[web]` is configured. Nobody has a web account: people sign in by link as their
+principal, so no card is personal here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.config import EnvVar, Strict
+from bot.surfaces import Services, StartupCheck, Surface
+from bot.validation import DurationText
+
+if TYPE_CHECKING:
+    from channels.base import Channel
+
+
+class WebConfig(Strict):
+    """The browser surface: an approver inbox and an operator dashboard, signed in by
+    single-use links. Present in the config means served."""
+
+    # The variable holding the key that signs session cookies (32 characters or more).
+    secret_env: EnvVar = "SIGNOFF_WEB_SECRET"
+    # A sign-in link works once, and only this long after it was made.
+    link_ttl: DurationText = "15m"
+    # A session ends after this long without a request.
+    session_idle: DurationText = "8h"
+
+
+def _build(services: Services) -> Channel:
+    from channels.web import WebChannel  # only deployments with [web] load Jinja2
+
+    return WebChannel(
+        services.table,
+        services.public_url,
+        services.store,
+        services.directory,
+        services.clock,
+        services.operator,
+        services.delegations,
+    )
+
+
+def _check(table: WebConfig | None, _options: StartupCheck) -> None:
+    if table is not None:
+        from channels.web import web_secret
+
+        web_secret(table)
+
+
+SURFACE = Surface(
+    name="web",
+    config=WebConfig,
+    factory=_build,
+    target_forms=("web",),
+    check=_check,
+)
