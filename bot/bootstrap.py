@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from bot import surfaces
+from bot.chat_memory import ChatMemory
 from bot.clock import Clock, SystemClock
 from bot.config import Config
 from bot.delegations import Delegations
 from bot.durations import parse_duration
-from bot.inbound import Inbound
 from bot.metrics import Metrics
 from bot.operator import Operator
 from bot.outbox.cards import CardJobs
@@ -117,7 +117,7 @@ def build_channels(
     built by its surface's factory. A factory may ask for another channel (a chat channel
     links to the web's pages): it is built first, once."""
     built: dict[str, Channel | None] = {}
-    inbound = Inbound(store, clock)
+    memory = ChatMemory(store, clock)
 
     def channel(name: str) -> Channel | None:
         if name not in built:
@@ -134,7 +134,7 @@ def build_channels(
                         clock=clock,
                         operator=operator,
                         delegations=delegations,
-                        inbound=inbound,
+                        memory=memory,
                         polling=polling,
                         channel=channel,
                     )
@@ -259,7 +259,7 @@ class Background:
                 sweeper.run(self.core.config.sweeper.interval, self._stop), name="sweeper"
             ),
         ]
-        log.info("outbox runner %s and sweeper started", self.runner.worker)
+        log.info("outbox runner %s and sweeper started", self.runner.holder)
 
     async def stop(self) -> None:
         """Let in-flight jobs finish briefly, then cancel; the runner hands back what it held."""

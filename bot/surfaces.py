@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; factories hand them in
+    from bot.chat_memory import ChatMemory
     from bot.clock import Clock
     from bot.config import Config
     from bot.delegations import Delegations
-    from bot.inbound import Inbound
     from bot.operator import Operator
     from bot.routing import Directory
     from channels.base import Channel
@@ -61,7 +61,7 @@ class Services:
     clock: Clock
     operator: Operator
     delegations: Delegations
-    inbound: Inbound
+    memory: ChatMemory
     polling: bool
     channel: Callable[[str], Channel | None]
 

@@ -31,9 +31,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.card import Card
+from bot.chat_memory import ChatMemory
 from bot.delegations import USAGE, Delegations
 from bot.errors import DeliveryFailed, InvalidRequest, RetryLater, Undeliverable
-from bot.inbound import Inbound
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
@@ -100,7 +100,7 @@ class SlackChannel:
         directory: Directory,
         operator: Operator,
         delegations: Delegations,
-        inbound: Inbound,
+        memory: ChatMemory,
         environ: Mapping[str, str] = os.environ,
         *,
         web: WebChannel | None = None,
@@ -109,7 +109,7 @@ class SlackChannel:
         `/signoff web` sends a sign-in link."""
         token, secret = credentials(config, environ)
         self.web = web
-        self.gate = SlackGate(secret, inbound, config.team_id)
+        self.gate = SlackGate(secret, memory, config.team_id)
         self.directory = directory
         self.chat = Conversation(SURFACE, directory, operator, delegations)
         # slack-sdk drops the last path segment of a base URL without a trailing slash.

@@ -34,7 +34,7 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from bot.inbound import Inbound
+from bot.chat_memory import ChatMemory
 
 log = logging.getLogger("signoff.slack")
 
@@ -65,9 +65,9 @@ def _text(value: Any) -> str | None:
 
 
 class SlackGate:
-    def __init__(self, signing_secret: str, inbound: Inbound, team_id: str | None) -> None:
+    def __init__(self, signing_secret: str, memory: ChatMemory, team_id: str | None) -> None:
         self._key = signing_secret.encode()
-        self.inbound = inbound
+        self.memory = memory
         self.team_id = team_id
 
     def signed(self, body: bytes, timestamp: str, signature: str) -> bool:
@@ -92,7 +92,7 @@ class SlackGate:
         if not self.signed(body, timestamp, signature):
             log.warning("Slack request from %s refused: bad or stale signature", request.remote)
             return _error(401, "bad_signature", "missing, wrong or stale Slack signature")
-        if not await self.inbound.first_delivery("slack", signature):
+        if not await self.memory.first_delivery("slack", signature):
             log.warning("Slack request from %s replayed; answered without acting", request.remote)
             return web.Response()
         try:

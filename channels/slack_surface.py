@@ -35,7 +35,7 @@ def _build(services: Services) -> Channel:
         services.directory,
         services.operator,
         services.delegations,
-        services.inbound,
+        services.memory,
         web=services.channel("web"),  # type: ignore[arg-type]
     )
 

@@ -38,9 +38,9 @@ from telegram.ext import (
 )
 
 from bot.card import Card, card_for, confirms
+from bot.chat_memory import ChatMemory
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
-from bot.inbound import Inbound
 from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
@@ -81,7 +81,7 @@ class TelegramChannel:
         directory: Directory,
         operator: Operator,
         delegations: Delegations,
-        inbound: Inbound,
+        memory: ChatMemory,
         environ: Mapping[str, str] = os.environ,
         *,
         polling: bool = False,
@@ -90,10 +90,10 @@ class TelegramChannel:
         """`web`, when [web] is configured: cards link to the approval's page, and `/web`
         sends a sign-in link."""
         self.web = web
-        self.transport = TelegramBot(config, inbound, environ, polling=polling)
+        self.transport = TelegramBot(config, memory, environ, polling=polling)
         self.directory = directory
         self.chat = Conversation(SURFACE, directory, operator, delegations)
-        self.inbound = inbound
+        self.memory = memory
         self.bot = self.transport.bot
         application = self.transport.application
         application.add_handler(CallbackQueryHandler(self._on_button))
@@ -218,7 +218,7 @@ class TelegramChannel:
             reply_parameters=ReplyParameters(card_message.message_id),
             message_thread_id=_topic(card_message),
         )
-        await self.inbound.ask(
+        await self.memory.ask(
             "telegram",
             str(prompt.chat.id),
             str(prompt.message_id),
@@ -240,7 +240,7 @@ class TelegramChannel:
         # A photo or document: its caption is no decision (and no reason), whatever it says.
         media = message.text is None
         anonymous = message.sender_chat is not None or user_id in TELEGRAM_SERVICE_ACCOUNTS
-        card = await self.inbound.card_at("telegram", chat, str(replied.message_id))
+        card = await self.memory.card_at("telegram", chat, str(replied.message_id))
         to: str | None = None
         if card is not None:
             parsed = None if media else telegram_card.parse_reply(text)
@@ -249,7 +249,7 @@ class TelegramChannel:
                 return
             action, note, to = parsed.action, parsed.note, parsed.to
         else:
-            asked = await self.inbound.prompt_at("telegram", chat, str(replied.message_id))
+            asked = await self.memory.prompt_at("telegram", chat, str(replied.message_id))
             if asked is None:
                 if _topic_root(message, replied):
                     # In a forum topic, every message that replies to nothing in particular
@@ -350,7 +350,7 @@ class TelegramChannel:
         """Pressing Start opens the private chat: the cards Telegram refused to deliver before
         (`not_started`: a bot may not write first) go out now, if still pending."""
         target = str(Target.personal("telegram", principal.key))
-        await self.inbound.requeue_refused_cards(target, "can't initiate conversation")
+        await self.memory.requeue_refused_cards(target, "can't initiate conversation")
 
     async def _refuse_anonymous(
         self, approval_id: str, action: str, tell: conversation.Tell
@@ -379,7 +379,7 @@ class TelegramChannel:
         moved, or when `announce` (once per migration, not for each of its two messages)."""
         if old is None or str(old) == str(new):
             return
-        moved = await self.inbound.move_cards("telegram", str(old), str(new))
+        moved = await self.memory.move_cards("telegram", str(old), str(new))
         stale = sorted(
             {
                 str(target)
@@ -412,7 +412,7 @@ class TelegramChannel:
         """A press on a message of ours that card_messages does not know (a card sent just
         before a crash, its record never written): if the message is ours and ends with the
         short hash its button names, the core records it as that approval's card
-        (Inbound.adopt_card). None for anything else (refused as not matching)."""
+        (ChatMemory.adopt_card). None for anything else (refused as not matching)."""
         if isinstance(message, Message) and (
             message.from_user is None
             or message.from_user.id != self.bot.id
@@ -420,7 +420,7 @@ class TelegramChannel:
         ):
             return None
         chat, message_id = str(message.chat.id), str(message.message_id)
-        card = await self.inbound.adopt_card(
+        card = await self.memory.adopt_card(
             "telegram", chat, message_id, pressed.approval_id, pressed.short_hash
         )
         if card is None:
@@ -436,18 +436,18 @@ class TelegramChannel:
         return card
 
     async def _confirms(self, card: CardMessage) -> bool:
-        async with self.inbound.store.read() as tx:
+        async with self.memory.store.read() as tx:
             approval = await tx.get_approval(card.approval_id)
         return approval is not None and confirms(self.directory, approval)
 
     async def _markup_now(self, approval_id: str) -> InlineKeyboardMarkup | None:
         """The buttons the card has as the approval stands now (None once decided)."""
-        async with self.inbound.store.read() as tx:
+        async with self.memory.store.read() as tx:
             approval = await tx.get_approval(approval_id)
         if approval is None:
             return None
-        now = self.inbound.clock.now()
-        return _markup(await card_for(self.inbound.store, self.directory, approval, now))
+        now = self.memory.clock.now()
+        return _markup(await card_for(self.memory.store, self.directory, approval, now))
 
     async def _set_buttons(self, query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
         """Swap the buttons of the card pressed (the text stays as it is)."""
@@ -460,7 +460,7 @@ class TelegramChannel:
     async def _card_of(self, message: MaybeInaccessibleMessage | None) -> CardMessage | None:
         if message is None:  # an inline-mode message: never one of our cards
             return None
-        return await self.inbound.card_at("telegram", str(message.chat.id), str(message.message_id))
+        return await self.memory.card_at("telegram", str(message.chat.id), str(message.message_id))
 
     def _answerer(self, query: CallbackQuery) -> conversation.Tell:
         """Tell the presser in the callback answer; someone who may not decide at all gets

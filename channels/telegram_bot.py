@@ -28,8 +28,8 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, RetryAfter, Tele
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
+from bot.chat_memory import ChatMemory
 from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
-from bot.inbound import Inbound
 from channels.answer_cap import cap_httpx_answer
 from channels.telegram_setup import ALLOWED_UPDATES, credentials
 from channels.telegram_surface import TelegramConfig
@@ -79,19 +79,19 @@ class Migrated(DeliveryFailed):
 
 
 class TelegramBot:
-    """`TelegramBot(config, inbound)`: the application (add handlers to `.application`), and
+    """`TelegramBot(config, memory)`: the application (add handlers to `.application`), and
     `handle` for the webhook route."""
 
     def __init__(
         self,
         config: TelegramConfig,
-        inbound: Inbound,
+        memory: ChatMemory,
         environ: Mapping[str, str] = os.environ,
         *,
         polling: bool = False,
     ) -> None:
         token, self.secret = credentials(config, environ, webhook=not polling)
-        self.inbound = inbound
+        self.memory = memory
         self.polling = polling
         # Short calls (a card post must end well inside its outbox lease), and answers read
         # no further than channels.answer_cap's cap.
@@ -177,7 +177,7 @@ class TelegramBot:
             log.warning("Telegram update %d not handled yet: %s", update_id, exc)
             return _error(503, "telegram_unavailable", "the bot is not initialised yet")
         # A database error here answers 503 (errors middleware): Telegram delivers again.
-        if not await self.inbound.first_delivery("telegram", str(update_id)):
+        if not await self.memory.first_delivery("telegram", str(update_id)):
             log.info("Telegram update %d was delivered again; handled once already", update_id)
             return web.Response()
         await self.application.process_update(update)

@@ -59,7 +59,7 @@ def _build(services: Services) -> Channel:
         services.directory,
         services.operator,
         services.delegations,
-        services.inbound,
+        services.memory,
         polling=services.polling,
         web=services.channel("web"),  # type: ignore[arg-type]
     )

@@ -40,7 +40,7 @@ _CLAIM_JOBS = (
     update(outbox)
     .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
     .values(
-        locked_by=bindparam("w_worker", type_=outbox.c.locked_by.type),
+        locked_by=bindparam("w_holder", type_=outbox.c.locked_by.type),
         locked_until=bindparam("w_lease_until", type_=outbox.c.locked_until.type),
         attempts=outbox.c.attempts + 1,
     )
@@ -48,7 +48,7 @@ _CLAIM_JOBS = (
 )
 _HELD_JOBS = and_(
     outbox.c.id.in_(bindparam("ids", expanding=True)),
-    outbox.c.locked_by == bindparam("worker"),
+    outbox.c.locked_by == bindparam("holder"),
 )
 _FINISH_JOBS = (
     update(outbox)
@@ -149,16 +149,16 @@ class OutboxStatements(Statements):
 
     async def claim_jobs(
         self,
-        worker: str,
+        holder: str,
         *,
         now: datetime,
         lease_until: datetime,
         limit: int,
         kinds: Collection[str],
     ) -> list[OutboxJob]:
-        """Take up to `limit` due jobs for `worker` until `lease_until`, counting an attempt.
+        """Take up to `limit` due jobs for `holder` until `lease_until`, counting an attempt.
 
-        Due: queued, run_after reached, and not leased (or the lease of a worker that died
+        Due: queued, run_after reached, and not leased (or the lease of a holder that died
         has run out). PostgreSQL skips rows another replica is claiming right now (FOR UPDATE
         SKIP LOCKED); on SQLite the write transaction already excludes every other writer,
         and the lease condition keeps a second process off a job the first one holds.
@@ -167,70 +167,70 @@ class OutboxStatements(Statements):
             "kinds": sorted(kinds),
             "now": now,
             "limit": limit,
-            "w_worker": worker,
+            "w_holder": holder,
             "w_lease_until": lease_until,
         }
         rows = await self._all(_CLAIM_JOBS, params)
         return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
-    async def finish_job(self, job_id: int, worker: str, *, now: datetime) -> bool:
-        """Mark a job done; False if `worker` no longer holds it (its lease ran out and
-        another worker took it: that one reports the outcome)."""
-        return await self._settle(job_id, worker, state="done", done_at=now)
+    async def finish_job(self, job_id: int, holder: str, *, now: datetime) -> bool:
+        """Mark a job done; False if `holder` no longer holds it (its lease ran out and
+        another runner took it: that one reports the outcome)."""
+        return await self._settle(job_id, holder, state="done", done_at=now)
 
     async def finish_jobs(
-        self, job_ids: Collection[int], worker: str, *, now: datetime
+        self, job_ids: Collection[int], holder: str, *, now: datetime
     ) -> set[int]:
-        """`finish_job` for many jobs in one statement; the ids `worker` still held (and so
+        """`finish_job` for many jobs in one statement; the ids `holder` still held (and so
         marked done)."""
         if not job_ids:
             return set()
-        params = {"ids": sorted(job_ids), "worker": worker, "w_done_at": now}
+        params = {"ids": sorted(job_ids), "holder": holder, "w_done_at": now}
         return {row[0] for row in (await self.conn.execute(_FINISH_JOBS, params)).all()}
 
     async def reschedule_job(
-        self, job_id: int, worker: str, *, run_after: datetime, error: str
+        self, job_id: int, holder: str, *, run_after: datetime, error: str
     ) -> bool:
         """Put a failed job back in the queue for another attempt at `run_after`."""
-        return await self._settle(job_id, worker, run_after=run_after, last_error=error)
+        return await self._settle(job_id, holder, run_after=run_after, last_error=error)
 
     async def defer_job(
-        self, job_id: int, worker: str, *, run_after: datetime, error: str | None = None
+        self, job_id: int, holder: str, *, run_after: datetime, error: str | None = None
     ) -> bool:
         """Put a claimed job back until `run_after`, its attempt not counted (it was over its
         fair share of the runner's slots, or the far side asked to wait: `error` says so)."""
         values: dict[str, Any] = {"run_after": run_after, "attempts": outbox.c.attempts - 1}
         if error is not None:
             values["last_error"] = error
-        return await self._settle(job_id, worker, **values)
+        return await self._settle(job_id, holder, **values)
 
     async def defer_jobs(
-        self, job_ids: Collection[int], worker: str, *, run_after: datetime
+        self, job_ids: Collection[int], holder: str, *, run_after: datetime
     ) -> set[int]:
-        """`defer_job` for many jobs in one statement; the ids `worker` still held."""
+        """`defer_job` for many jobs in one statement; the ids `holder` still held."""
         if not job_ids:
             return set()
-        params = {"ids": sorted(job_ids), "worker": worker, "w_run_after": run_after}
+        params = {"ids": sorted(job_ids), "holder": holder, "w_run_after": run_after}
         return {row[0] for row in (await self.conn.execute(_DEFER_JOBS, params)).all()}
 
-    async def bury_job(self, job_id: int, worker: str, *, now: datetime, error: str) -> bool:
+    async def bury_job(self, job_id: int, holder: str, *, now: datetime, error: str) -> bool:
         """Give up on a job that used its attempts: dead until `signoff outbox retry`."""
-        return await self._settle(job_id, worker, state="dead", done_at=now, last_error=error)
+        return await self._settle(job_id, holder, state="dead", done_at=now, last_error=error)
 
-    async def _settle(self, job_id: int, worker: str, **values: Any) -> bool:
+    async def _settle(self, job_id: int, holder: str, **values: Any) -> bool:
         stmt = (
             update(outbox)
-            .where(outbox.c.id == job_id, outbox.c.locked_by == worker)
+            .where(outbox.c.id == job_id, outbox.c.locked_by == holder)
             .values(locked_by=None, locked_until=None, **values)
             .returning(outbox.c.id)
         )
         return (await self.conn.execute(stmt)).first() is not None
 
-    async def release_jobs(self, worker: str) -> int:
-        """Hand back every job `worker` holds without counting the attempt (clean shutdown)."""
+    async def release_jobs(self, holder: str) -> int:
+        """Hand back every job `holder` holds without counting the attempt (clean shutdown)."""
         stmt = (
             update(outbox)
-            .where(outbox.c.locked_by == worker, outbox.c.state == "queued")
+            .where(outbox.c.locked_by == holder, outbox.c.state == "queued")
             .values(locked_by=None, locked_until=None, attempts=outbox.c.attempts - 1)
             .returning(outbox.c.id)
         )

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     """`signoff serve`: runs its own event loop, one per worker process."""
-    from bot.workers import default_workers, serve
+    from bot.server_processes import default_workers, serve
 
     if args.workers is not None:
         workers = args.workers

@@ -1,7 +1,7 @@
 """The transactional outbox runner: performs the jobs transitions queued (decision webhooks,
 card posts and updates), from any replica, at least once.
 
-A worker claims a batch of due jobs with a lease (FOR UPDATE SKIP LOCKED on PostgreSQL, a
+A runner claims a batch of due jobs with a lease (FOR UPDATE SKIP LOCKED on PostgreSQL, a
 conditional lease update inside SQLite's single-writer transaction), runs them, and settles
 each: done; back in the queue after an exponential backoff with jitter; or dead after
 `max_attempts`, until `signoff outbox retry ID`. A failure no retry can change
@@ -9,9 +9,9 @@ each: done; back in the queue after an exponential backoff with jitter; or dead 
 once, with the platform's reason. A rate limit that says how long to wait (`RetryLater` with a
 delay: HTTP 429 with Retry-After, Telegram's flood control) waits that long without using up
 an attempt, for `rate_limited_for` after the job was queued; after that each wait counts, so
-a destination answering 429 forever still ends. A worker killed mid-job leaves its lease to
+a destination answering 429 forever still ends. A runner killed mid-job leaves its lease to
 run out, and any replica then picks the job up again. The settle is conditional on still
-holding the lease, so a slow worker can never overwrite the outcome of the one that took over.
+holding the lease, so a slow runner can never overwrite the outcome of the one that took over.
 
 The outbox is kept cheap and out of the way of people's requests: outcomes that arrive
 together are settled in one write transaction, with what their handlers had to write down
@@ -88,7 +88,7 @@ class OutboxSettings:
     backoff_base: timedelta = timedelta(seconds=2)
     backoff_max: timedelta = timedelta(hours=1)
     batch: int = 20
-    # Jobs in flight at once per worker (each a webhook POST or a chat API call).
+    # Jobs in flight at once per runner (each a webhook POST or a chat API call).
     concurrency: int = 32
     # While the event loop runs late by more than `busy_lag` seconds (requests are waiting
     # for it), at most `busy_concurrency` jobs are in flight: a burst of card updates waits
@@ -126,7 +126,9 @@ def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -
     return timedelta(seconds=full * (0.5 + 0.5 * rand()))
 
 
-def worker_name() -> str:
+def holder_name() -> str:
+    """What this runner's leases are held under (`outbox.locked_by`): host, process and a
+    random tail, so two runners of one process (or a restarted pid) never share a name."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
@@ -163,15 +165,15 @@ class _LoopLag:
 
 
 class _Settler:
-    """Writes the outcomes of a worker's attempts together: one write transaction for every
+    """Writes the outcomes of a runner's attempts together: one write transaction for every
     outcome that arrived within `window` seconds of the first (at most `batch`), each
-    conditional on the worker still holding the job's lease. Each outcome's future gets
+    conditional on the holder still holding the job's lease. Each outcome's future gets
     whether the lease was still held, or the error that kept it from being written (the job
     then comes back after its lease, as after a crash)."""
 
-    def __init__(self, store: Store, worker: str, clock: Clock, window: float, batch: int) -> None:
+    def __init__(self, store: Store, holder: str, clock: Clock, window: float, batch: int) -> None:
         self.store = store
-        self.worker = worker
+        self.holder = holder
         self.clock = clock
         self.window = window
         self.batch = max(1, batch)
@@ -246,14 +248,14 @@ class _Settler:
             await outcome.record.write(tx)
         now = self.clock.now()
         done = [o.job.id for o in batch if o.state == "done"]
-        held = await tx.finish_jobs(done, self.worker, now=now)
+        held = await tx.finish_jobs(done, self.holder, now=now)
         # Jobs over their share, put back together (one statement per moment they are due).
         over: dict[datetime, list[int]] = {}
         for o in batch:
             if o.state == "defer" and o.error is None and o.run_after is not None:
                 over.setdefault(o.run_after, []).append(o.job.id)
         for run_after, ids in sorted(over.items()):
-            held |= await tx.defer_jobs(ids, self.worker, run_after=run_after)
+            held |= await tx.defer_jobs(ids, self.holder, run_after=run_after)
         for outcome in sorted(batch, key=lambda o: o.job.id):
             job, error = outcome.job, outcome.error or ""
             if outcome.state == "defer" and outcome.error is None:
@@ -261,15 +263,15 @@ class _Settler:
             if outcome.state == "retry":
                 assert outcome.run_after is not None
                 ok = await tx.reschedule_job(
-                    job.id, self.worker, run_after=outcome.run_after, error=error
+                    job.id, self.holder, run_after=outcome.run_after, error=error
                 )
             elif outcome.state == "defer":
                 assert outcome.run_after is not None
                 ok = await tx.defer_job(
-                    job.id, self.worker, run_after=outcome.run_after, error=outcome.error
+                    job.id, self.holder, run_after=outcome.run_after, error=outcome.error
                 )
             elif outcome.state == "dead":
-                ok = await tx.bury_job(job.id, self.worker, now=now, error=error)
+                ok = await tx.bury_job(job.id, self.holder, now=now, error=error)
             else:
                 continue
             if ok:
@@ -286,7 +288,7 @@ class OutboxRunner:
         settings: OutboxSettings | None = None,
         *,
         metrics: Metrics | None = None,
-        worker: str | None = None,
+        holder: str | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.store = store
@@ -294,12 +296,12 @@ class OutboxRunner:
         self.clock = clock or SystemClock()
         self.settings = settings or OutboxSettings()
         self.metrics = metrics
-        self.worker = worker or worker_name()
+        self.holder = holder or holder_name()
         self._rand = rand
         self._wake = asyncio.Event()
         self.shares = Shares(self.settings, lambda n: backoff(n, self.settings, self._rand))
         self._settler = _Settler(
-            store, self.worker, self.clock, self.settings.settle_window, self.settings.batch
+            store, self.holder, self.clock, self.settings.settle_window, self.settings.batch
         )
 
     def wake(self) -> None:
@@ -311,7 +313,7 @@ class OutboxRunner:
         now = self.clock.now()
         async with self.store.write(background=True) as tx:
             return await tx.claim_jobs(
-                self.worker,
+                self.holder,
                 now=now,
                 lease_until=now + self.settings.lease,
                 limit=limit,
@@ -363,7 +365,7 @@ class OutboxRunner:
                 waiting.append((job, until))
         for job, until in waiting:
             # Settled with the next batch; the loop goes on meanwhile (the job stays leased
-            # to this worker until then, so nobody takes it twice).
+            # to this runner until then, so nobody takes it twice).
             future = self._settler.submit(job, "defer", run_after=until)
             future.add_done_callback(_put_back)
             self._count(job, "deferred")
@@ -583,14 +585,14 @@ class OutboxRunner:
             return await tx.prune_jobs(done_before=before, limit=limit)
 
     async def release(self) -> int:
-        """Hand back jobs this worker still holds (shutdown), so another replica can run them
+        """Hand back jobs this runner still holds (shutdown), so another replica can run them
         at once instead of after the lease. Attempts in flight are not counted."""
         try:
             async with self.store.write(background=True) as tx:
-                released = await tx.release_jobs(self.worker)
+                released = await tx.release_jobs(self.holder)
         except Exception:
             log.exception("could not release outbox jobs; they return after their lease")
             return 0
         if released:
-            log.info("released %d outbox job(s) held by %s", released, self.worker)
+            log.info("released %d outbox job(s) held by %s", released, self.holder)
         return released

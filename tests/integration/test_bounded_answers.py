@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 
 from bot.card import Card
+from bot.chat_memory import ChatMemory
 from bot.clock import FakeClock
 from bot.delegations import Delegations
 from bot.errors import DeliveryFailed
-from bot.inbound import Inbound
 from bot.operator import Operator
 from bot.routing import Directory
 from bot.target import Target
@@ -77,7 +77,7 @@ async def test_slack_answers_past_the_cap_fail_the_call(
     channel = SlackChannel(
         SlackConfig(api_base_url=f"{huge_answers}/api/"),
         **_parts(store, directory, clock),
-        inbound=Inbound(store, clock),
+        memory=ChatMemory(store, clock),
         environ=environ,
     )
     await channel.start()
@@ -95,7 +95,7 @@ async def test_telegram_answers_past_the_cap_fail_the_call(
     channel = TelegramChannel(
         TelegramConfig(api_base_url=f"{huge_answers}/bot"),
         **_parts(store, directory, clock),
-        inbound=Inbound(store, clock),
+        memory=ChatMemory(store, clock),
         environ=environ,
     )
     await channel.start()

@@ -119,7 +119,7 @@ def _runner(
     clock: FakeClock,
     session: aiohttp.ClientSession,
     *,
-    worker: str = "w1",
+    holder: str = "w1",
     environ: dict[str, str] | None = None,
     metrics: Metrics | None = None,
 ) -> OutboxRunner:
@@ -132,7 +132,7 @@ def _runner(
         {"webhook": sender},
         clock,
         SETTINGS,
-        worker=worker,
+        holder=holder,
         rand=lambda: 1.0,
         metrics=metrics,
     )
@@ -304,7 +304,7 @@ async def test_a_dead_workers_job_is_taken_over_after_its_lease(
 ) -> None:
     approval = await _approved(store, hooked, clock)
     receiver.gate = asyncio.Event()
-    crashed = _runner(store, hooked, clock, session, worker="crashed")
+    crashed = _runner(store, hooked, clock, session, holder="crashed")
     stuck = asyncio.create_task(crashed.run_once())
     await receiver.arrived.wait()
     stuck.cancel()  # the process dies mid-delivery: no release, no settle
@@ -313,7 +313,7 @@ async def test_a_dead_workers_job_is_taken_over_after_its_lease(
     assert (await _job(store, approval.id)).locked_by == "crashed"
 
     receiver.gate.set()
-    survivor = _runner(store, hooked, clock, session, worker="survivor")
+    survivor = _runner(store, hooked, clock, session, holder="survivor")
     assert await survivor.run_once() == 0  # the lease still holds
     clock.advance(SETTINGS.lease)
     assert await survivor.run_once() == 1
@@ -334,7 +334,7 @@ async def test_two_runners_never_run_a_leased_job_twice(
     stores = [Store.from_url(db_url), Store.from_url(db_url)]
     try:
         approvals = [await _approved(stores[0], hooked, clock, f"r-{i}") for i in range(30)]
-        runners = [_runner(s, hooked, clock, session, worker=f"w{i}") for i, s in enumerate(stores)]
+        runners = [_runner(s, hooked, clock, session, holder=f"w{i}") for i, s in enumerate(stores)]
 
         async def drain(runner: OutboxRunner) -> int:
             total = 0
@@ -477,7 +477,7 @@ async def test_a_job_outliving_its_own_lease_is_not_started_twice_by_its_worker(
         await gate.wait()
 
     settings = OutboxSettings(lease=timedelta(seconds=30), poll_interval=0.01)
-    runner = OutboxRunner(store, {"webhook": slow}, clock, settings, worker="w1")
+    runner = OutboxRunner(store, {"webhook": slow}, clock, settings, holder="w1")
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop))
     await started.wait()

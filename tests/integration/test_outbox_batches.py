@@ -206,7 +206,7 @@ async def test_an_outcome_the_database_refuses_leaves_the_rest_of_its_batch_sett
         return Record(refused) if job.payload["n"] == 1 else None
 
     settings = OutboxSettings(batch=3, settle_window=60.0, lease=OutboxSettings().lease)
-    runner = OutboxRunner(store, {"notice": handler}, clock, settings, worker="w1")
+    runner = OutboxRunner(store, {"notice": handler}, clock, settings, holder="w1")
     assert await runner.run_once() == 3
     async with store.read() as tx:
         jobs = {job.payload["n"]: job for job in await tx.outbox_jobs()}
@@ -215,7 +215,7 @@ async def test_an_outcome_the_database_refuses_leaves_the_rest_of_its_batch_sett
     assert (jobs[1].state, jobs[1].locked_by) == ("queued", "w1")
     clock.advance(settings.lease)
     # A runner with the default window: this one would wait out its 60 s for a batch of one.
-    again = OutboxRunner(store, {"notice": handler}, clock, OutboxSettings(), worker="w1")
+    again = OutboxRunner(store, {"notice": handler}, clock, OutboxSettings(), holder="w1")
     assert await again.run_once() == 1
 
 

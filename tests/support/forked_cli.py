@@ -42,7 +42,7 @@ PRELOAD = [
     "bot.app",
     "bot.server",
     "bot.operator",
-    "bot.workers",
+    "bot.server_processes",
     "store.migrate",
     "store.repository",
     "channels.slack",

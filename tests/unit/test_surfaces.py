@@ -301,7 +301,7 @@ _NAMING_ALLOWED = {
     "bot/cli/parser.py",
     "bot/cli/deployment.py",
     "bot/cli/processes.py",
-    "bot/workers.py",
+    "bot/server_processes.py",
 }
 _SURFACE_WORD = re.compile(r"slack|telegram", re.IGNORECASE)
 

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 DEAD_SCAN = 1000
 
 
-class Inbound:
+class ChatMemory:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
