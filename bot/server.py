@@ -24,7 +24,13 @@ from bot.health import serve_metrics
 from bot.outbox.webhooks import secret_problem
 from bot.surfaces import StartupCheck
 from store.engine import is_sqlite
-from store.migrate import current_revision, ensure_current, head_revision, known_revisions, upgrade
+from store.migrate import (
+    current_revision,
+    ensure_current,
+    head_revision,
+    known_revisions,
+    ready_to_use,
+)
 from store.repository import Store
 
 log = logging.getLogger("signoff.app")
@@ -120,12 +126,10 @@ async def prepare_schema(store: Store, *, dry_run: bool = False) -> None:
                 current or "empty",
                 head_revision(),
             )
-    elif is_sqlite(store.engine):
-        before, after = await upgrade(store.engine)
-        if before != after:
-            log.info("schema upgraded from %s to %s", before or "empty", after)
-    else:
+    elif dry_run:
         await ensure_current(store.engine)
+    elif upgraded := await ready_to_use(store.engine):  # as every CLI command does
+        log.info("schema upgraded from %s to %s", upgraded[0] or "empty", upgraded[1])
 
 
 def _signals(stop: asyncio.Event) -> None:
