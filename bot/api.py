@@ -111,6 +111,7 @@ def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
 
 # -- errors --------------------------------------------------------------------------------
 
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return utc_iso(value)

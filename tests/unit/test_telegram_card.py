@@ -17,7 +17,7 @@ from bot.routing import Directory
 from channels import telegram_card
 from tests.support.samples import RECORD_HASH as HASH
 from tests.support.samples import RECORD_NOW as NOW
-from tests.support.samples import TEST_CONFIG, approval_record
+from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
 
 INJECTION = '<b>bold</b> <a href="https://evil.example">click</a> &amp; </pre>'
 
@@ -186,8 +186,9 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         required_approvals=2,
         assignee="carol",
         assigned_note="escalated to Carol Diaz after 24 h without a decision",
+        votes=(cast_vote("alice"),),
     )
-    card = Card.from_approval(approval, NOW, directory, votes=("alice",))
+    card = Card.from_approval(approval, NOW, directory)
     assert card.progress == "1 of 2 (Alice Ng)"
     text = _parsed(telegram_card.html(card)).text
     assert "Approvals: 1 of 2 (Alice Ng)" in text
@@ -196,9 +197,16 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         in text
     )
     decided = Card.from_approval(
-        approval_record(required_approvals=2, state="approved", decided_by="bob"),
+        approval_record(
+            required_approvals=2,
+            state="approved",
+            decided_by="bob",
+            votes=(cast_vote("alice"), cast_vote("bob", 90, "telegram")),
+        ),
         NOW,
         directory,
-        votes=("alice", "bob"),
     )
-    assert decided.progress is None  # the outcome says it all
+    assert decided.progress is None  # no longer gathering, but every vote it took is shown
+    text = _parsed(telegram_card.html(decided)).text
+    assert "Approved by Alice Ng (alice) at 2026-03-02 09:30 UTC on the web" in text
+    assert "Approved by Bob Stone (bob) at 2026-03-02 10:30 UTC in Telegram" in text
