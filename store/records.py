@@ -123,11 +123,8 @@ class Vote(_FromRow):
     as_delegate_of: str | None
     note: str | None
     at: datetime
-    # The surface it was cast on ("web", "slack", "telegram", "cli"), from the audit event
-    # that recorded it; None if no event names it.
+    # The surface it was cast on ("web", "slack", "telegram", "cli"); None if not recorded.
     via: str | None = None
-
-    _ATTACHED: ClassVar[frozenset[str]] = frozenset({"via"})
 
 
 @dataclass(frozen=True, slots=True)

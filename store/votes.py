@@ -13,31 +13,15 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import bindparam, select
 
 from store.records import Approval, Vote
-from store.schema import approval_events, votes
+from store.schema import votes
 from store.statements import Statements, insert_for
 
-# The events a vote is recorded with (bot/operator.py): a vote towards the quorum, or the one
-# that decided the request.
-_VOTE_EVENTS = ("voted", "approved", "rejected")
-
-# Each vote with the actor of the events recorded at the same moment on the same request; the
-# one whose actor ("web:alice") names the voter gives the surface.
-_VOTES_OF = (
-    select(votes, approval_events.c.actor.label("event_actor"))
-    .select_from(
-        votes.outerjoin(
-            approval_events,
-            and_(
-                approval_events.c.approval_id == votes.c.approval_id,
-                approval_events.c.at == votes.c.at,
-                approval_events.c.type.in_(_VOTE_EVENTS),
-            ),
-        )
-    )
-    .order_by(votes.c.approval_id, votes.c.at, votes.c.principal)
+_VOTES_OF = select(votes).order_by(votes.c.approval_id, votes.c.at, votes.c.principal)
+_VOTES_FOR = (
+    select(votes).where(votes.c.approval_id == bindparam("approval_id")).order_by(votes.c.at)
 )
 
 
@@ -53,22 +37,18 @@ def _insert_vote(dialect: str) -> Any:
 async def read_votes(
     statements: Statements, approval_ids: Collection[str]
 ) -> dict[str, tuple[Vote, ...]]:
-    """The votes cast on each of these approvals, oldest first, each with the surface it was
-    cast on: one statement for any number of approvals (those without votes are left out)."""
+    """The votes cast on each of these approvals, oldest first: one statement for any number
+    of approvals (those without votes are left out)."""
     if not approval_ids:
         return {}
+    if len(approval_ids) == 1:  # one request being decided or shown: the driver path
+        [approval_id] = approval_ids
+        rows = await statements._rows(_VOTES_FOR, {"approval_id": approval_id}, votes)
+        return {approval_id: tuple(Vote.from_row(r) for r in rows)} if rows else {}
     stmt = _VOTES_OF.where(votes.c.approval_id.in_(sorted(approval_ids)))
-    found: dict[tuple[str, str], Vote] = {}
-    for row in (await statements.conn.execute(stmt)).mappings().all():
-        key = (row["approval_id"], row["principal"])
-        via, _, actor = (row["event_actor"] or "").partition(":")
-        if actor != row["principal"]:
-            via = ""
-        if key not in found or (via and found[key].via is None):
-            found[key] = replace(Vote.from_row(row), via=via or None)
     result: dict[str, tuple[Vote, ...]] = {}
-    for (approval_id, _), vote in found.items():  # in the statement's order: oldest first
-        result[approval_id] = (*result.get(approval_id, ()), vote)
+    for row in (await statements.conn.execute(stmt)).mappings().all():
+        result[row["approval_id"]] = (*result.get(row["approval_id"], ()), Vote.from_row(row))
     return result
 
 
