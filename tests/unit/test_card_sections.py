@@ -218,6 +218,19 @@ def _parts(section: Section, left_out: set[str], unlabelled: set[str]) -> list[s
     return [p for p in parts if p]
 
 
+def test_slack_shows_every_vote_of_a_large_quorum_ten_to_a_context_block(
+    directory: Directory,
+) -> None:
+    votes = tuple(cast_vote("alice", i) for i in range(12))  # one name, twelve lines
+    card = Card.from_approval(
+        approval_record(required_approvals=13, votes=votes), NOW, directory, max_value=None
+    )
+    blocks = slack_card.blocks(card)
+    assert all(len(b["elements"]) <= 10 for b in blocks if b["type"] == "context")
+    shown = [t for t in texts_in(blocks, "plain_text") if t.startswith("Approved by")]
+    assert len(shown) == 12
+
+
 def test_agent_text_is_no_markup_on_any_surface(directory: Directory) -> None:
     card = Card.from_approval(
         approval_record(
