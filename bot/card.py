@@ -190,7 +190,8 @@ async def card_for(
     max_value: int | None = 200,
 ) -> Card:
     """The Card for `approval` as every surface shows it, with the confirmation its route
-    asks for."""
+    asks for. (`store` is no longer read: a quorum's votes come with the approval. It stays
+    while the callers in bot/outbox and channels/ still pass it.)"""
     card = Card.from_approval(approval, now, directory, max_value)
     return replace(card, confirm=True) if confirms(directory, approval) else card
 
