@@ -25,6 +25,31 @@ from store.repository import Store
 
 
 @dataclass(frozen=True, slots=True)
+class CardVote:
+    """One vote towards a quorum as a card shows it."""
+
+    name: str  # "Alice Ng (alice)", or "Dan Lee (dan) for Alice Ng (alice)" standing in
+    decision: str  # "approve" or "reject"
+    at: datetime
+    via: str | None  # the surface: "web", "slack", "telegram", "cli"; None if not recorded
+
+
+def card_votes(approval: Approval, directory: Directory | None = None) -> tuple[CardVote, ...]:
+    """The votes `approval` carries (N-of-M), oldest first, named through `directory`."""
+    describe = directory.describe if directory is not None else str
+    return tuple(
+        CardVote(
+            describe(v.principal)
+            + (f" for {describe(v.as_delegate_of)}" if v.as_delegate_of else ""),
+            v.decision,
+            v.at,
+            v.via,
+        )
+        for v in approval.votes
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Card:
     """What a human is shown, before any surface renders it. Every string in it that came
     from the agent (title, fields, arguments, reason) or a person (a decision note) has its
@@ -59,6 +84,8 @@ class Card:
     assigned_note: str | None = None
     approvals_so_far: tuple[str, ...] = ()
     required_approvals: int = 1
+    # Every vote cast towards the quorum, before and after the outcome (who, when, where).
+    votes: tuple[CardVote, ...] = ()
     # The route asks for a confirmation before Approve decides (`confirm = true`).
     confirm: bool = False
 
@@ -69,6 +96,11 @@ class Card:
             return None
         names = ", ".join(self.approvals_so_far) or "none yet"
         return f"{len(self.approvals_so_far)} of {self.required_approvals} ({names})"
+
+    @property
+    def vote_lines(self) -> tuple[str, ...]:
+        """Each vote in the card's words, for a list that shows them as lines."""
+        return tuple(card_sections.vote_item(vote).line for vote in self.votes)
 
     @property
     def sections(self) -> tuple[Section, ...]:
@@ -86,11 +118,11 @@ class Card:
         now: datetime,
         directory: Directory | None = None,
         max_value: int | None = 200,
-        votes: tuple[str, ...] = (),
     ) -> Card:
         """`directory` names principals and groups ("Alice Ng (alice)"; without one, the
         keys). `max_value` cuts long values for surfaces with little room (None: show
-        everything). `votes` are the principals who approved so far (N-of-M)."""
+        everything). A quorum's votes are the ones the approval carries (the store reads
+        them with it)."""
         describe = directory.describe if directory is not None else str
         name_of = directory.name_of if directory is not None else str
         presentation = approval.presentation if isinstance(approval.presentation, dict) else {}
@@ -133,8 +165,11 @@ class Card:
             claimed_at=approval.claimed_at,
             executed_at=approval.executed_at,
             assigned_note=visible(approval.assigned_note) if approval.assigned_note else None,
-            approvals_so_far=tuple(name_of(v) for v in votes),
+            approvals_so_far=tuple(
+                name_of(v.principal) for v in approval.votes if v.decision == "approve"
+            ),
             required_approvals=approval.required_approvals,
+            votes=card_votes(approval, directory),
         )
 
 
@@ -154,15 +189,10 @@ async def card_for(
     *,
     max_value: int | None = 200,
 ) -> Card:
-    """The Card for `approval` as every surface shows it, with the approvals a quorum has
-    gathered so far read from the votes."""
-    votes: tuple[str, ...] = ()
-    if approval.required_approvals > 1:
-        async with store.read() as tx:
-            votes = tuple(
-                v.principal for v in await tx.votes_for(approval.id) if v.decision == "approve"
-            )
-    card = Card.from_approval(approval, now, directory, max_value, votes=votes)
+    """The Card for `approval` as every surface shows it, with the confirmation its route
+    asks for. (`store` is no longer read: a quorum's votes come with the approval. It stays
+    while the callers in bot/outbox and channels/ still pass it.)"""
+    card = Card.from_approval(approval, now, directory, max_value)
     return replace(card, confirm=True) if confirms(directory, approval) else card
 
 

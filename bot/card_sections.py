@@ -10,7 +10,8 @@ controls (buttons, forms, a link to the web page):
     fields     the agent's own fields, when it sent any
     arguments  "Arguments": every argument, key = value
     reason     "Reason (from the agent, unverified)": the agent's reason, when it gave one
-    people     who asked, who decides, a quorum's progress, the deadline
+    people     who asked, who decides, a quorum's progress and every vote cast towards it
+               (who, when, on which surface: before and after the outcome), the deadline
     hash       the short hash the human approves; the id and the full hash as items
     outcome    once it is not pending: what happened, then the decision note
 
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 from bot.model import State
 
 if TYPE_CHECKING:
-    from bot.card import Card
+    from bot.card import Card, CardVote
 
 
 # The link a chat card shows to the approval's page, when the web surface is configured.
@@ -140,6 +141,7 @@ def _people(card: Card) -> tuple[Item, ...]:
     ]
     if card.progress:
         people.append(progress(card))
+    people += [vote_item(vote) for vote in card.votes]
     day = f"{card.expires_at:%Y-%m-%d %H:%M} UTC"
     if card.expires_in is not None:
         people.append(Item("Expires", f"in {card.expires_in} ({day})", " ", when=card.expires_at))
@@ -157,6 +159,29 @@ def _people(card: Card) -> tuple[Item, ...]:
 def progress(card: Card) -> Item:
     """ "Approvals: 1 of 2 (Alice Ng)" while a quorum is being gathered."""
     return Item("Approvals", card.progress or "")
+
+
+# Where a vote was cast, as it reads after the time ("... at 10:00 UTC in Slack").
+_SURFACES = {
+    "web": "on the web",
+    "slack": "in Slack",
+    "telegram": "in Telegram",
+    "cli": "from the CLI",
+}
+
+
+def vote_item(vote: CardVote) -> Item:
+    """ "Approved by Alice Ng (alice) at 2026-12-01 10:00 UTC on the web": one vote of a
+    quorum, who, when and where, so the record shows every person it took, not only the last."""
+    label = "Approved by" if vote.decision == "approve" else "Rejected by"
+    where = _SURFACES.get(vote.via or "", f"via {vote.via}" if vote.via else "")
+    return Item(label, f"{vote.name}{at(vote.at)}{' ' + where if where else ''}", " ")
+
+
+def votes_line(card: Card) -> str:
+    """Every vote on one line, for a list with room for one ("Approved by Alice Ng (alice) at
+    ... on the web; Approved by ..."); empty without votes."""
+    return "; ".join(vote_item(vote).line for vote in card.votes)
 
 
 def more(hidden: int, noun: str, approval_id: str) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
-from store.records import Approval
+from store.records import Approval, Vote
 
 __all__ = ["Approval", "Execution", "Kind", "State", "execution_of", "public_record"]
 
@@ -82,8 +82,23 @@ def _iso(value: datetime | None) -> str | None:
     return utc_iso(value) if value else None
 
 
+def vote_record(vote: Vote) -> dict[str, Any]:
+    """One vote towards a quorum as the record shows it: who, deciding what, when, on which
+    surface (None where the audit trail does not say), standing in for whom."""
+    return {
+        "principal": vote.principal,
+        "decision": vote.decision,
+        "at": utc_iso(vote.at),
+        "via": vote.via,
+        "as_delegate_of": vote.as_delegate_of,
+        "note": vote.note,
+    }
+
+
 def public_record(approval: Approval) -> dict[str, Any]:
-    """The JSON form shared by the CLI's --json and the HTTP API."""
+    """The JSON form shared by the CLI's --json, the HTTP API and the webhooks. `votes` lists
+    every vote counted towards an N-of-M quorum, oldest first, before and after the
+    outcome (the one that decided it too); it is empty where one decision decides."""
     return {
         "id": approval.id,
         "tenant": approval.tenant,
@@ -105,6 +120,7 @@ def public_record(approval: Approval) -> dict[str, Any]:
         "decided_by": approval.decided_by,
         "decided_at": _iso(approval.decided_at),
         "decision_note": approval.decision_note,
+        "votes": [vote_record(v) for v in approval.votes],
         "grant_expires_at": _iso(approval.grant_expires_at),
         "claimed_at": _iso(approval.claimed_at),
         "lease_until": _iso(approval.lease_until),

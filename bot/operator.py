@@ -290,6 +290,7 @@ class Operator(Transitioner):
                     "as_delegate_of": standing.on_behalf_of,
                     "note": note,
                     "at": now,
+                    "via": actor.via,
                 }
             ):
                 raise AlreadyVoted(f"{actor.principal} has already voted on this request")

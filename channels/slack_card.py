@@ -182,8 +182,16 @@ def _reason(card: Card, section: Section) -> Blocks:
     return [{"type": "section", "text": _plain(f"{section.heading}: {section.text}")}]
 
 
+# Slack takes at most 10 elements in a context block; a large quorum's votes take more.
+_CONTEXT_ELEMENTS = 10
+
+
 def _people(card: Card, section: Section) -> Blocks:
-    return [{"type": "context", "elements": [_plain(item.line) for item in section.items]}]
+    elements = [_plain(item.line) for item in section.items]
+    return [
+        {"type": "context", "elements": elements[i : i + _CONTEXT_ELEMENTS]}
+        for i in range(0, len(elements), _CONTEXT_ELEMENTS)
+    ]
 
 
 def _hash(card: Card, section: Section) -> Blocks:

@@ -40,7 +40,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import inbox
 from bot.card import Card, card_for
-from bot.card_sections import OPEN_IN_BROWSER, progress
+from bot.card_sections import OPEN_IN_BROWSER, progress, votes_line
 from bot.delegations import Delegations
 from bot.routing import Directory
 from bot.visible import visible
@@ -255,8 +255,7 @@ class SlackHome:
             if row is None:
                 return set()
             key = (row.id, row.state, row.hash, row.assignee, row.assigned_note, row.decided_at)
-            votes = len(await tx.votes_for(row.id)) if row.required_approvals > 1 else 0
-            key += (votes,)
+            key += (len(row.votes),)
             if key in self._refreshed:
                 return set()
             entitled = set(self.directory.entitled(row))
@@ -291,6 +290,8 @@ def _item(
         facts.append(_plain(f"You decide for {standing_in_for}"))
     if card.progress:
         facts.append(_plain(progress(card).line))
+    if card.votes:
+        facts.append(_plain(votes_line(card)))
     facts.append(_mrkdwn(f"`{card.short_hash}`"))
     if page is not None:
         url = slack_card.escape(page(card.approval_id))

@@ -18,7 +18,7 @@ from typing import Literal
 
 from bot.canonical import short_hash
 from bot.card import Card
-from bot.card_sections import OPEN_IN_BROWSER, Kind, Section, more
+from bot.card_sections import OPEN_IN_BROWSER, Kind, Section, more, vote_item
 from bot.model import State
 from bot.visible import visible
 
@@ -35,6 +35,8 @@ def escape(text: str) -> str:
 _TEXT_BUDGET = 3900
 _PROSE = 700  # summary, the agent's reason, a decision note: each at most this much
 _LINE = 300  # one field or argument line
+# A quorum's votes shown on the card; past these, a line says how many more and where all are.
+_VOTES = 3
 
 _ICONS = {
     "approved": "✅",
@@ -152,9 +154,7 @@ def html(card: Card, url: str | None = None) -> str:
             tail += ["", f"{escape(section.heading)}: <i>{escape(_clip(section.text, _PROSE))}</i>"]
         elif kind == Kind.PEOPLE:
             tail.append("")
-            tail += [
-                escape(f"{item.label}{item.sep}{_clip(item.value, 200)}") for item in section.items
-            ]
+            tail += _people(card, section)
         elif kind == Kind.HASH:
             hash_line = f"<code>{escape(section.text)}</code>"
         elif kind == Kind.OUTCOME:
@@ -201,6 +201,23 @@ def _details(card: Card, sections: list[Section], budget: int) -> list[str]:
             budget -= _shown(line) + 1
             arguments.append(line)
         lines += ["", f"{escape(section.heading)}:", f"<pre>{chr(10).join(arguments)}</pre>"]
+    return lines
+
+
+def _people(card: Card, section: Section) -> list[str]:
+    """Who asked and decides, and the first of a quorum's votes (up to fifty of them would
+    not fit in a message beside the rest)."""
+    votes = {vote_item(vote) for vote in card.votes}
+    lines: list[str] = []
+    shown = 0
+    for item in section.items:
+        if item in votes:
+            shown += 1
+            if shown > _VOTES:
+                if shown == _VOTES + 1:
+                    lines.append(_more(card, len(votes) - _VOTES, "vote"))
+                continue
+        lines.append(escape(f"{item.label}{item.sep}{_clip(item.value, 200)}"))
     return lines
 
 

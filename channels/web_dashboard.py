@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot import audit
+from bot.card import card_votes
+from bot.card_sections import vote_item
 from bot.durations import format_duration
 from bot.errors import NotFound, NotPending
 from bot.model import execution_of
@@ -91,6 +93,7 @@ class DecisionRow:
     state: str  # where the request is now
     decider: str
     surface: str
+    votes: tuple[str, ...]  # a quorum's, in the card's words: every person it took
     decided_at: datetime
     time_to_decide: str
 
@@ -256,6 +259,7 @@ class Dashboard:
             state=row.state,
             decider=self.directory.describe(row.decided_by) if row.decided_by else "—",
             surface=via if who else (actor or "unknown"),
+            votes=tuple(vote_item(vote).line for vote in card_votes(row, self.directory)),
             decided_at=row.decided_at,
             time_to_decide=format_duration(row.decided_at - row.created_at),
         )
@@ -315,6 +319,7 @@ class Dashboard:
             "title": _title(row),
             "assignee": self.directory.describe(row.assignee),
             "decided_by": self.directory.describe(row.decided_by) if row.decided_by else None,
+            "votes": [vote_item(vote).line for vote in card_votes(row, self.directory)],
             "execution": execution_of(row.state).value,
             "outcome": None
             if row.outcome is None

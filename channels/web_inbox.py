@@ -166,9 +166,7 @@ class InboxPages:
                     for d in await tx.delegations_from(sorted(entitled), now)
                     if covers(d, row.capability)
                 ]
-                if row.required_approvals > 1:
-                    key = visitor.principal.key
-                    voted = any(v.principal == key for v in await tx.votes_for(row.id))
+                voted = any(v.principal == visitor.principal.key for v in row.votes)
         if row is None:
             return self.channel.refusal(
                 request,

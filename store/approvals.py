@@ -19,6 +19,7 @@ from store.fast_path import run as driver_run
 from store.records import Approval
 from store.schema import approvals
 from store.statements import Statements, insert_for
+from store.votes import with_votes
 
 _GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
 _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
@@ -104,7 +105,7 @@ class ApprovalStatements(Statements):
     async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
         """One approval through the driver path (or Core when it cannot be taken)."""
         rows = await self._rows(statement, params, approvals)
-        return Approval.from_row(rows[0]) if rows else None
+        return await with_votes(self, Approval.from_row(rows[0]) if rows else None)
 
     async def insert_approval(self, values: Mapping[str, Any]) -> Approval | None:
         """Insert a new approval; None when (tenant, run_id, hash) already exists."""
@@ -121,7 +122,7 @@ class ApprovalStatements(Statements):
     async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
         """The approval for one call in one run (the idempotency key)."""
         row = await self._one(_APPROVAL_BY_KEY, {"tenant": tenant, "run_id": run_id, "hash": hash_})
-        return Approval.from_row(row) if row else None
+        return await with_votes(self, Approval.from_row(row) if row else None)
 
     async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
         """One approval, optionally only if it belongs to `tenant`."""
@@ -151,7 +152,7 @@ class ApprovalStatements(Statements):
         """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
         follow-up)."""
         row = await self._one(select(approvals).where(approvals.c.follow_up_id == follow_up_id), {})
-        return Approval.from_row(row) if row else None
+        return await with_votes(self, Approval.from_row(row) if row else None)
 
     async def lock_approval(
         self, approval_id: str, *, skip_locked: bool = False

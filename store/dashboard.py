@@ -18,6 +18,7 @@ from sqlalchemy import and_, bindparam, case, extract, func, literal_column, or_
 from store.records import Approval
 from store.schema import approval_events, approvals
 from store.statements import Statements
+from store.votes import attach_votes
 
 
 @functools.cache
@@ -91,12 +92,13 @@ class DashboardStatements(Statements):
             stmt = stmt.where(or_(expires < at, and_(expires == at, key < last_id)))
             stmt = stmt.order_by(expires.desc(), key.desc()).limit(limit)
             rows = (await self.conn.execute(stmt)).mappings().all()
-            return [Approval.from_row(r) for r in reversed(rows)]
+            return await attach_votes(self, [Approval.from_row(r) for r in reversed(rows)])
         if after is not None:
             at, last_id = after
             stmt = stmt.where(or_(expires > at, and_(expires == at, key > last_id)))
         stmt = stmt.order_by(expires, key).limit(limit)
-        return [Approval.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return await attach_votes(self, [Approval.from_row(r) for r in rows])
 
     async def dashboard_pending_counts(self, now: datetime) -> tuple[int, int]:
         """(pending, of which overdue at `now`) across every tenant, from the partial index."""
@@ -111,7 +113,8 @@ class DashboardStatements(Statements):
         self, limit: int
     ) -> list[tuple[Approval, str | None, str | None]]:
         """The latest human decisions, newest first: each approval with the type and actor of
-        the audit event that decided it (the actor names the surface: "web:alice")."""
+        the audit event that decided it (the actor names the surface: "web:alice"); a quorum's
+        approval carries every vote that decided it."""
         decided = and_(
             approval_events.c.approval_id == approvals.c.id,
             approval_events.c.at == approvals.c.decided_at,
@@ -129,7 +132,11 @@ class DashboardStatements(Statements):
             .limit(limit)
         )
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return [(Approval.from_row(r), r["decision_event"], r["decision_actor"]) for r in rows]
+        found = await attach_votes(self, [Approval.from_row(r) for r in rows])
+        return [
+            (row, r["decision_event"], r["decision_actor"])
+            for row, r in zip(found, rows, strict=True)
+        ]
 
     async def dashboard_pending_flow(self, boundaries: Sequence[datetime]) -> list[tuple[int, int]]:
         """For each interval (boundaries[i], boundaries[i + 1]]: how many requests were made

@@ -16,6 +16,7 @@ from sqlalchemy import Select, and_, bindparam, func, literal_column, or_, selec
 from store.records import Approval, Candidate
 from store.schema import approvals
 from store.statements import Statements
+from store.votes import attach_votes
 
 _CANDIDATE_COLUMNS = [approvals.c[f.name] for f in fields(Candidate)]
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
@@ -61,7 +62,7 @@ class ListingStatements(Statements):
             )
         stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return [Approval.from_row(r) for r in rows]
+        return await attach_votes(self, [Approval.from_row(r) for r in rows])
 
     async def pending_page(self, after_id: str, limit: int) -> list[Approval]:
         """Pending approvals in id order after `after_id` (a scan in bounded pages)."""
@@ -71,7 +72,8 @@ class ListingStatements(Statements):
             .order_by(approvals.c.id)
             .limit(limit)
         )
-        return [Approval.from_row(r) for r in (await self.conn.execute(stmt)).mappings().all()]
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return await attach_votes(self, [Approval.from_row(r) for r in rows])
 
     async def list_approvals(
         self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
@@ -84,7 +86,7 @@ class ListingStatements(Statements):
             stmt = stmt.where(approvals.c.state == state)
         stmt = stmt.order_by(approvals.c.created_at.desc(), approvals.c.id.desc()).limit(limit)
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return [Approval.from_row(r) for r in rows]
+        return await attach_votes(self, [Approval.from_row(r) for r in rows])
 
     async def pending_naming(
         self,
@@ -128,7 +130,8 @@ class ListingStatements(Statements):
             return {}
         stmt = select(approvals).where(approvals.c.id.in_(list(approval_ids)))
         rows = (await self.conn.execute(stmt)).mappings().all()
-        return {r["id"]: Approval.from_row(r) for r in rows}
+        found = await attach_votes(self, [Approval.from_row(r) for r in rows])
+        return {row.id: row for row in found}
 
     async def pending_summary(self) -> list[tuple[str, str, int, datetime]]:
         """(tenant, capability, pending count, oldest created_at) for the metrics: read from

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from sqlalchemy.engine import RowMapping
 
 
 class _FromRow:
+    # Fields read from other tables than the row's (an approval's votes): from_row leaves
+    # them at their defaults, and the store fills them in.
+    _ATTACHED: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def from_row(cls, row: RowMapping) -> Self:
-        return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[call-arg]
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name not in cls._ATTACHED})  # type: ignore[call-arg]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,11 @@ class Approval(_FromRow):
     step_key: str | None = None
     superseded_by: str | None = None
     follow_up_id: str | None = None
+    # The votes cast towards a quorum (N-of-M), oldest first, from `votes`: every approval
+    # the store returns carries them (store/votes.py attach_votes); () with one approver.
+    votes: tuple[Vote, ...] = ()
+
+    _ATTACHED: ClassVar[frozenset[str]] = frozenset({"votes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +123,8 @@ class Vote(_FromRow):
     as_delegate_of: str | None
     note: str | None
     at: datetime
+    # The surface it was cast on ("web", "slack", "telegram", "cli"); None if not recorded.
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,6 +245,8 @@ votes = Table(
     Column("as_delegate_of", String(128)),
     Column("note", Text),
     Column("at", UTCDateTime, nullable=False),
+    # The surface it was cast on: "web", "slack", "telegram", "cli" (0011).
+    Column("via", String(32)),
 )
 
 card_messages = Table(

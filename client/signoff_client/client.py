@@ -29,10 +29,35 @@ import aiohttp
 
 from signoff_client.errors import SignoffError, error_from_code
 
-__all__ = ["ApprovalRecord", "Claim", "SignoffClient"]
+__all__ = ["ApprovalRecord", "ApprovalVote", "Claim", "SignoffClient"]
 
 # States a waiting agent stops on: decided (or otherwise closed) one way or another.
 _WAITING = frozenset({"pending"})
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalVote:
+    """One vote towards an N-of-M quorum: who, deciding what ("approve" or "reject"), when,
+    on which surface ("web", "slack", "telegram", "cli"; None if not recorded), and for whom
+    a delegate stood in."""
+
+    principal: str
+    decision: str
+    at: str
+    via: str | None = None
+    as_delegate_of: str | None = None
+    note: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ApprovalVote:
+        return cls(
+            principal=data["principal"],
+            decision=data["decision"],
+            at=data["at"],
+            via=data.get("via"),
+            as_delegate_of=data.get("as_delegate_of"),
+            note=data.get("note"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +84,9 @@ class ApprovalRecord:
     follow_up_id: str | None = None
     superseded_by: str | None = None
     lease_until: str | None = None
+    # Every vote counted towards a quorum, oldest first (empty where one decision decides,
+    # and from a server older than the field).
+    votes: tuple[ApprovalVote, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ApprovalRecord:
@@ -80,6 +108,7 @@ class ApprovalRecord:
             follow_up_id=data.get("follow_up_id"),
             superseded_by=data.get("superseded_by"),
             lease_until=data.get("lease_until"),
+            votes=tuple(ApprovalVote.from_json(v) for v in data.get("votes") or ()),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -337,3 +338,32 @@ def test_config_check(tmp_path: Path) -> None:
 
     assert_refused(bad_key, "server.lisen")
     assert_refused(bad_principal, "routes.0.approvers", "zed")
+
+
+def test_show_names_every_vote_of_a_quorum(sqlite_db: Deployment) -> None:
+    cli = sqlite_db.cli
+    created = sqlite_db.request(capability="quorum.migrate", run_id="run-q")
+    aid, good = created["id"], created["hash"]
+    vote = re.compile(
+        r"Approved by +(\w[\w ]*\(\w+\)) at \d{4}-\d\d-\d\d \d\d:\d\d UTC from the CLI"
+    )
+
+    alice = cli.run("approvals", "approve", aid, "--hash", good, "--as", "alice")
+    assert alice.returncode == 0, str(alice)
+    pending = cli.run("approvals", "show", aid)
+    assert pending.returncode == 0, str(pending)
+    assert "1 of 2 (Alice Ng)" in pending.stdout
+    assert vote.findall(pending.stdout) == ["Alice Ng (alice)"]
+
+    bob = cli.run("approvals", "approve", aid, "--hash", good, "--as", "bob")
+    assert bob.returncode == 0, str(bob)
+    shown, as_json = cli.run_all([["approvals", "show", aid], ["approvals", "show", aid, "--json"]])
+    assert "Approved by Bob Stone (bob) at" in shown.stdout  # the outcome: who decided
+    assert vote.findall(shown.stdout) == ["Alice Ng (alice)", "Bob Stone (bob)"]
+    record = as_json.json()
+    assert record["decided_by"] == "bob"
+    assert [(v["principal"], v["decision"], v["via"]) for v in record["votes"]] == [
+        ("alice", "approve", "cli"),
+        ("bob", "approve", "cli"),
+    ]
+    assert record["votes"][1]["at"] == record["decided_at"]

@@ -101,3 +101,22 @@ async def test_refusals_arrive_as_signoff_errors(base_url: str) -> None:
     async with SignoffClient(base_url, "wrong") as stranger:
         with pytest.raises(Unauthorized):
             await stranger.get(approval.id)
+
+
+async def test_the_record_names_every_vote_of_a_quorum(
+    base_url: str, store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    async with SignoffClient(base_url, "acme-key") as client:
+        approval = await client.request(**request_body(capability="quorum.migrate"))
+        assert approval.votes == ()
+        operator = Operator(store, directory, clock)
+        await operator.approve_shown(approval.id, approval.hash, Actor("alice", "web"))
+        clock.advance(minutes=5)
+        await operator.approve_shown(approval.id, approval.hash, Actor("bob", "telegram"))
+        decided = await client.get(approval.id)
+    assert (decided.state, decided.decided_by) == ("approved", "bob")
+    assert [(v.principal, v.decision, v.via) for v in decided.votes] == [
+        ("alice", "approve", "web"),
+        ("bob", "approve", "telegram"),
+    ]
+    assert decided.votes[1].at == decided.raw["decided_at"]

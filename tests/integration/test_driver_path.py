@@ -71,6 +71,7 @@ async def test_a_missing_table_on_the_driver_path_says_to_upgrade(store: Store, 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite ignores lengths
 async def test_a_value_refused_on_the_driver_path_is_invalid_input(store: Store) -> None:
     too_long = dataclasses.asdict(approval_record(tenant="t" * 200))  # the column holds 128
+    del too_long["votes"]  # read from `votes`, not a column
     with pytest.raises(InvalidRequest, match="refused a value"):
         async with store.write() as tx:
             await tx.get_approval("x")

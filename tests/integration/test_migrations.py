@@ -138,3 +138,58 @@ async def test_0005_gives_existing_rows_their_step_and_follow_up(empty_url: str)
         }
     finally:
         await engine.dispose()
+
+
+async def test_0011_gives_earlier_votes_the_surface_their_events_name(empty_url: str) -> None:
+    """Votes cast before 0011 stored no surface: the audit event recorded with each says it,
+    and a vote no event names keeps none."""
+    engine = create_engine(empty_url)
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    later = datetime(2026, 11, 1, 0, 5, tzinfo=UTC)
+    columns = (
+        "id, tenant, run_id, kind, capability, tool_name, tool_args, presentation, "
+        "hash, assignee, approvers, required_approvals, state, created_at, expires_at"
+    )
+    row = (
+        "'q1', 'acme', 'run-1', 'tool_call', 'quorum.move', 't', '{}', '{\"title\": \"x\"}', "
+        "'ab', 'alice', '[\"alice\", \"bob\", \"carol\"]', 2, 'approved', :at, :at"
+    )
+    try:
+
+        def to_0010(connection: Connection) -> None:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "0010")
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to_0010)
+            await conn.execute(
+                text(f"INSERT INTO approvals ({columns}) VALUES ({row})"), {"at": at}
+            )
+            for seq, (kind, actor, when) in enumerate(
+                (("voted", "web:alice", at), ("approved", "slack:bob", later)), start=1
+            ):
+                await conn.execute(
+                    text(
+                        "INSERT INTO approval_events (approval_id, seq, type, actor, at, data, "
+                        "prev_hash, hash) VALUES ('q1', :seq, :type, :actor, :at, '{}', :h, :h)"
+                    ),
+                    {"seq": seq, "type": kind, "actor": actor, "at": when, "h": "0" * 64},
+                )
+            for principal, when in (("alice", at), ("bob", later), ("carol", later)):
+                await conn.execute(
+                    text(
+                        "INSERT INTO votes (approval_id, principal, decision, at) "
+                        "VALUES ('q1', :principal, 'approve', :at)"
+                    ),
+                    {"principal": principal, "at": when},
+                )
+        assert await upgrade(engine) == ("0010", head_revision())
+        async with engine.connect() as conn:
+            found = {
+                principal: via
+                for principal, via in await conn.execute(text("SELECT principal, via FROM votes"))
+            }
+        assert found == {"alice": "web", "bob": "slack", "carol": None}
+    finally:
+        await engine.dispose()

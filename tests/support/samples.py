@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bot.intake import ParsedRequest, validate_request
-from store.records import Approval
+from store.records import Approval, Vote
 from store.repository import Store
 
 TEST_CONFIG: dict[str, Any] = {
@@ -145,3 +145,17 @@ def approval_record(**changes: Any) -> Approval:
         audit_head="0" * 64,
     )
     return dataclasses.replace(base, **changes)
+
+
+def cast_vote(
+    principal: str,
+    minutes: int = 30,
+    via: str | None = "web",
+    decision: str = "approve",
+    *,
+    approval_id: str = "0b7d1c4e-8a59-4c35-9d0e-3f1a2b3c4d5e",
+) -> Vote:
+    """A vote towards a quorum as the store returns it with its approval: cast `minutes`
+    after RECORD_NOW on the surface `via`."""
+    at = RECORD_NOW + timedelta(minutes=minutes)
+    return Vote(approval_id, principal, decision, None, None, at, via)

@@ -21,7 +21,7 @@ from bot.routing import Directory
 from bot.visible import one_line
 from channels import slack_card, telegram_card
 from tests.support.samples import RECORD_NOW as NOW
-from tests.support.samples import TEST_CONFIG, approval_record
+from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
 from tests.support.slack_rig import texts_in
 
 INJECTION = '<b>bold</b> <a href="https://evil.example">x</a> &amp; <script>alert(1)</script>'
@@ -40,9 +40,10 @@ def _quorum(directory: Directory, **changes: Any) -> Card:
         assignee="carol",
         assigned_note="handed over by Alice Ng",
         tool_args={"charge": "ch_1", "memo": "line one\nline two"},
+        votes=(cast_vote("alice", via="slack"),),
         **changes,
     )
-    return Card.from_approval(approval, NOW, directory, max_value=None, votes=("alice",))
+    return Card.from_approval(approval, NOW, directory, max_value=None)
 
 
 def _rejected(directory: Directory) -> Card:
@@ -51,6 +52,20 @@ def _rejected(directory: Directory) -> Card:
         decided_by="bob",
         decided_at=NOW + timedelta(hours=2),
         decision_note="over budget",
+    )
+    return Card.from_approval(approval, NOW, directory, max_value=None)
+
+
+def _decided_quorum(directory: Directory) -> Card:
+    """Two of two: Alice approved on the web, then Bob in Slack, which decided it."""
+    approval = approval_record(
+        required_approvals=2,
+        approvers=["alice", "bob"],
+        state="approved",
+        decided_by="bob",
+        decided_at=NOW + timedelta(minutes=90),
+        grant_expires_at=NOW + timedelta(days=1),
+        votes=(cast_vote("alice"), cast_vote("bob", 90, "slack")),
     )
     return Card.from_approval(approval, NOW, directory, max_value=None)
 
@@ -155,6 +170,7 @@ def test_the_sections_say_it_in_these_words(directory: Directory) -> None:
         "Requested by Sam Requester (sam)",
         "Assigned to Carol Diaz (carol) (handed over by Alice Ng)",
         "Approvals: 1 of 2 (Alice Ng)",
+        "Approved by Alice Ng (alice) at 2026-03-02 09:30 UTC in Slack",
         "Expires in 3 d (2026-03-05 09:00 UTC)",
     ]
     overdue = Card.from_approval(approval_record(), NOW + timedelta(days=4), directory)
@@ -168,9 +184,22 @@ def test_the_sections_say_it_in_these_words(directory: Directory) -> None:
     assert [i.line for i in outcome.items] == ["Note: over budget"]
 
 
-@pytest.mark.parametrize("case", ["pending", "rejected"])
+def test_a_decided_quorum_names_every_vote_not_only_the_last(directory: Directory) -> None:
+    sections = {s.kind: s for s in _decided_quorum(directory).sections}
+    assert [i.line for i in sections[Kind.PEOPLE].items][2:4] == [
+        "Approved by Alice Ng (alice) at 2026-03-02 09:30 UTC on the web",
+        "Approved by Bob Stone (bob) at 2026-03-02 10:30 UTC in Slack",
+    ]
+    assert [(line.headline, line.rest) for line in sections[Kind.OUTCOME].lines] == [
+        ("Approved", " by Bob Stone (bob) at 2026-03-02 10:30 UTC")
+    ]
+
+
+@pytest.mark.parametrize("case", ["pending", "rejected", "decided quorum"])
 def test_every_surface_shows_every_section(directory: Directory, case: str) -> None:
-    card = _quorum(directory) if case == "pending" else _rejected(directory)
+    card = {"pending": _quorum, "rejected": _rejected, "decided quorum": _decided_quorum}[case](
+        directory
+    )
     for surface, text in _shown(card).items():
         for section in card.sections:
             for part in _parts(section, _LEFT_OUT[surface], _UNLABELLED[surface]):
@@ -187,6 +216,19 @@ def _parts(section: Section, left_out: set[str], unlabelled: set[str]) -> list[s
     for line in section.lines:
         parts += [line.headline, line.rest.strip()]
     return [p for p in parts if p]
+
+
+def test_slack_shows_every_vote_of_a_large_quorum_ten_to_a_context_block(
+    directory: Directory,
+) -> None:
+    votes = tuple(cast_vote("alice", i) for i in range(12))  # one name, twelve lines
+    card = Card.from_approval(
+        approval_record(required_approvals=13, votes=votes), NOW, directory, max_value=None
+    )
+    blocks = slack_card.blocks(card)
+    assert all(len(b["elements"]) <= 10 for b in blocks if b["type"] == "context")
+    shown = [t for t in texts_in(blocks, "plain_text") if t.startswith("Approved by")]
+    assert len(shown) == 12
 
 
 def test_agent_text_is_no_markup_on_any_surface(directory: Directory) -> None:

@@ -17,7 +17,7 @@ from bot.routing import Directory
 from channels import telegram_card
 from tests.support.samples import RECORD_HASH as HASH
 from tests.support.samples import RECORD_NOW as NOW
-from tests.support.samples import TEST_CONFIG, approval_record
+from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
 
 INJECTION = '<b>bold</b> <a href="https://evil.example">click</a> &amp; </pre>'
 
@@ -186,8 +186,9 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         required_approvals=2,
         assignee="carol",
         assigned_note="escalated to Carol Diaz after 24 h without a decision",
+        votes=(cast_vote("alice"),),
     )
-    card = Card.from_approval(approval, NOW, directory, votes=("alice",))
+    card = Card.from_approval(approval, NOW, directory)
     assert card.progress == "1 of 2 (Alice Ng)"
     text = _parsed(telegram_card.html(card)).text
     assert "Approvals: 1 of 2 (Alice Ng)" in text
@@ -196,9 +197,37 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         in text
     )
     decided = Card.from_approval(
-        approval_record(required_approvals=2, state="approved", decided_by="bob"),
+        approval_record(
+            required_approvals=2,
+            state="approved",
+            decided_by="bob",
+            votes=(cast_vote("alice"), cast_vote("bob", 90, "telegram")),
+        ),
         NOW,
         directory,
-        votes=("alice", "bob"),
     )
-    assert decided.progress is None  # the outcome says it all
+    assert decided.progress is None  # no longer gathering, but every vote it took is shown
+    text = _parsed(telegram_card.html(decided)).text
+    assert "Approved by Alice Ng (alice) at 2026-03-02 09:30 UTC on the web" in text
+    assert "Approved by Bob Stone (bob) at 2026-03-02 10:30 UTC in Telegram" in text
+
+
+def test_a_large_quorum_shows_its_first_votes_and_where_every_one_is() -> None:
+    raw = copy.deepcopy(TEST_CONFIG)
+    for i in range(50):  # a long name each: the worst a card holds
+        raw["principals"][f"p{i}"] = {"name": "N" * 150}
+    fields = [{"label": f"Line {i}", "value": "x" * 1000} for i in range(50)]
+    approval = approval_record(
+        presentation={"title": "T" * 300, "summary": "s" * 4000, "fields": fields},
+        reason="r" * 4000,
+        required_approvals=50,
+        state="rejected",
+        decided_by="p49",
+        decision_note="n" * 3000,
+        votes=tuple(cast_vote(f"p{i}", i) for i in range(50)),
+    )
+    html = telegram_card.html(Card.from_approval(approval, NOW, parse_config(raw).directory()))
+    text = _parsed(html).text
+    assert text.count("Approved by") == 3
+    assert f"… and 47 more votes; every one is in signoff approvals show {approval.id}" in text
+    assert len(text.encode("utf-16-le")) // 2 <= 4096  # Telegram's limit, in UTF-16 units
