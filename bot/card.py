@@ -21,7 +21,6 @@ from bot.model import State
 from bot.routing import Directory
 from bot.visible import visible
 from store.records import Approval
-from store.repository import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,17 +180,15 @@ def _truncate(value: Any, limit: int | None) -> str:
     return f"{text[:limit]}… ({len(text)} chars)"
 
 
-async def card_for(
-    store: Store,
+def card_for(
     directory: Directory,
     approval: Approval,
     now: datetime,
     *,
     max_value: int | None = 200,
 ) -> Card:
-    """The Card for `approval` as every surface shows it, with the confirmation its route
-    asks for. (`store` is no longer read: a quorum's votes come with the approval. It stays
-    while the callers in bot/outbox and channels/ still pass it.)"""
+    """The Card for `approval` as every surface shows it (a quorum's votes come with the
+    approval), with the confirmation its route asks for."""
     card = Card.from_approval(approval, now, directory, max_value)
     return replace(card, confirm=True) if confirms(directory, approval) else card
 

@@ -33,6 +33,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from bot import surfaces
 from bot.model import State
 
 if TYPE_CHECKING:
@@ -161,20 +162,22 @@ def progress(card: Card) -> Item:
     return Item("Approvals", card.progress or "")
 
 
-# Where a vote was cast, as it reads after the time ("... at 10:00 UTC in Slack").
-_SURFACES = {
-    "web": "on the web",
-    "slack": "in Slack",
-    "telegram": "in Telegram",
-    "cli": "from the CLI",
-}
+def _where(via: str | None) -> str:
+    """Where a vote was cast, as it reads after the time ("... at 10:00 UTC in Slack"): the
+    surface's own words (bot.surfaces), the CLI's, or the bare name of one no longer served."""
+    if not via:
+        return ""
+    if via == "cli":
+        return "from the CLI"
+    surface = surfaces.find(via)
+    return surface.where if surface is not None and surface.where else f"via {via}"
 
 
 def vote_item(vote: CardVote) -> Item:
     """ "Approved by Alice Ng (alice) at 2026-12-01 10:00 UTC on the web": one vote of a
     quorum, who, when and where, so the record shows every person it took, not only the last."""
     label = "Approved by" if vote.decision == "approve" else "Rejected by"
-    where = _SURFACES.get(vote.via or "", f"via {vote.via}" if vote.via else "")
+    where = _where(vote.via)
     return Item(label, f"{vote.name}{at(vote.at)}{' ' + where if where else ''}", " ")
 
 

@@ -77,6 +77,8 @@ class Surface:
     factory: Callable[[Services], Channel]
     # How each notify target form is written, for the error naming every valid form.
     target_forms: tuple[str, ...]
+    # Where something done on it happened, after a time ("... at 10:00 UTC in Slack").
+    where: str = ""
     # What may follow `name:` in a notify target (a regular expression); None: the bare name.
     target_pattern: str | None = None
     # The annotation (pydantic) of a principal's account on it (`name = ...` in their

@@ -127,7 +127,7 @@ class SlackHome:
         if not found.items:
             result.append({"type": "section", "text": _plain("Nothing is waiting for you.")})
         for item in found.items:
-            card = await card_for(self.store, self.directory, item.approval, now)
+            card = card_for(self.directory, item.approval, now)
             whom = item.standing.on_behalf_of
             result += _item(card, self.directory.name_of(whom) if whom else None, self.page)
         hidden = found.counted - len(found.items)

@@ -49,6 +49,7 @@ def _check(table: SlackConfig | None, _options: StartupCheck) -> None:
 
 SURFACE = Surface(
     name="slack",
+    where="in Slack",
     config=SlackConfig,
     factory=_build,
     target_forms=("slack:CHANNEL", "slack:dm"),

@@ -447,7 +447,7 @@ class TelegramChannel:
         if approval is None:
             return None
         now = self.memory.clock.now()
-        return _markup(await card_for(self.memory.store, self.directory, approval, now))
+        return _markup(card_for(self.directory, approval, now))
 
     async def _set_buttons(self, query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
         """Swap the buttons of the card pressed (the text stays as it is)."""

@@ -114,6 +114,7 @@ def _check(table: TelegramConfig | None, options: StartupCheck) -> None:
 
 SURFACE = Surface(
     name="telegram",
+    where="in Telegram",
     config=TelegramConfig,
     factory=_build,
     target_forms=(

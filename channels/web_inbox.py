@@ -175,7 +175,7 @@ class InboxPages:
                 f"There is no request with id {approval_id}.",
                 title="Not found",
             )
-        card = await card_for(self.store, self.directory, row, now, max_value=None)
+        card = card_for(self.directory, row, now, max_value=None)
         allowed, why_not = await self._allowed(row, card, actor)
         if voted:
             # One vote per person (the Operator refuses a second, approve or reject alike).

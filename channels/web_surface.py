@@ -53,6 +53,7 @@ def _check(table: WebConfig | None, _options: StartupCheck) -> None:
 
 SURFACE = Surface(
     name="web",
+    where="on the web",
     config=WebConfig,
     factory=_build,
     target_forms=("web",),

@@ -72,7 +72,7 @@ async def cmd_show(ctx: Context, args: argparse.Namespace) -> int:
         from bot.card import card_for
 
         # The terminal is where a human reviews before deciding: show every value in full.
-        card = await card_for(ctx.store, ctx.directory, approval, ctx.clock.now(), max_value=None)
+        card = card_for(ctx.directory, approval, ctx.clock.now(), max_value=None)
         print(render_card(card))
     return 0
 

@@ -44,8 +44,8 @@ class CardJobs:
         self.clock = clock
         self.channels = dict(channels)
 
-    async def _card(self, approval: Approval) -> Card:
-        return await card_for(self.store, self.directory, approval, self.clock.now())
+    def _card(self, approval: Approval) -> Card:
+        return card_for(self.directory, approval, self.clock.now())
 
     async def post(self, job: OutboxJob) -> str | Record | None:
         target = Target.parse(str(job.payload["target"]))
@@ -57,7 +57,7 @@ class CardJobs:
             approval = await tx.get_approval(job.approval_id)
         if approval is None or approval.state != State.PENDING:
             return None  # decided before its card could go out: nothing left to ask
-        ref = await channel.post_card(await self._card(approval), target)
+        ref = await channel.post_card(self._card(approval), target)
         now = self.clock.now()
 
         async def record(tx: Tx) -> None:
@@ -107,7 +107,7 @@ class CardJobs:
         if channel is None:
             return SKIPPED
         # The stored row has what a MessageRef holds: channel, address, message_id.
-        await channel.update_card(message, await self._card(approval))
+        await channel.update_card(message, self._card(approval))
         now = self.clock.now()
 
         async def record(tx: Tx) -> None:
