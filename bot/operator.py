@@ -273,7 +273,8 @@ class Operator(Transitioner):
         ]
         if action != "cancel" and row.required_approvals > 1:
             # One vote per person: a delegate and the one they stand in for count as one.
-            votes = await tx.votes_for(row.id)
+            # (The locked row came with its votes, read under the same lock.)
+            votes = row.votes
             for vote in votes:
                 if standing.counted_as in (vote.principal, vote.as_delegate_of or vote.principal):
                     who = vote.principal + (
