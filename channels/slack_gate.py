@@ -4,6 +4,8 @@ Bolt parses a body before it checks the signature, and a listener meets whatever
 payload has; so an unsigned `payload=%7Bnot-json`, or a signed payload without a user, used
 to answer 500 with a traceback. Here, in this order and before anything parses the body:
 
+0. Slack's SSL check (a form of `ssl_check=1` and a token, and nothing else) is answered
+   200 with nothing read or written, signed or not, as Bolt answers it;
 1. the signature (Slack's `v0` HMAC over the timestamp and the raw body, 5-minute window),
    computed here over the bytes as they came: a timestamp that is not a short run of ASCII
    digits, a signature that is not ASCII, or a body that is not UTF-8 is 401 or 400, never
@@ -18,7 +20,7 @@ to answer 500 with a traceback. Here, in this order and before anything parses t
 4. the workspace, when `[slack] team_id` is configured: a request from another workspace,
    or one that names no workspace at all, is 403 (a bot installed elsewhere with the same
    signing secret must not decide here, and leaving out `team` must not get past the check).
-   Only Slack's URL verification and SSL check, which decide nothing, name none and pass.
+   Only Slack's URL verification, which decides nothing, names none and passes.
    An `E…` id is an Enterprise Grid org, compared with the request's enterprise id.
 """
 
@@ -87,6 +89,11 @@ class SlackGate:
     async def refusal(self, request: web.Request) -> web.Response | None:
         """The answer for a request that must not reach Bolt, or None to let it through."""
         body = await request.read()
+        if request.content_type == "application/x-www-form-urlencoded" and _ssl_check(body):
+            # Slack's periodic certificate check, which Bolt answers before verifying any
+            # signature: it asks nothing of signoff, so it is answered, and nothing is read
+            # or written.
+            return web.Response()
         timestamp = request.headers.get(TIMESTAMP, "")
         signature = request.headers.get(SIGNATURE, "")
         if not self.signed(body, timestamp, signature):
@@ -120,13 +127,21 @@ class SlackGate:
         return None
 
 
+def _ssl_check(body: bytes) -> bool:
+    """Whether `body` is Slack's SSL check (`ssl_check=1&token=...`), and nothing else: no
+    payload or command rides along, so an interaction can never pass as one."""
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return fields.get("ssl_check") == ["1"] and not fields.keys() & {"payload", "command"}
+
+
 def _shape(fields: dict[str, str]) -> tuple[str | None, Workspace]:
     """What is wrong with a signed request's form, and the workspace it names."""
     if "payload" not in fields:  # a slash command, or an event Bolt handles on its own
         if "command" in fields and not fields.get("user_id"):
             return "a command without user_id", _NONE
-        if "command" not in fields and fields.get("ssl_check") == "1":
-            return None, Workspace(None, exempt=True)
         return None, Workspace(_text(fields.get("team_id")), _text(fields.get("enterprise_id")))
     try:
         payload: Any = json.loads(fields["payload"])

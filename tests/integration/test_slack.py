@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
 import pytest
+import sqlalchemy
 
 from bot.audit import verify
 from bot.clock import FakeClock
@@ -207,6 +208,32 @@ async def test_badly_signed_requests_are_401_and_change_nothing(
     assert (await rig.state(record["id"])).state == "pending"
     assert len(await rig.events(record["id"])) == 1
     assert rig.slack.calls_to("chat.postEphemeral") == []
+
+
+async def test_slacks_ssl_check_is_answered_200_and_nothing_else_rides_on_it(
+    rig: SlackRig,
+) -> None:
+    record = await rig.create()
+    ssl_check = b"ssl_check=1&token=verification-token"
+    seen = await _deliveries_recorded(rig)
+    # Slack's periodic check, as it sends it: signed or not, answered 200, nothing recorded.
+    assert await rig.send(ssl_check, {}) == 200
+    assert await rig.send(ssl_check) == 200
+    assert await _deliveries_recorded(rig) == seen
+    # A click cannot pass as one: with a payload or a command beside it, the signature counts.
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+    assert await rig.send(click + b"&ssl_check=1", {}) == 401
+    command = slash_command_body("U0ALICE", "delegations", channel_id=CHANNEL)
+    assert await rig.send(command + b"&ssl_check=1", {}) == 401
+    await asyncio.sleep(0.2)
+    assert (await rig.state(record["id"])).state == "pending"
+
+
+async def _deliveries_recorded(rig: SlackRig) -> int:
+    async with rig.store.engine.connect() as conn:
+        counted = await conn.execute(sqlalchemy.text("SELECT count(*) FROM inbound_deliveries"))
+        return int(counted.scalar_one())
 
 
 async def test_a_click_on_another_server_of_the_same_database_works(
