@@ -57,8 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         "give it as --upstream-command with --upstream-arg.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{check,serve}")
-    check = commands.add_parser("check", help="validate a policy file and print what it says")
+    check = commands.add_parser(
+        "check",
+        help="validate a policy file and print what it says; with a signoff URL and API key, "
+        "also whether signoff has a route for each capability it asks for",
+    )
     check.add_argument("policy", help="the policy file (TOML)")
+    check.add_argument("--signoff-url", help="else $SIGNOFF_URL, else [gateway] signoff_url")
+    check.add_argument("--api-key-env", help="else [gateway] api_key_env, else SIGNOFF_API_KEY")
 
     serve = commands.add_parser(
         "serve",
@@ -113,13 +119,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         if upstream_command:
             parser.error("check takes no upstream command")
         try:
-            policy = load_policy(args.policy)
+            policy = load_policy(args.policy).with_overrides(api_key_env=args.api_key_env)
         except PolicyError as exc:
             print(f"signoff-mcp: {exc}", file=sys.stderr)
             return 1
         print(policy.summary())
+        _check_routes(policy, args.signoff_url)
         return 0
     return _serve(parser, args, _upstream_command(parser, args, upstream_command))
+
+
+def _check_routes(policy: Policy, signoff_url: str | None) -> None:
+    """Ask signoff whether each capability the policy asks for has a route, when a URL and
+    the API key are at hand; what has none is a warning (the policy itself is valid)."""
+    url = signoff_url or os.environ.get("SIGNOFF_URL") or policy.signoff_url
+    key = os.environ.get(policy.api_key_env)
+    if not url or not key:
+        print(
+            "  routes: not checked (give --signoff-url or $SIGNOFF_URL, and set "
+            f"${policy.api_key_env}, to ask signoff whether each capability has a route)"
+        )
+        return
+    import asyncio
+
+    from signoff_client.client import SignoffClient
+    from signoff_client.mcp.routes import check_routes
+
+    async def ask() -> list[str]:
+        async with SignoffClient(url, key) as signoff:
+            return await check_routes(policy, signoff)
+
+    try:
+        lines = asyncio.run(ask())
+    except Exception as exc:  # unreachable, a refused key, an older server: only a warning
+        print(f"signoff-mcp: warning: could not ask {url} about routes: {exc}", file=sys.stderr)
+        return
+    print(f"  routes at {url}:")
+    for line in lines:
+        if line.startswith("warning: "):
+            print(f"signoff-mcp: {line}", file=sys.stderr)
+        else:
+            print(f"    {line}")
 
 
 def _upstream_command(
