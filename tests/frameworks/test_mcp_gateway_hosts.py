@@ -5,7 +5,7 @@ Hosts that rewrite the arguments they pass (the MCP Inspector drops `--`) must s
 the gateway in front of its upstream: the upstream command is also accepted without `--` and
 as `--upstream-command` with `--upstream-arg`. An `allow` tool must behave through the
 gateway as it does directly: the upstream's progress notifications and log messages reach
-the caller.
+the caller, and so does the progress of an approved gated call when it runs.
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ count_slowly = "allow"
 
 
 def gateway_client(
-    deployment: Deployment, tmp_path: Path, upstream: list[str], **options: Any
+    deployment: Deployment,
+    tmp_path: Path,
+    upstream: list[str],
+    policy: str = POLICY,
+    **options: Any,
 ) -> Client:
     """The official client launching `signoff-mcp serve --policy P <upstream>` on stdio."""
-    (tmp_path / "policy.toml").write_text(POLICY, "utf-8")
+    (tmp_path / "policy.toml").write_text(policy, "utf-8")
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "signoff_client.mcp.cli", "serve", "--policy", "policy.toml", *upstream],
@@ -107,3 +111,28 @@ async def test_progress_and_log_messages_of_an_allowed_call_reach_the_caller(
     assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert logged == [("info", f"counted {n} of 3", "counter") for n in (1, 2, 3)]
     assert executed(calls) == [{"tool": "count_slowly", "arguments": {"steps": 3}}]
+
+
+async def test_the_approved_run_of_a_gated_call_relays_progress(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """Gated: the first call only waits (no progress, nothing ran); the call that runs the
+    approved request passes the upstream's progress on to its caller."""
+    calls = tmp_path / "calls.jsonl"
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    gated = POLICY.replace('count_slowly = "allow"', 'count_slowly = "ask"')
+    upstream = ["--", sys.executable, UPSTREAM, str(calls)]
+    client = gateway_client(deployment, tmp_path, upstream, gated, mode="legacy")
+    async with client as agent:
+        waiting = await agent.call_tool("count_slowly", {"steps": 2}, progress_callback=on_progress)
+        assert waiting.is_error and progress == [] and not calls.exists()
+        asked = waiting.meta["signoff/approval"]
+        await deployment.approve_async(asked["id"], asked["hash"])
+        ran = await agent.call_tool("count_slowly", {"steps": 2}, progress_callback=on_progress)
+    assert ran.content[0].text == "counted to 2"
+    assert progress == [(1, 2, "step 1"), (2, 2, "step 2")]
+    assert executed(calls) == [{"tool": "count_slowly", "arguments": {"steps": 2}}]
