@@ -32,6 +32,7 @@ from bot.durations import parse_duration
 from bot.errors import (
     ConfigError,
     InvalidRequest,
+    NoRoute,
     NotFound,
     RequestTooLarge,
     SignoffError,
@@ -426,6 +427,33 @@ async def cancel(request: web.Request) -> web.Response:
     return web.json_response(public_record(approval))
 
 
+class RouteQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The create body's capability (bot.intake.RequestBody).
+    capability: Annotated[
+        str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    ]
+
+
+async def route(request: web.Request) -> web.Response:
+    """Which route a request of this tenant for `capability` would take, or null: lets an
+    agent's setup (signoff-mcp check) find capabilities that would be refused `no_route`
+    before a call is. Reads the configuration only; says no more than a record would."""
+    tenant = _tenant(request)
+    query = validate(RouteQuery, dict(request.query))
+    try:
+        found = request.app[API].directory.route_for(tenant, query.capability)
+    except NoRoute:
+        return web.json_response({"capability": query.capability, "route": None})
+    answer = {
+        "capability": found.capability,
+        "approvers": list(found.approvers),
+        "required_approvals": found.required_approvals,
+    }
+    return web.json_response({"capability": query.capability, "route": answer})
+
+
 _OPENAPI = Path(__file__).with_name("openapi.json")
 
 
@@ -446,3 +474,4 @@ def add_routes(app: web.Application, ctx: ApiContext) -> None:
     app.router.add_post("/v1/approvals/{id}/complete", complete)
     app.router.add_post("/v1/approvals/{id}/supersede", supersede)
     app.router.add_post("/v1/approvals/{id}/cancel", cancel)
+    app.router.add_get("/v1/routes/match", route)

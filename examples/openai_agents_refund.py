@@ -82,7 +82,7 @@ async def turn1() -> None:
             requested_by="support-agent",
         )
     for record in records:
-        print(f"filed approval {record.id} for {record.tool['name']}{record.tool['arguments']}")
+        print(f"filed approval {record.id} for {call_text(record.tool)}")
         print("decide it with one of:")
         print(f"  signoff approvals approve {record.id} --hash {record.hash} --as alice")
         print(f"  signoff approvals reject {record.id} --hash {record.hash} --as alice --note WHY")
@@ -97,6 +97,12 @@ WHAT_HAPPENED = {
 }
 
 
+def call_text(tool: dict[str, Any]) -> str:
+    """A tool call as a person reads it: refund(charge='ch_3LmN', amount=12000)."""
+    args = ", ".join(f"{k}={v!r}" for k, v in tool["arguments"].items())
+    return f"{tool['name']}({args})"
+
+
 async def resume_run(approval_id: str) -> None:
     agent = support_agent(ScriptedModel([ModelStep.respond(reply)]))
     async with SignoffClient(SIGNOFF_URL, API_KEY) as client:
@@ -107,8 +113,7 @@ async def resume_run(approval_id: str) -> None:
         resumed = await resume(client, agent, approval_id)
         print(f"resume: {resumed.status}{f' ({resumed.detail})' if resumed.detail else ''}")
         for call in resumed.calls:
-            args = ", ".join(f"{k}={v!r}" for k, v in call.tool["arguments"].items())
-            line = f"  {call.tool['name']}({args}): {call.decision}, "
+            line = f"  {call_text(call.tool)}: {call.decision}, "
             line += WHAT_HAPPENED[call.execution]
             if call.outcome:
                 line += f" ({call.outcome}): {call.output}"

@@ -195,6 +195,12 @@ class SignoffClient:
         _, data = await self._call("GET", f"/v1/approvals/{approval_id}")
         return ApprovalRecord.from_json(data)
 
+    async def route(self, capability: str) -> dict[str, Any] | None:
+        """The route a request for `capability` would take now (its `capability` glob,
+        `approvers`, `required_approvals`), or None: signoff would refuse it `no_route`."""
+        _, data = await self._call("GET", "/v1/routes/match", params={"capability": capability})
+        return data["route"]
+
     async def list(self, **filters: Any) -> tuple[list[ApprovalRecord], str | None]:
         """One page (filters: state, run_id, capability, assignee, limit, cursor); returns the
         records and the cursor of the next page (None on the last)."""

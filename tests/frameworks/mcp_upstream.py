@@ -1,6 +1,7 @@
 """A small upstream MCP server for the gateway's tests. Every call a tool receives is appended
 to a file as one JSON line before the tool does anything, so a test counts executions across
-processes and gateway restarts.
+processes and gateway restarts. `count_slowly` sends progress notifications and log messages
+while it runs (what a gateway must pass on to its caller).
 
     python tests/frameworks/mcp_upstream.py CALLS.jsonl                 # MCP on stdio
     python tests/frameworks/mcp_upstream.py CALLS.jsonl --port 9000     # streamable HTTP
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -47,6 +48,15 @@ def read_note(name: str) -> str:
 def delete_repo(name: str) -> str:
     record("delete_repo", name=name)
     return f"deleted {name}"
+
+
+@server.tool(description="Count slowly, reporting progress and logging each step.")
+async def count_slowly(steps: int, ctx: Context) -> str:
+    record("count_slowly", steps=steps)
+    for step in range(1, steps + 1):
+        await ctx.info(f"counted {step} of {steps}", logger_name="counter")
+        await ctx.report_progress(step, steps, f"step {step}")
+    return f"counted to {steps}"
 
 
 if __name__ == "__main__":

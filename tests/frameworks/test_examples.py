@@ -222,7 +222,7 @@ OPENAI = Resumable(
     # The tool got the claim's idempotency key (it prints the first 12 characters).
     ran=r"\[refund tool\] refunding 12000 of ch_3LmN \(idempotency key [0-9a-f]{12}…\)",
     paused=("turn 1 of example-refund-", "the run stopped at 1 gated call(s)",
-            "filed approval {id} for refund{'charge': 'ch_3LmN', 'amount': 12000}",
+            "filed approval {id} for refund(charge='ch_3LmN', amount=12000)",
             "turn 1 ends here; nothing ran."),
     resumed={
         "approve": ("resume: resumed",

@@ -201,7 +201,7 @@ async def test_gated_calls_wait_for_a_human_and_run_once(
         legacy = gateway.transport == "stdio"
         assert agent.protocol_version == ("2025-11-25" if legacy else "2026-07-28")
         tools = {tool.name: tool for tool in (await agent.list_tools()).tools}
-        assert set(tools) == {"send_email", "read_note", "delete_repo"}
+        assert set(tools) == {"send_email", "read_note", "delete_repo", "count_slowly"}
         assert tools["send_email"].description == (
             "Send an email to one recipient. It cannot be taken back."
         )

@@ -33,9 +33,10 @@ checkpoint's metadata.
 Works with any checkpointer: the resume helpers use the graph's async API, or its sync API in a
 worker thread when the checkpointer is sync-only (SqliteSaver). See docs/integrations.md.
 
-The modules: `interrupt` (in the node), `decision` (running the approved call), `resume`
-(the resume helpers), `gate`, `errors`, and `runner` (sync and async); the claim, check and
-complete steps they share with the OpenAI Agents adapter are `signoff_client.lifecycle`.
+The modules: `interrupt` (in the node), `pause` (which pause a call is: its default run id),
+`decision` (running the approved call), `resume` (the resume helpers), `gate`, `errors`, and
+`runner` (sync and async); the claim, check and complete steps they share with the OpenAI
+Agents adapter are `signoff_client.lifecycle`.
 """
 
 from signoff_client.langgraph.decision import Decision

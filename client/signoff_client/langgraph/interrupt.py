@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from signoff_client.client import ApprovalRecord
 from signoff_client.errors import NotPending
 from signoff_client.langgraph.decision import Decision, node_call
 from signoff_client.langgraph.gate import SignoffGate
+from signoff_client.langgraph.pause import pause_run_id
 from signoff_client.langgraph.runner import run_sync
 
 __all__ = ["KEY", "MARKER", "asignoff_interrupt", "signoff_interrupt"]
@@ -50,9 +50,10 @@ def signoff_interrupt(
 ) -> Decision:
     """Inside a sync node: file a signoff request for `tool` and pause the graph until the
     decision; on resume, return the `Decision`. The request's fields are the create body's
-    (see the reference). `run_id` defaults to one derived from the thread id and this node's
-    task, so the node's re-run on resume finds its own request instead of filing a new one;
-    `step` defaults to `{"langgraph_node": <node>}`."""
+    (see the reference). `run_id` defaults to one naming this pause (the thread, the node,
+    the superstep and which signoff_interrupt of the node this is), so the node's re-run on
+    resume, and a retry of a run that failed before its pause was saved, find the request
+    already filed instead of filing another; `step` defaults to `{"langgraph_node": <node>}`."""
     context = _Context.current(gate)
     body = context.body(
         tool, capability, presentation, run_id, step,
@@ -105,7 +106,7 @@ async def asignoff_interrupt(
 class _Context:
     gate: SignoffGate
     thread_id: str
-    namespace: str
+    pause: str
     node: str | None
 
     @classmethod
@@ -131,23 +132,15 @@ class _Context:
                     f'config["configurable"]["{KEY}"] must be a SignoffGate, not '
                     f"{type(gate).__name__} (a string there would be copied to the checkpoint)"
                 )
+        metadata = config.get("metadata") or {}
         return cls(
             gate=gate or SignoffGate.from_env(),
             thread_id=str(thread_id),
-            namespace=str(configurable.get("checkpoint_ns") or ""),
-            node=(config.get("metadata") or {}).get("langgraph_node"),
+            # Counted on every call, run_id given or not, so the calls after it keep their
+            # places in the node.
+            pause=pause_run_id(str(thread_id), configurable, metadata),
+            node=metadata.get("langgraph_node"),
         )
-
-    def run_id(self) -> str:
-        """One run per node task of the thread: the task's namespace names the node and the
-        superstep, and stays the same when LangGraph re-runs the task on resume. (A later
-        visit of the same node is a new task: asking again for the same call there is a new
-        request, not the old, finished one.)"""
-        run_id = f"langgraph:{self.thread_id}:{self.namespace}"
-        if len(run_id) > 256:
-            digest = hashlib.sha256(f"{self.thread_id}\n{self.namespace}".encode()).hexdigest()
-            run_id = f"langgraph:sha256:{digest}"
-        return run_id
 
     def body(
         self,
@@ -166,7 +159,7 @@ class _Context:
         if not isinstance(presentation, Mapping) or not presentation.get("title"):
             raise TypeError('presentation must be {"title": str, ...}')
         body: dict[str, Any] = {
-            "run_id": run_id or self.run_id(),
+            "run_id": run_id or self.pause,
             "capability": capability,
             "tool": {"name": tool["name"], "arguments": dict(arguments)},
             "presentation": dict(presentation),

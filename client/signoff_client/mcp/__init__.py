@@ -1,14 +1,17 @@
 """signoff-mcp: an MCP gateway that asks signoff before the upstream's gated tools run.
 
-    signoff-mcp check policy.toml
+    signoff-mcp check policy.toml [--signoff-url URL]       # with the key: routes checked too
     signoff-mcp serve --policy policy.toml -- python my_server.py        # gateway on stdio
+    signoff-mcp serve --policy policy.toml --upstream-command python --upstream-arg my_server.py
     signoff-mcp serve --policy policy.toml --upstream-url http://127.0.0.1:9000/mcp \
         --transport streamable-http --port 8765
 
 The policy (`signoff_client.mcp.policy`) is plain standard library; the gateway
 (`gateway.py`, with `ask.py` for gated calls, `definition.py` for what an approval binds,
-`results.py` for answers and `serve.py` for transports) needs the `mcp` SDK (`pip install
-signoff-client[mcp]`) and is imported only when used, so `signoff-mcp check` works without it.
+`results.py` for answers, `relay.py` for the upstream's progress and log messages and
+`serve.py` for transports) needs the `mcp` SDK (`pip install signoff-client[mcp]`) and is
+imported only when used, so `signoff-mcp check` works without it (`routes.py`, which asks
+signoff whether the policy's capabilities have routes, needs only the signoff client).
 """
 
 from __future__ import annotations

@@ -461,11 +461,13 @@ class AskCall:
         async with anyio.create_task_group() as group:
             group.start_soon(self._renew, claim)
             try:
-                called = await self.gateway.upstream.call_tool(
-                    tool["name"],
-                    dict(tool["arguments"]),
-                    read_timeout_seconds=self.gateway.call_timeout,
-                )
+                async with self.gateway.relay.forwarding() as progress:
+                    called = await self.gateway.upstream.call_tool(
+                        tool["name"],
+                        dict(tool["arguments"]),
+                        read_timeout_seconds=self.gateway.call_timeout,
+                        progress_callback=progress,
+                    )
                 answer = own(called)
             except Exception as exc:  # raised below, unwrapped from the task group's group
                 answer = exc

@@ -1,8 +1,14 @@
 """`signoff-mcp`: check a gateway policy, or serve the gateway.
 
-    signoff-mcp check POLICY
+    signoff-mcp check POLICY [--signoff-url URL] [--api-key-env VAR]
     signoff-mcp serve --policy POLICY [options] -- COMMAND [ARG...]     upstream on stdio
+    signoff-mcp serve --policy POLICY [options] --upstream-command COMMAND [--upstream-arg ARG]...
     signoff-mcp serve --policy POLICY [options] --upstream-url URL      upstream over HTTP
+
+The upstream command may also follow the options without `--` (some MCP hosts, such as the
+MCP Inspector, drop `--` from the arguments they pass); `--upstream-command` with one
+`--upstream-arg` per argument survives any host (write `--upstream-arg=-y` for an argument
+that starts with `-`).
 
 Options of `serve`:
     --transport stdio|streamable-http   how the gateway itself is served (default stdio)
@@ -47,19 +53,42 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="signoff-mcp",
         description="An MCP gateway that asks signoff before gated upstream tools run.",
-        epilog="Upstream on stdio: put its command after `--`.",
+        epilog="Upstream on stdio: put its command after `--` (or after the options), or "
+        "give it as --upstream-command with --upstream-arg.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{check,serve}")
-    check = commands.add_parser("check", help="validate a policy file and print what it says")
+    check = commands.add_parser(
+        "check",
+        help="validate a policy file and print what it says; with a signoff URL and API key, "
+        "also whether signoff has a route for each capability it asks for",
+    )
     check.add_argument("policy", help="the policy file (TOML)")
+    check.add_argument("--signoff-url", help="else $SIGNOFF_URL, else [gateway] signoff_url")
+    check.add_argument("--api-key-env", help="else [gateway] api_key_env, else SIGNOFF_API_KEY")
 
     serve = commands.add_parser(
         "serve",
         help="serve the gateway in front of one upstream MCP server",
-        usage="signoff-mcp serve --policy POLICY [options] (--upstream-url URL | -- COMMAND ...)",
+        usage="signoff-mcp serve --policy POLICY [options] (--upstream-url URL | "
+        "--upstream-command COMMAND [--upstream-arg ARG]... | [--] COMMAND ...)",
     )
     serve.add_argument("--policy", required=True, help="the policy file (TOML)")
     serve.add_argument("--upstream-url", help="the upstream's streamable HTTP endpoint")
+    serve.add_argument("--upstream-command", help="the upstream's program, speaking MCP on stdio")
+    serve.add_argument(
+        "--upstream-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one argument of --upstream-command (repeat, in order; --upstream-arg=-y for one "
+        "starting with -)",
+    )
+    serve.add_argument(
+        "command_words",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="the upstream's command and arguments, after `--` or after the options",
+    )
     serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
@@ -90,19 +119,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         if upstream_command:
             parser.error("check takes no upstream command")
         try:
-            policy = load_policy(args.policy)
+            policy = load_policy(args.policy).with_overrides(api_key_env=args.api_key_env)
         except PolicyError as exc:
             print(f"signoff-mcp: {exc}", file=sys.stderr)
             return 1
         print(policy.summary())
+        _check_routes(policy, args.signoff_url)
         return 0
-    return _serve(parser, args, upstream_command)
+    return _serve(parser, args, _upstream_command(parser, args, upstream_command))
+
+
+def _check_routes(policy: Policy, signoff_url: str | None) -> None:
+    """Ask signoff whether each capability the policy asks for has a route, when a URL and
+    the API key are at hand; what has none is a warning (the policy itself is valid)."""
+    url = signoff_url or os.environ.get("SIGNOFF_URL") or policy.signoff_url
+    key = os.environ.get(policy.api_key_env)
+    if not url or not key:
+        print(
+            "  routes: not checked (give --signoff-url or $SIGNOFF_URL, and set "
+            f"${policy.api_key_env}, to ask signoff whether each capability has a route)"
+        )
+        return
+    import asyncio
+
+    from signoff_client.client import SignoffClient
+    from signoff_client.mcp.routes import check_routes
+
+    async def ask() -> list[str]:
+        async with SignoffClient(url, key) as signoff:
+            return await check_routes(policy, signoff)
+
+    try:
+        lines = asyncio.run(ask())
+    except Exception as exc:  # unreachable, a refused key, an older server: only a warning
+        print(f"signoff-mcp: warning: could not ask {url} about routes: {exc}", file=sys.stderr)
+        return
+    print(f"  routes at {url}:")
+    for line in lines:
+        if line.startswith("warning: "):
+            print(f"signoff-mcp: {line}", file=sys.stderr)
+        else:
+            print(f"    {line}")
+
+
+def _upstream_command(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, after_dashes: list[str]
+) -> list[str]:
+    """The stdio upstream's command, from whichever one form gave it: after `--`, after the
+    options (a host dropped the `--`), or --upstream-command with its --upstream-arg."""
+    if args.upstream_arg and not args.upstream_command:
+        parser.error("--upstream-arg needs --upstream-command")
+    given = [
+        form
+        for form in (
+            after_dashes,
+            args.command_words,
+            [args.upstream_command, *args.upstream_arg] if args.upstream_command else [],
+        )
+        if form
+    ]
+    if len(given) > 1:
+        parser.error(
+            "give the upstream command once: after `--`, or as --upstream-command with "
+            "--upstream-arg"
+        )
+    return given[0] if given else []
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
     if bool(command) == bool(args.upstream_url):
         parser.error(
-            "give the upstream as `--upstream-url URL` or as `-- COMMAND ...`, one of them"
+            "give the upstream as `--upstream-url URL`, as `--upstream-command COMMAND "
+            "[--upstream-arg ARG]...`, or as `-- COMMAND ...`, one of them"
         )
     if args.wait < 0:
         parser.error("--wait must be zero or more seconds")

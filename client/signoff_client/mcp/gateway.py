@@ -20,13 +20,14 @@ calls: the installed `mcp` SDK does not carry tasks (see docs/integrations.md).
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from signoff_client.client import SignoffClient
 from signoff_client.mcp.ask import AskCall, Attempt
@@ -38,6 +39,7 @@ from signoff_client.mcp.definition import (
     shown_name,
 )
 from signoff_client.mcp.policy import Policy
+from signoff_client.mcp.relay import Relay
 from signoff_client.mcp.results import NO_ANSWER, error, no_answer, own, upstream_failure
 
 __all__ = ["INSTRUCTIONS", "Gateway"]
@@ -78,8 +80,12 @@ class Gateway:
         complete_retry: float = 0.5,
         call_timeout: float = CALL_TIMEOUT,
         list_timeout: float = LIST_TIMEOUT,
+        relay: Relay | None = None,
     ) -> None:
         self.policy = policy
+        # The upstream's progress and log messages, to the callers (relay.py); its logging
+        # callback must be the upstream client's for log messages to reach it.
+        self.relay = relay or Relay()
         # How long a forwarded tools/call, and one whole tools/list, may go unanswered.
         self.call_timeout = call_timeout
         self.list_timeout = list_timeout
@@ -250,11 +256,14 @@ class Gateway:
     ) -> types.CallToolResult:
         attempt.forwarded = attempt.passthrough = True
         try:
-            return own(
-                await self.upstream.call_tool(
-                    name, arguments, read_timeout_seconds=self.call_timeout
+            async with self.relay.forwarding() as progress:
+                called = await self.upstream.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=self.call_timeout,
+                    progress_callback=progress,
                 )
-            )
+            return own(called)
         except MCPError as exc:
             if exc.code in NO_ANSWER:  # the SDK's own: no answer came, the call may have run
                 return error(
@@ -290,18 +299,29 @@ class Gateway:
                 # No tasks capability is declared, so per MCP 2025-11-25 the call is
                 # processed normally and answered with its result.
                 log.debug("task augmentation requested for %s; answering directly", params.name)
-            return await self.call_tool(params.name, params.arguments)
+            with self.relay.answering(ctx):
+                return await self.call_tool(params.name, params.arguments)
+
+        async def on_set_logging_level(
+            ctx: Any, params: types.SetLevelRequestParams
+        ) -> types.EmptyResult:
+            # A handshake-era client's level for the upstream log messages relayed to it.
+            self.relay.set_level(params.level)
+            return types.EmptyResult()
 
         from signoff_client.mcp import __version__
 
-        return Server(
-            "signoff-mcp",
-            version=__version__,
-            title=f"signoff gateway for {self.policy.server}",
-            instructions=INSTRUCTIONS,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-        )
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, not before
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return Server(
+                "signoff-mcp",
+                version=__version__,
+                title=f"signoff gateway for {self.policy.server}",
+                instructions=INSTRUCTIONS,
+                on_list_tools=on_list_tools,
+                on_call_tool=on_call_tool,
+                on_set_logging_level=on_set_logging_level,
+            )
 
 
 def _shown(name: Any) -> str:

@@ -16,6 +16,7 @@ from mcp import Client, StdioServerParameters
 from signoff_client.client import SignoffClient
 from signoff_client.mcp.gateway import CALL_TIMEOUT, LIST_TIMEOUT, Gateway
 from signoff_client.mcp.policy import Policy
+from signoff_client.mcp.relay import Relay
 
 __all__ = ["Upstream", "serve", "upstream_environment"]
 
@@ -37,19 +38,25 @@ class Upstream:
         if bool(self.command) == bool(self.url):
             raise ValueError("an upstream is either a command (stdio) or a URL, exactly one")
 
-    def client(self) -> Client:
+    def client(self, relay: Relay | None = None) -> Client:
         """An MCP client for the upstream (not yet connected: `async with`). No response
         cache: the gateway relists tools itself and must see a changed listing at once (its
-        listings bypass any cache anyway; this keeps the client from storing them)."""
+        listings bypass any cache anyway; this keeps the client from storing them). With a
+        `relay`, the upstream's log messages go to it: every level is asked for (2026-07-28
+        connections send none unless asked), and each caller's own level applies on the way
+        out."""
+        options: dict[str, Any] = {"cache": None}
+        if relay is not None:
+            options |= {"logging_callback": relay.on_log, "log_level": "debug"}
         if self.url:
-            return Client(self.url, cache=None)
+            return Client(self.url, **options)
         params = StdioServerParameters(
             command=self.command[0],
             args=list(self.command[1:]),
             env=dict(self.env) if self.env is not None else None,
             cwd=self.cwd,
         )
-        return Client(params, cache=None)
+        return Client(params, **options)
 
     def describe(self) -> str:
         return self.url or " ".join(self.command)
@@ -73,11 +80,13 @@ async def serve(
 ) -> None:
     """Connect to the upstream and serve the gateway until the client goes (stdio) or the
     process is stopped (streamable HTTP)."""
-    async with SignoffClient(signoff_url, api_key) as signoff, upstream.client() as client:
+    relay = Relay()
+    async with SignoffClient(signoff_url, api_key) as signoff, upstream.client(relay) as client:
         gateway = Gateway(
             policy,
             signoff,
             client,
+            relay=relay,
             run_scope=run_scope,
             wait=wait,
             lease=lease,
