@@ -84,6 +84,19 @@ def resolve_sqlite_path(url: str, base: Path) -> str:
     return f"{scheme}:///{(base.absolute() / path).as_posix()}{mark}{query}"
 
 
+def new_sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names, when it does not exist yet but could be created (its
+    directory is there): opening it would create it. None for anything else."""
+    url = normalize_url(url)
+    if not url.startswith("sqlite+aiosqlite:"):
+        return None
+    path = make_url(url).database or ""
+    if not path or path == ":memory:" or path.startswith("file:") or _absent(path):
+        return None
+    file = Path(path).absolute()
+    return None if file.exists() else file
+
+
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for a `sqlite+aiosqlite://` or `postgresql+asyncpg://` URL."""
     url = normalize_url(url)

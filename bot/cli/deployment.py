@@ -35,6 +35,7 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
     from bot.api import tenant_keys
     from bot.server import check_config, prepare_schema
+    from store.engine import new_sqlite_file
     from store.repository import Store
 
     logs.setup("text", logging.WARNING)
@@ -42,16 +43,23 @@ async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     logging.getLogger().addHandler(counter)
     check_config(config)
     tenant_keys(config.directory())  # serve reads the API keys when it builds the app
-    store = Store.from_url(config.database_url)
-    try:
-        await prepare_schema(store, dry_run=True)
-    finally:
-        await store.close()
+    if (new := new_sqlite_file(config.database_url)) is not None:
+        # Opening it would create it: a check leaves nothing behind.
+        logging.getLogger("signoff.app").warning(
+            "the SQLite database %s does not exist yet; serve creates it", new
+        )
+    else:
+        store = Store.from_url(config.database_url)
+        try:
+            await prepare_schema(store, dry_run=True)
+        finally:
+            await store.close()
     for surface in surfaces.registered():  # what each surface asks its platform
         table = config.surface_table(surface.name)
         if table is not None and surface.probe is not None:
             await surface.probe(table, config)
-    emit_json(config.masked())
+    if args.show:
+        emit_json(config.masked())
     warned = f", {counter.count} warning(s) above" if counter.count else ""
     print(f"config OK: serve would start{warned}", file=sys.stderr)
     return 0

@@ -261,10 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
     config_cmds = commands.add_parser("config", help="configuration").add_subparsers(
         dest="config_command", required=True, metavar="COMMAND"
     )
-    config_cmds.add_parser(
+    check = config_cmds.add_parser(
         "check",
         parents=[common],
-        help="run every check serve runs at start (environment, database, schema); "
-        "print the config, secrets masked",
-    ).set_defaults(offline=cmd_config_check)
+        help="run every check serve runs at start (environment, database, schema)",
+    )
+    check.add_argument(
+        "--show",
+        action="store_true",
+        help="also print the config as understood, as JSON, secrets masked",
+    )
+    check.set_defaults(offline=cmd_config_check)
     return parser

@@ -318,7 +318,7 @@ def test_config_check(tmp_path: Path) -> None:
 
     env = base_env(SIGNOFF_ACME_API_KEY=secret)
     checked = Cli(cwd=tmp_path, env=env).run_all(
-        [["config", "check", "--config", f"{name}.toml"] for name, _ in cases]
+        [["config", "check", "--show", "--config", f"{name}.toml"] for name, _ in cases]
     )
     ok, down, bad_key, bad_principal = checked
     assert down.returncode == 1, str(down)

@@ -146,10 +146,15 @@ def refused(result: Result, *fragments: str) -> str:
 def test_config_check_passes_where_serve_would_start(tmp_path: Path, db_url: str) -> None:
     path = _config_file(tmp_path, db_url, tenants=TENANTS)
     env = base_env(ACME_WHSEC=WHSEC, **KEYS)
-    result = Cli(cwd=tmp_path, env=env).run("config", "check", "--config", str(path))
+    cli = Cli(cwd=tmp_path, env=env)
+    result = cli.run("config", "check", "--config", str(path))
     assert result.returncode == 0, str(result)
-    assert result.json()["tenants"][0]["name"] == "acme"
-    assert result.stderr.strip() == "config OK: serve would start", str(result)
+    # One line, and nothing on stdout: the resolved config only when asked for.
+    assert (result.stdout, result.stderr.strip()) == ("", "config OK: serve would start")
+    shown = cli.run("config", "check", "--show", "--config", str(path))
+    assert shown.returncode == 0, str(shown)
+    assert shown.json()["tenants"][0]["name"] == "acme"
+    assert shown.stderr.strip() == "config OK: serve would start", str(shown)
 
 
 def test_config_check_warns_where_serve_would_only_warn(tmp_path: Path) -> None:
@@ -160,11 +165,20 @@ def test_config_check_warns_where_serve_would_only_warn(tmp_path: Path) -> None:
     warnings = [line for line in result.stderr.splitlines() if "WARNING" in line]
     assert any("$ACME_WHSEC" in w and "whsec_" in w for w in warnings), result.stderr
     assert any("acme cannot use the HTTP API" in w for w in warnings), result.stderr
-    # An empty SQLite file: serve upgrades it itself, so only a warning.
-    assert any("serve upgrades it" in w for w in warnings), result.stderr
+    # No SQLite file yet: serve creates it, so only a warning, and the check leaves none.
+    assert any("new.db does not exist yet; serve creates it" in w for w in warnings), warnings
     assert f"{len(warnings)} warning(s) above" in result.stderr
+    assert not (tmp_path / "new.db").exists()
+    # An empty one: serve upgrades it itself, so only a warning.
+    (tmp_path / "new.db").touch()
     unset = Cli(cwd=tmp_path).run("config", "check", "--config", str(path))
     assert "$ACME_WHSEC: it is not set" in unset.stderr, str(unset)
+    assert "serve upgrades it" in unset.stderr, str(unset)
+    # No tenants at all: the API could take no request.
+    bare = _config_file(tmp_path, sqlite_url(tmp_path / "new.db"), tenants=[], routes=[])
+    lonely = Cli(cwd=tmp_path).run("config", "check", "--config", str(bare))
+    assert lonely.returncode == 0, str(lonely)
+    assert "no [[tenants]] in the config: the agent API accepts no key" in lonely.stderr
 
 
 def test_config_check_warns_that_without_team_id_any_workspace_can_decide(
