@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import re
 from datetime import timedelta
-from html.parser import HTMLParser
 from typing import Any
 
 import jinja2
@@ -20,6 +19,7 @@ from bot.config import parse_config
 from bot.routing import Directory
 from bot.visible import one_line
 from channels import slack_card, telegram_card
+from tests.support.markup import read_html
 from tests.support.samples import RECORD_NOW as NOW
 from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
 from tests.support.slack_rig import texts_in
@@ -81,26 +81,6 @@ def _web(card: Card) -> str:
     return env.get_template("_card.html").render(card=card, csrf="t", **context)
 
 
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: set[str] = set()
-        self.text = ""
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.add(tag)
-
-    def handle_data(self, data: str) -> None:
-        self.text += data
-
-
-def _html(markup: str) -> _Text:
-    parser = _Text()
-    parser.feed(markup)
-    parser.close()
-    return parser
-
-
 def _squeezed(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
@@ -112,8 +92,8 @@ def _shown(card: Card) -> dict[str, str]:
     return {
         "cli": _squeezed(render_card(card)),
         "slack": _squeezed(slack.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")),
-        "telegram": _squeezed(_html(telegram_card.html(card)).text),
-        "web": _squeezed(_html(_web(card)).text),
+        "telegram": _squeezed(read_html(telegram_card.html(card)).text),
+        "web": _squeezed(read_html(_web(card)).text),
     }
 
 
@@ -249,18 +229,12 @@ def test_agent_text_is_no_markup_on_any_surface(directory: Directory) -> None:
         directory,
         max_value=None,
     )
-    web = _html(_web(card))
-    assert web.tags <= {"article", "header", "p", "h1", "h2", "dl", "div", "dt", "dd", "code"} | {
-        "section",
-        "pre",
-        "span",
-        "time",
-        "ul",
-        "li",
-        "strong",
-    }
-    telegram = _html(telegram_card.html(card))
-    assert telegram.tags <= {"b", "code", "pre", "i"}
+    web = read_html(_web(card))
+    card_tags = {"article", "header", "section", "p", "h1", "h2", "dl", "div", "dt", "dd"}
+    card_tags |= {"code", "pre", "span", "time", "ul", "li", "strong"}
+    assert set(web.tags) <= card_tags
+    telegram = read_html(telegram_card.html(card))
+    assert set(telegram.tags) <= {"b", "code", "pre", "i"}
     # Read back as text, each is what the agent sent: title, summary, field label and value,
     # argument key and value, reason, note.
     assert web.text.count(INJECTION) == 8

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import re
 from datetime import timedelta
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from bot.card import Card
 from bot.config import parse_config
 from bot.routing import Directory
 from channels import telegram_card
+from tests.support.markup import read_html
 from tests.support.samples import RECORD_HASH as HASH
 from tests.support.samples import RECORD_NOW as NOW
 from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
@@ -29,26 +29,6 @@ def directory() -> Directory:
 
 def _card(directory: Directory, **changes: Any) -> Card:
     return Card.from_approval(approval_record(**changes), NOW, directory)
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.text = ""
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-
-    def handle_data(self, data: str) -> None:
-        self.text += data
-
-
-def _parsed(html: str) -> _Tags:
-    parser = _Tags()
-    parser.feed(html)
-    parser.close()
-    return parser
 
 
 def test_callback_data_fits_and_names_the_card(directory: Directory) -> None:
@@ -84,7 +64,7 @@ def test_pending_card_has_two_buttons_and_the_short_hash_last(directory: Directo
     assert [label for label, _ in rows[0]] == ["Approve", "Reject"]
     html = telegram_card.html(card)
     assert html.splitlines()[-1] == f"<code>sha256:{HASH[:12]}</code>"
-    text = _parsed(html).text
+    text = read_html(html).text
     assert "Refund €120.00 to Zoë" in text
     assert "Capability: payments.refund" in text
     assert "Tool: stripe.refunds.create" in text
@@ -108,7 +88,7 @@ def test_agent_text_never_becomes_markup(directory: Directory) -> None:
         reason=INJECTION,
     )
     html = telegram_card.html(card)
-    parsed = _parsed(html)
+    parsed = read_html(html)
     # Only signoff's own formatting: the title, code spans, the arguments block, the reason.
     assert set(parsed.tags) <= {"b", "code", "pre", "i"}
     assert "a" not in parsed.tags
@@ -147,7 +127,7 @@ def test_a_huge_request_fits_telegrams_limit_and_says_what_is_left_out(
     args = {f"line_item_{i:03d}": "x" * 150 for i in range(300)}
     card = _card(directory, tool_args=args)
     html = telegram_card.html(card)
-    text = _parsed(html).text
+    text = read_html(html).text
     assert len(text) <= 4096
     match = re.search(
         r"… and (\d+) more arguments; every one is in signoff approvals show (\S+)", text
@@ -190,7 +170,7 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
     )
     card = Card.from_approval(approval, NOW, directory)
     assert card.progress == "1 of 2 (Alice Ng)"
-    text = _parsed(telegram_card.html(card)).text
+    text = read_html(telegram_card.html(card)).text
     assert "Approvals: 1 of 2 (Alice Ng)" in text
     assert (
         "Assigned to Carol Diaz (carol) (escalated to Carol Diaz after 24 h without a decision)"
@@ -207,7 +187,7 @@ def test_a_quorum_card_shows_its_progress_and_how_it_was_assigned(directory: Dir
         directory,
     )
     assert decided.progress is None  # no longer gathering, but every vote it took is shown
-    text = _parsed(telegram_card.html(decided)).text
+    text = read_html(telegram_card.html(decided)).text
     assert "Approved by Alice Ng (alice) at 2026-03-02 09:30 UTC on the web" in text
     assert "Approved by Bob Stone (bob) at 2026-03-02 10:30 UTC in Telegram" in text
 
@@ -227,7 +207,7 @@ def test_a_large_quorum_shows_its_first_votes_and_where_every_one_is() -> None:
         votes=tuple(cast_vote(f"p{i}", i) for i in range(50)),
     )
     html = telegram_card.html(Card.from_approval(approval, NOW, parse_config(raw).directory()))
-    text = _parsed(html).text
+    text = read_html(html).text
     assert text.count("Approved by") == 3
     assert f"… and 47 more votes; every one is in signoff approvals show {approval.id}" in text
     assert len(text.encode("utf-16-le")) // 2 <= 4096  # Telegram's limit, in UTF-16 units
