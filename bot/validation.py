@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
@@ -39,7 +40,7 @@ def _duration(value: str) -> str:
     return value
 
 
-def _at_most(limit: timedelta, words: str) -> Any:
+def _at_most(limit: timedelta, words: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         if parse_duration(value) > limit:
             raise ValueError(f"{value!r} is longer than {words}")
@@ -76,6 +77,7 @@ IS_HTTP_URL = AfterValidator(_http_url)
 NO_NUL = AfterValidator(_text)
 
 DurationText = Annotated[str, IS_DURATION]
+HttpUrl = Annotated[str, IS_HTTP_URL]
 
 
 def _whole(value: Any) -> Any:
@@ -89,7 +91,6 @@ def _whole(value: Any) -> Any:
 # For an int in a strict model, written 2 or 2.0: Annotated[int, Field(...), IS_WHOLE] (after
 # the Field, so its limits stay in the model's JSON Schema).
 IS_WHOLE = BeforeValidator(_whole)
-HttpUrl = Annotated[str, IS_HTTP_URL]
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
