@@ -39,10 +39,11 @@ from bot.errors import (
     Unauthorized,
 )
 from bot.intake import create_request, validate_request
-from bot.model import DEFAULT_LEASE, MAX_LEASE, State, public_record
+from bot.model import DEFAULT_LEASE, State, public_record
 from bot.routing import Directory
 from bot.validation import (
     IS_DURATION,
+    IS_LEASE,
     MAX_REQUEST_BYTES,
     NO_NUL,
     StrictModel,
@@ -194,8 +195,11 @@ async def _body(request: web.Request, *, optional: bool = False) -> Any:
     return parse_json(data, ctx.max_body)
 
 
+Lease = Annotated[StrictStr, IS_DURATION, IS_LEASE]
+
+
 class ClaimBody(StrictModel):
-    lease: Annotated[StrictStr, IS_DURATION] | None = None
+    lease: Lease | None = None
 
 
 ClaimToken = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
@@ -213,7 +217,7 @@ class ReleaseBody(StrictModel):
 
 class RenewBody(StrictModel):
     claim_token: ClaimToken
-    lease: Annotated[StrictStr, IS_DURATION] | None = None
+    lease: Lease | None = None
 
 
 class SupersedeBody(StrictModel):
@@ -233,7 +237,8 @@ class ListQuery(BaseModel):
     capability: Annotated[str, Field(max_length=256), NO_NUL] | None = None
     assignee: Annotated[str, Field(max_length=160), NO_NUL] | None = None
     limit: Annotated[int, Field(ge=1, le=_MAX_PAGE)] = 50
-    cursor: Annotated[str, Field(max_length=200)] | None = None
+    # Issued cursors are unpadded base64url; anything else cannot be one.
+    cursor: Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]*$")] | None = None
 
 
 def _encode_cursor(created_at: datetime, approval_id: str) -> str:
@@ -346,13 +351,8 @@ _IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}")
 
 
 def _lease(asked: str | None, default: timedelta) -> timedelta:
-    lease = parse_duration(asked) if asked else default
-    if lease > MAX_LEASE:
-        raise InvalidRequest(
-            f"lease {asked!r} is longer than the 24h a claim may hold a call",
-            fields=[{"field": "lease", "message": "longer than 24h"}],
-        )
-    return lease
+    # The body's model refused a lease over 24h; the config refuses a default over it.
+    return parse_duration(asked) if asked else default
 
 
 async def claim(request: web.Request) -> web.Response:

@@ -32,6 +32,8 @@ from bot.routing import Directory, Route, covers
 from bot.validation import (
     IS_DURATION,
     IS_HTTP_URL,
+    IS_TTL,
+    IS_WHOLE,
     MAX_REQUEST_BYTES,
     NO_NUL,
     StrictModel,
@@ -41,7 +43,6 @@ from bot.validation import (
 from store.records import Approval, Delegation
 from store.repository import Store, Tx
 
-_MAX_TTL = timedelta(days=365)
 # How much deeper the decision webhook's body holds a request's fields than the request.
 WEBHOOK_ENVELOPE = 1
 
@@ -81,9 +82,9 @@ class RequestBody(StrictModel):
     reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
     requested_by: Annotated[StrictStr, Field(min_length=1, max_length=128), NO_NUL] | None = None
     approvers: Annotated[list[StrictStr], Field(min_length=1)] | None = None
-    approval_ttl: Annotated[StrictStr, IS_DURATION] | None = None
-    grant_ttl: Annotated[StrictStr, IS_DURATION] | None = None
-    required_approvals: Annotated[int, Field(ge=1, le=50)] | None = None
+    approval_ttl: Annotated[StrictStr, IS_DURATION, IS_TTL] | None = None
+    grant_ttl: Annotated[StrictStr, IS_DURATION, IS_TTL] | None = None
+    required_approvals: Annotated[int, Field(ge=1, le=50), IS_WHOLE] | None = None
     preconditions: JsonValue = None
     resume: JsonValue = None
     callback_url: Annotated[StrictStr, IS_HTTP_URL, NO_NUL] | None = None
@@ -130,7 +131,7 @@ def _capped(asked: str | None, route_value: timedelta, name: str) -> timedelta:
     if asked is None:
         return route_value
     value = parse_duration(asked)
-    if value > route_value or value > _MAX_TTL:
+    if value > route_value:  # never over 365 days either: the body's model refused that
         raise InvalidRequest(
             f"{name} {asked!r} is longer than the route allows ({format_duration(route_value)}); "
             "a request may shorten it, not extend it",

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from bot.durations import parse_duration
 from bot.errors import InvalidRequest, MalformedJson, NotCanonical, RequestTooLarge
+from bot.model import MAX_LEASE
 
 MAX_REQUEST_BYTES = 256 * 1024
+# The longest a request may wait, or a grant wait to be claimed, whatever its route allows (a
+# route may allow less: that is judged when the request is routed).
+MAX_TTL = timedelta(days=365)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,6 +38,15 @@ class StrictModel(BaseModel):
 def _duration(value: str) -> str:
     parse_duration(value)  # its ValueError becomes a validation error naming the field
     return value
+
+
+def _at_most(limit: timedelta, words: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if parse_duration(value) > limit:
+            raise ValueError(f"{value!r} is longer than {words}")
+        return value
+
+    return check
 
 
 def _http_url(value: str) -> str:
@@ -56,11 +71,26 @@ def _text(value: str) -> str:
 
 # Validators to compose with other constraints: Annotated[StrictStr, Field(...), NO_NUL].
 IS_DURATION = AfterValidator(_duration)
+IS_LEASE = AfterValidator(_at_most(MAX_LEASE, "the 24h a claim may hold a call"))
+IS_TTL = AfterValidator(_at_most(MAX_TTL, "365 days"))
 IS_HTTP_URL = AfterValidator(_http_url)
 NO_NUL = AfterValidator(_text)
 
 DurationText = Annotated[str, IS_DURATION]
 HttpUrl = Annotated[str, IS_HTTP_URL]
+
+
+def _whole(value: Any) -> Any:
+    # JSON has one number type: 2.0 is the integer 2 (as JSON Schema's "integer" says), not a
+    # float to refuse; 2.5 and true stay what they are and are refused as before.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# For an int in a strict model, written 2 or 2.0: Annotated[int, Field(...), IS_WHOLE] (after
+# the Field, so its limits stay in the model's JSON Schema).
+IS_WHOLE = BeforeValidator(_whole)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -39,15 +39,17 @@ from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from bot import api, errors
 from bot.app import build_app
+from bot.canonical import MAX_SAFE_INTEGER, canonical_json
 from bot.config import parse_config
+from bot.destinations import url_problem
 from bot.durations import parse_duration
-from bot.errors import SignoffError
+from bot.errors import NotCanonical, SignoffError
 from bot.intake import Presentation, PresentationField, RequestBody, ToolCall
-from bot.model import Execution, Kind, State, public_record
-from bot.validation import IS_DURATION, IS_HTTP_URL, NO_NUL
+from bot.model import MAX_LEASE, Execution, Kind, State, public_record
+from bot.validation import IS_DURATION, IS_HTTP_URL, IS_LEASE, IS_TTL, MAX_TTL, NO_NUL
 from store.repository import Store
 from store.schema import approvals
-from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record
+from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record, request_body
 
 SPEC_PATH = Path(api.__file__).with_name("openapi.json")
 SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text("utf-8"))
@@ -55,10 +57,26 @@ COMPONENTS = SPEC["components"]
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 # The patterns the spec uses for what a model checks with a validator instead of a pattern.
+# A duration validator with a limit has its own pattern (a JSON Schema pattern cannot add up a
+# duration's parts, so those two admit the usual spellings within the limit, a subset of what
+# the server takes: test_the_duration_patterns_admit_only_durations_within_their_limit).
 NUL_PATTERN = "^[^\\u0000]*$"
 DURATION_PATTERN = "^([0-9]+[smhdw])+$"
-URL_PATTERN = "^https?://[^\\s/?#@]+"
-VALIDATOR_PATTERNS = {NO_NUL: NUL_PATTERN, IS_DURATION: DURATION_PATTERN, IS_HTTP_URL: URL_PATTERN}
+LEASE_PATTERN = COMPONENTS["schemas"]["Lease"]["pattern"]
+TTL_PATTERN = COMPONENTS["schemas"]["Ttl"]["pattern"]
+URL_PATTERN = COMPONENTS["schemas"]["CreateBody"]["properties"]["callback_url"]["allOf"][0][
+    "pattern"
+]
+VALIDATOR_PATTERNS = {
+    NO_NUL: NUL_PATTERN,
+    IS_DURATION: DURATION_PATTERN,
+    IS_LEASE: LEASE_PATTERN,
+    IS_TTL: TTL_PATTERN,
+    IS_HTTP_URL: URL_PATTERN,
+}
+# Checked by the canonical form on the whole document, not by the models (bot.canonical).
+JSON_NUMBER = "#/components/schemas/JsonNumber"
+JSON_VALUE = "#/components/schemas/JsonValue"
 
 # Which model each request body is, and whether the handler reads it as optional.
 BODIES: dict[tuple[str, str], tuple[type[BaseModel], bool]] = {
@@ -291,6 +309,11 @@ def _facts(node: Any, root: dict[str, Any], *, query: bool = False) -> dict[str,
     found: dict[str, Any] = {"types": set(), "patterns": set()}
 
     def visit(n: Any) -> None:
+        if isinstance(n, dict) and n.get("$ref") == JSON_NUMBER:
+            found["types"].add("number")  # its bounds are the canonical form's, not a model's
+            return
+        if isinstance(n, dict) and n.get("$ref") == JSON_VALUE:
+            return  # any JSON to a model (Any); the canonical form judges it
         while isinstance(n, dict) and "$ref" in n:
             ref = n["$ref"]
             visit({k: v for k, v in n.items() if k != "$ref"})
@@ -342,6 +365,8 @@ def _compare_field(model: type[BaseModel], name: str, spec_node: Any, *, query: 
     validators = _validators(info.annotation) | {
         m for m in info.metadata if m in VALIDATOR_PATTERNS
     }
+    if validators & {IS_LEASE, IS_TTL}:
+        validators.discard(IS_DURATION)  # the narrower pattern says it already
     expected_patterns = ours.pop("patterns") | {VALIDATOR_PATTERNS[v] for v in validators}
     assert theirs.pop("patterns") == expected_patterns, f"{model.__name__}.{name}: patterns"
     if "default" not in theirs:
@@ -423,11 +448,142 @@ def test_the_idempotency_key_header_is_what_the_claim_handler_accepts() -> None:
         assert described is (api._IDEMPOTENCY_KEY.fullmatch(key) is not None), repr(key)
 
 
-def test_duration_examples_are_durations() -> None:
-    duration = COMPONENTS["schemas"]["Duration"]
-    for example in duration["examples"]:
-        assert re.fullmatch(duration["pattern"], example)
-        assert parse_duration(example)
+def _admitted(schema: dict[str, Any], value: Any) -> bool:
+    return validator(schema).is_valid(value)
+
+
+def _duration_within(text: str, limit: timedelta) -> bool:
+    try:
+        return parse_duration(text) <= limit
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "longest"),
+    [
+        ("Lease", MAX_LEASE, ["24h", "1d", "1440m", "86400s", "23h59m59s"]),
+        ("Ttl", MAX_TTL, ["365d", "52w", "8760h", "525600m", "31536000s", "51w6d23h59m59s"]),
+    ],
+)
+def test_the_duration_patterns_admit_only_durations_within_their_limit(
+    name: str, limit: timedelta, longest: list[str]
+) -> None:
+    """Every spelling the pattern admits is a duration the server takes (the pattern is what
+    a generated request is made from), and the usual spellings up to the limit are admitted."""
+    schema = COMPONENTS["schemas"][name]
+    usual = ["1s", "90s", "15m", "1h30m", "2h", "1h5s", "59m59s", *longest]
+    for text in [*usual, *schema["examples"]]:
+        assert _admitted(schema, text) and _duration_within(text, limit), text
+    just_over = {
+        "Lease": ["25h", "2d", "1441m", "86401s", "24h1s", "1d1s"],
+        "Ttl": ["366d", "53w", "8761h", "52w1d", "364d24h", "365d1s"],
+    }[name]
+    refused = ["0s", "0h", "", "1", "h", "1y", "-1h", " 1h", "1h ", "1H", "１h", "1w" * 60]
+    for text in [*just_over, *refused]:
+        assert not _admitted(schema, text), text
+    # Every number of every unit, alone and as the leading part of a sum.
+    for unit, seconds in {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}.items():
+        most = int(limit.total_seconds()) // seconds
+        for n in sorted({*range(0, 70), most - 1, most, most + 1, most * 10}):
+            for text in (f"{n}{unit}", f"0{n}{unit}", f"{n}{unit}59s", f"{n}{unit}1m"):
+                if _admitted(schema, text):
+                    assert _duration_within(text, limit), text
+
+
+def test_json_numbers_are_the_ones_the_canonical_form_takes() -> None:
+    """JsonNumber admits a number exactly when the canonical form writes it back, except an
+    integer written in digits at or beyond 1e21, which JSON Schema cannot tell from a double
+    (said in its description)."""
+    number = {"$ref": JSON_NUMBER}
+
+    def canonical(value: Any) -> bool:
+        try:
+            canonical_json(value)
+        except NotCanonical:
+            return False
+        return True
+
+    edges = [0, 1, -1, 0.5, 1e-300, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER, 9007199254740991.0]
+    edges += [MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1, 2.0**53, 1e16, -1e16, 9.99e20]
+    edges += [1e21, -1e21, 1.5e21, 1e300, -1e300, 2**60]
+    for value in edges:
+        assert _admitted(number, value) is canonical(value), value
+    assert "1000000000000000000000" in COMPONENTS["schemas"]["JsonNumber"]["description"]
+    # Wherever a request carries JSON, numbers are JsonNumbers, at any depth.
+    good = {"a": [{"b": [MAX_SAFE_INTEGER, 1e21, None, True, "x"]}]}
+    bad = {"a": [{"b": [MAX_SAFE_INTEGER + 1]}]}
+    value = {"$ref": "#/components/schemas/JsonValue"}
+    tool = {"$ref": "#/components/schemas/ToolCall"}
+    assert _admitted(value, good) and not _admitted(value, bad)
+    assert _admitted(tool, {"name": "t", "arguments": good})
+    assert not _admitted(tool, {"name": "t", "arguments": bad})
+    field = COMPONENTS["schemas"]["Presentation"]["properties"]["fields"]["items"]
+    assert not _admitted(field, {"label": "l", "value": 2**53})
+    assert _admitted(field, {"label": "l", "value": 2**53 - 1})
+
+
+# Bodies at the edges of what the document admits, and the model that must take each.
+EDGES: list[tuple[str, type[BaseModel], dict[str, Any]]] = [
+    ("CreateBody", RequestBody, request_body(required_approvals=50)),
+    ("CreateBody", RequestBody, request_body(required_approvals=2.0)),  # JSON's integer 2
+    ("CreateBody", RequestBody, request_body(approval_ttl="365d", grant_ttl="52w")),
+    ("CreateBody", RequestBody, request_body(approval_ttl="51w6d23h59m59s")),
+    ("CreateBody", RequestBody, request_body(callback_url="https://h.example:65535/x")),
+    ("CreateBody", RequestBody, request_body(step={"n": [MAX_SAFE_INTEGER, -1e21, 0.5]})),
+    ("ClaimBody", api.ClaimBody, {"lease": "24h"}),
+    ("ClaimBody", api.ClaimBody, {"lease": "86400s"}),
+    ("RenewBody", api.RenewBody, {"claim_token": "t", "lease": "23h59m59s"}),
+    ("CompleteBody", api.CompleteBody, {"claim_token": "t", "outcome": "failed", "result": 1e21}),
+]
+
+
+@pytest.mark.parametrize(("schema", "model", "body"), EDGES)
+def test_the_models_take_the_edges_the_document_admits(
+    schema: str, model: type[BaseModel], body: dict[str, Any]
+) -> None:
+    assert component(schema).is_valid(body), body
+    model.model_validate(body)
+    canonical_json(body)
+
+
+def test_the_cursor_pattern_admits_the_cursors_the_server_issues() -> None:
+    (cursor,) = [
+        p for p in SPEC["paths"]["/v1/approvals"]["get"]["parameters"] if p["name"] == "cursor"
+    ]
+    issued = api._encode_cursor(RECORD_NOW, "0b7d1c4e-8a59-4c35-9d0e-3f1a2b3c4d5e")
+    assert re.search(cursor["schema"]["pattern"], issued)
+    assert len(issued) <= cursor["schema"]["maxLength"]
+    assert "only the server can make one" in cursor["description"]
+
+
+@pytest.mark.parametrize(
+    ("url", "admitted"),
+    [
+        ("https://hooks.example.com/signoff", True),
+        ("http://203.0.113.9:8443/h?x=1#f", True),
+        ("https://example.com", True),
+        ("https://example.com:65535/", True),
+        ("https://example.com:65536/", False),
+        ("https://example.com:99999", False),
+        ("https://user@example.com/", False),
+        ("https://user:pw@example.com/", False),
+        ("https://exa mple.com/", False),
+        ("https://:80/", False),
+        ("https://[::1/", False),
+        ("ftp://example.com/", False),
+        ("https://", False),
+    ],
+)
+def test_the_callback_url_pattern_admits_only_urls_the_server_takes(
+    url: str, admitted: bool
+) -> None:
+    """What the pattern admits passes the body's URL check and has no user info (the check
+    intake makes whatever the tenant allows)."""
+    assert (re.search(URL_PATTERN, url) is not None) is admitted, url
+    if admitted:
+        assert IS_HTTP_URL.func(url) == url
+        assert url_problem(url, allow_private=True) is None
 
 
 # -- statuses and error codes -------------------------------------------------------------------
