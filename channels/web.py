@@ -6,8 +6,10 @@ aiohttp-jinja2, with the stylesheet and one small script in channels/web_static/
 build step. Decisions go through the shared conversation layer and the Operator like every
 other surface, so a refusal reads the same here as in Slack or Telegram.
 
-This module holds the channel, signing in and out, and what every page needs (who is signed
-in, the CSRF check, rendering, refusals in words). The inbox and card pages are
+This module holds the channel, signing in and out (a used or expired link is 410 Gone, a
+link may land on another of our pages with `?next=`), the server's root (a redirect to the
+inbox), and what every page needs (who is signed in, the CSRF check, rendering, refusals in
+words). The inbox and card pages are
 channels/web_inbox.py; the dashboard is channels/web_dashboard.py.
 """
 

@@ -3,7 +3,9 @@ on a loopback port, a FakeClock, and aiohttp clients with their own cookie jars 
 for browsers (one per person; a person's second tab shares their jar), on SQLite and
 PostgreSQL.
 
-Proves: a sign-in link opens a session once (the second use is refused in words); pages
+Proves: a sign-in link opens a session once (used again or expired it is refused in words
+with 410, already at its GET; one never issued is 403), and lands where a `?next=` naming one
+of our pages says, else on the inbox; `/` sends a browser to the inbox; pages
 without a session, or after the idle timeout, are the 401 sign-in page; the inbox lists only
 what the person may decide (assigned, in their group, naming them, delegated to them now),
 soonest deadline first, in pages; the approval's page shows the card and offers the forms only
@@ -11,7 +13,9 @@ to those the Operator would let decide, saying why to anyone else; approving, re
 reason and handing over from the page decide through the Operator as `web:<principal>` and
 queue the webhook; every refusal (already decided in another tab, changed since shown, not
 entitled, expired, a form without the CSRF token) is shown in words with its status, audited
-where a chat surface would audit it, and changes nothing; the `web` notify target is served.
+where a chat surface would audit it, and changes nothing; the agent's reason and the reject
+field are named apart; a re-asked call links the request it re-asks; the `web` notify target
+is served.
 """
 
 from __future__ import annotations
