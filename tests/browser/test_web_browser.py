@@ -166,7 +166,7 @@ def test_approve_in_the_inbox_tells_the_agent_and_updates_the_chat_cards(
     approve = page.locator("form.decide.approve")
     expect(approve.locator('input[name="hash"]')).to_have_value(approval["hash"])
     expect(card_on(page, approval_id)).to_contain_text(approval["hash"])
-    expect(card_on(page, approval_id)).to_contain_text("The agent's reason (unverified)")
+    expect(card_on(page, approval_id)).to_contain_text("from the agent, unverified")
 
     assert click_and_status(page, approve.get_by_role("button", name="Approve")) == 200
     expect(page.get_by_role("status")).to_have_text("Approved.")

@@ -383,7 +383,7 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
         "Amount €120.00",
         "memo 300 chars",  # the full value, with its size
         "x" * 300,
-        "The agent's reason (unverified) refunds over €100 need approval",
+        "Reason (from the agent, unverified) refunds over €100 need approval",
         "Requested by Sam Requester (sam)",
         "Assigned to group finance",
         "in 3 d",
@@ -396,11 +396,11 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
     label = reject.find("label")
     assert label.text == "Your reason for rejecting"
     assert reject.find("textarea", id=label.attrs["for"])
-    # The agent's reason and the reject form's field are named apart: nothing else on the
-    # page is called "Reason" alone.
+    # The agent's reason and the reject form's field are named apart: no heading or label
+    # on the page is called "Reason" alone.
     names = [n.text for n in page.doc.find_all("h2") + page.doc.find_all("label")]
-    assert "The agent's reason (unverified)" in names
-    assert not [n for n in names if n.split(" (")[0] == "Reason"], names
+    assert "Reason (from the agent, unverified)" in names
+    assert "Reason" not in names and len(set(names)) == len(names), names
     delegate = page.doc.find("form", classes="decide delegate")
     options = [o.attrs["value"] for o in delegate.find("select", name="to").find_all("option")]
     assert "carol" in options and "alice" not in options
