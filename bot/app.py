@@ -8,6 +8,7 @@ module names no surface. `signoff serve` runs `build_app` behind its sockets (bo
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -77,6 +78,8 @@ def build_app(
         ),
     )
     add_health_routes(app, store, core.clock, core.metrics)
+    if not _serves_root(app):  # a surface with pages (the web's inbox) claims `/` itself
+        app.router.add_get("/", root_index)
 
     async def channel_lifetime(_app: web.Application) -> AsyncIterator[None]:
         async with channels_running(core.channels):
@@ -94,3 +97,40 @@ def build_app(
 
         app.cleanup_ctx.append(lifetime)
     return app
+
+
+# What `/` names when no surface serves pages there: where a person or a probe goes next.
+ROOT_LINKS = {
+    "health": "/healthz",
+    "ready": "/readyz",
+    "metrics": "/metrics",
+    "api": "/v1/approvals",
+    "openapi": "/v1/openapi.json",
+}
+
+
+def _serves_root(app: web.Application) -> bool:
+    return any(
+        route.method == "GET" and route.resource is not None and route.resource.canonical == "/"
+        for route in app.router.routes()
+    )
+
+
+async def root_index(request: web.Request) -> web.Response:
+    """The server's root without a web surface: JSON for a client that asks for it, else a
+    small plain page with the same paths (the demo and `serve` print this URL first)."""
+    accept = request.headers.get("Accept", "")
+    if "application/json" in accept and "text/html" not in accept:
+        return web.json_response({"service": "signoff", "links": ROOT_LINKS})
+    items = "".join(
+        f'<li>{html.escape(name)}: <a href="{path}">{path}</a></li>'
+        for name, path in ROOT_LINKS.items()
+    )
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        "<title>signoff</title></head><body><h1>signoff</h1>"
+        "<p>An approval service for AI agents. No web inbox is configured here (add a "
+        "<code>[web]</code> table to serve one); agents use the HTTP API.</p>"
+        f"<ul>{items}</ul></body></html>"
+    )
+    return web.Response(text=body, content_type="text/html")

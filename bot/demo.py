@@ -65,6 +65,7 @@ AGENT_PATH = "/webhooks/signoff"
 # The approver and the operator the demo prints sign-in links for.
 APPROVER = "bob"
 OPERATOR = "alice"
+OPERATOR_LANDING = "?next=/dashboard"
 # The claim the "crashing" agent takes: short, so the lapse shows up within seconds.
 CRASH_LEASE = "2s"
 FOLLOW_UP_TIMEOUT = 30.0
@@ -472,7 +473,8 @@ async def _serve(
         link_ttl = parse_duration(web_table.link_ttl)  # type: ignore[attr-defined]
         links = SignInLinks(store, directory, clock, link_ttl)
         approver = links.url(public_url, await links.make(APPROVER))
-        operator = links.url(public_url, await links.make(OPERATOR))
+        # The operator's link lands on her dashboard (the web surface honours `?next=`).
+        operator = links.url(public_url, await links.make(OPERATOR)) + OPERATOR_LANDING
         _print_story(out, filed, directory)
         _print_links(out, directory, config, config_path, approver, operator, public_url, made)
         await stop.wait()
@@ -531,7 +533,7 @@ def _print_links(
     lines = [
         f"Sign in (each link opens one browser session, once, within {config.web.link_ttl}):",
         f"  approver  {directory.name_of(APPROVER):<10} {approver}",
-        f"  operator  {directory.name_of(OPERATOR):<10} {operator}   (also /dashboard)",
+        f"  operator  {directory.name_of(OPERATOR):<10} {operator}   (opens the dashboard)",
         "",
         "More links, from another terminal:",
         f"  SIGNOFF_CONFIG={config_path} signoff web login --as carol",

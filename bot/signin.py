@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from bot.clock import Clock
 from bot.errors import SignInRefused, UnknownPrincipal
@@ -57,11 +59,26 @@ class SignInLinks:
             if principal not in self.directory.principals:
                 raise SignInRefused(f"{principal!r} is no longer a principal of this signoff")
             return principal
-        if row is None:
-            raise SignInRefused("This sign-in link is not valid. Ask for a new one.")
-        if row["used_at"] is not None:
-            raise SignInRefused(
-                "This sign-in link was already used. Each link opens one session; ask for a "
-                "new one."
-            )
-        raise SignInRefused("This sign-in link has expired. Ask for a new one.")
+        raise _refusal(row)
+
+    async def refusal(self, token: str) -> SignInRefused | None:
+        """Why using this link now would be refused, without using it; None if it would
+        open a session (until someone uses it first)."""
+        async with self.store.read() as tx:
+            row = await tx.web_login(_digest(token))
+        if row is not None and row["used_at"] is None and row["expires_at"] > self.clock.now():
+            return None
+        return _refusal(row)
+
+
+def _refusal(row: Mapping[str, Any] | None) -> SignInRefused:
+    """The refusal of a link that did not open a session: `gone` when it was a real link
+    that is now used up or expired (the web answers 410 Gone), not for one never issued."""
+    if row is None:
+        return SignInRefused("This sign-in link is not valid. Ask for a new one.")
+    if row["used_at"] is not None:
+        return SignInRefused(
+            "This sign-in link was already used. Each link opens one session; ask for a new one.",
+            gone=True,
+        )
+    return SignInRefused("This sign-in link has expired. Ask for a new one.", gone=True)

@@ -6,8 +6,10 @@ aiohttp-jinja2, with the stylesheet and one small script in channels/web_static/
 build step. Decisions go through the shared conversation layer and the Operator like every
 other surface, so a refusal reads the same here as in Slack or Telegram.
 
-This module holds the channel, signing in and out, and what every page needs (who is signed
-in, the CSRF check, rendering, refusals in words). The inbox and card pages are
+This module holds the channel, signing in and out (a used or expired link is 410 Gone, a
+link may land on another of our pages with `?next=`), the server's root (a redirect to the
+inbox), and what every page needs (who is signed in, the CSRF check, rendering, refusals in
+words). The inbox and card pages are
 channels/web_inbox.py; the dashboard is channels/web_dashboard.py.
 """
 
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -149,6 +152,9 @@ class WebChannel:
         app.router.add_post("/web/logout", self.logout)
         app.router.add_get("/web", self.home)
         app.router.add_get("/web/", self.home)
+        # The server's root, printed first by `signoff demo`: a browser goes to the inbox
+        # (bot/app.py serves a page naming the API and health paths when no surface claims it).
+        app.router.add_get("/", self.home)
         web_inbox.add_routes(app, self)
         web_dashboard.add_routes(app, self)
 
@@ -173,19 +179,33 @@ class WebChannel:
     async def login_page(self, request: web.Request) -> web.StreamResponse:
         """Opening a link only shows a Continue button: link previews and mail scanners fetch
         links with GET, and must not use up a single-use link before the person clicks. A
-        small script presses it for a browser with JavaScript on."""
+        small script presses it for a browser with JavaScript on. A link that can no longer
+        open a session is refused at once, with the status the POST would answer."""
         token = request.match_info["token"]
-        return self.page(request, None, "sign_in_continue.html", {"token": token}, keep=False)
+        refused = await self.links.refusal(token)
+        if refused is not None:
+            return self.sign_in_refused(request, refused)
+        landing = _landing(request.query.get("next"))
+        action = LOGIN_PATH + token + (f"?{urlencode({'next': landing})}" if landing else "")
+        where = "the dashboard" if landing and landing.startswith("/dashboard") else "your inbox"
+        context = {"action": action, "where": where}
+        return self.page(request, None, "sign_in_continue.html", context, keep=False)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         try:
             principal = await self.links.use(request.match_info["token"])
         except SignInRefused as exc:
-            return self.refusal(request, None, 403, exc.message, title="Sign-in refused")
-        response = see_other(INBOX)
+            return self.sign_in_refused(request, exc)
+        response = see_other(_landing(request.query.get("next")) or INBOX)
         self.sessions.open(response, principal)
         log.info("web session opened for %s", principal, extra={"principal": principal})
         return response
+
+    def sign_in_refused(self, request: web.Request, refused: SignInRefused) -> web.Response:
+        """410 Gone for a real link used up or expired (asking again cannot work), 403 for
+        one never issued or whose principal is gone."""
+        status = 410 if refused.details.get("gone") else 403
+        return self.refusal(request, None, status, refused.message, title="Sign-in refused")
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
         visitor = await self.visitor(request)
@@ -302,6 +322,15 @@ def _shown(value: Any) -> Any:
     if isinstance(value, Markup):
         return Markup(visible(str(value)))
     return visible(value) if isinstance(value, str) else value
+
+
+# Where a sign-in link may land instead of the inbox (`?next=/dashboard`, as the demo prints
+# the operator's link): a page of ours, never another site (an open redirect).
+_LANDING = re.compile(r"/(web|dashboard)(/(?!\.\.?(/|$))[A-Za-z0-9._~-]+)*/?")
+
+
+def _landing(wanted: str | None) -> str | None:
+    return wanted if wanted and _LANDING.fullmatch(wanted) else None
 
 
 def _web_path(path: str) -> bool:

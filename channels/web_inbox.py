@@ -183,6 +183,7 @@ class InboxPages:
             why_not = "Your vote is recorded; the request waits for the other approvals it needs."
         context: dict[str, Any] = {
             "card": card,
+            "origin_id": row.origin_id,
             "delegates": [self.channel.delegations.describe(d) for d in standing_in],
             "allowed": allowed,
             "why_not": why_not,

@@ -6,9 +6,11 @@ temporary directory: nothing lands in the working directory), files its requests
 HTTP API, prints an approver's and an operator's link, and that the approver's link opens an
 inbox listing the demo's four pending requests (a refund, a contract cancellation handed to
 Bob by Carol's delegation, a production migration needing 2 of 3, and the
-`interrupted_side_effect` signoff raised itself when the agent's claim lapsed); that a
-decision made there reaches the demo's scripted agent, which runs the call and says so; and
-that Ctrl-C (SIGINT) stops it cleanly, exit 0, its temporary directory gone.
+`interrupted_side_effect` signoff raised itself when the agent's claim lapsed, whose page
+links the request it re-asks); that a decision made there reaches the demo's scripted agent,
+which runs the call and says so; that the server's address, printed first, leads to the
+inbox and the operator's link opens her dashboard; and that Ctrl-C (SIGINT) stops it
+cleanly, exit 0, its temporary directory gone.
 """
 
 from __future__ import annotations
@@ -124,12 +126,28 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
         "the demo agent running the approved refund",
     )
 
+    # The re-asked payout names the request it re-asks: a link to that request's page.
+    page.get_by_role("link", name="Back to your inbox").click()
+    page.get_by_role("link", name=DEMO_TITLES[3]).click()
+    original = page.locator("dl.facts a.origin")
+    expect(original).to_have_count(1)
+    original_id = original.inner_text()
+    original.click()
+    page.wait_for_url(f"**/web/approvals/{original_id}")
+    expect(page.locator(f'article.card[data-approval-id="{original_id}"]')).to_have_attribute(
+        "data-state", "outcome_unknown"
+    )
+
+    # The server's address, printed first, sends a browser to the inbox.
+    server = re.search(r"^  server    (http://\S+)", printed, re.M).group(1)  # type: ignore[union-attr]
+    page.goto(server)
+    page.wait_for_url("**/web/inbox")
+
     # The operator's link opens her dashboard: what is still pending, across both tenants.
     operator = contexts().new_page()
     operator.goto(demo.link("operator"))
-    operator.wait_for_url("**/web/inbox")
+    operator.wait_for_url("**/dashboard")
     expect(operator.locator("header .who")).to_have_text("Alice Ng")
-    operator.get_by_role("link", name="Dashboard").click()
     rows = operator.locator("#pending tbody tr")
     expect(rows).to_have_count(len(DEMO_TITLES) - 1)  # the refund is decided
     expect(operator.locator("#pending")).to_contain_text("ops")
@@ -173,8 +191,7 @@ def test_the_demo_migration_names_both_votes_before_and_after_it_is_decided(
 
     operator = contexts().new_page()
     operator.goto(demo.link("operator"))
-    operator.wait_for_url("**/web/inbox")
-    operator.get_by_role("link", name="Dashboard").click()
+    operator.wait_for_url("**/dashboard")
     recent = operator.locator("#recent tbody tr").filter(has_text=migration)
     expect(recent.locator(".dash-votes li")).to_have_count(2)
     expect(recent.locator(".dash-votes li").first).to_contain_text(by_alice)

@@ -119,13 +119,13 @@ def test_a_sign_in_link_opens_one_session_once(
     [cookie] = page.context.cookies()
     assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Lax"), cookie
 
-    # The same link, again, in another browser (its script presses Continue): refused in
-    # words, and no session.
+    # The same link, again, in another browser: refused in words at once, 410 Gone (no
+    # Continue to press), and no session.
     other = contexts().new_page()
-    with other.expect_response(lambda r: r.request.method == "POST") as posted:
-        other.goto(link)
-    assert posted.value.status == 403
+    refused = other.goto(link)
+    assert refused is not None and refused.status == 410
     expect(other.get_by_role("alert")).to_contain_text("already used")
+    expect(other.get_by_role("button", name="Continue")).to_have_count(0)
     assert other.context.cookies() == []
     inbox = other.goto(f"{service.url}/web/inbox")
     assert inbox is not None and inbox.status == 401
@@ -427,7 +427,7 @@ def test_on_a_phone_the_inbox_and_a_card_are_usable(
     approve = page.get_by_role("button", name="Approve")
     _fits(page, approve)
     _fits(page, page.get_by_role("button", name="Reject"))
-    _fits(page, page.get_by_role("textbox", name="Reason", exact=True))
+    _fits(page, page.get_by_role("textbox", name="Your reason for rejecting", exact=True))
     shoot(page, "phone-card")
 
     approve.scroll_into_view_if_needed()
@@ -436,3 +436,84 @@ def test_on_a_phone_the_inbox_and_a_card_are_usable(
     expect(page.get_by_role("status")).to_have_text("Approved.")
     assert record(service, approval_id)["decided_by"] == "bob"
     shoot(page, "phone-card-approved")
+    _ends_with_its_outcome(page, approval_id)
+
+
+def _ends_with_its_outcome(page: Page, approval_id: str) -> None:
+    """A decided card ends where its outcome does: between the last line of the decision
+    area and the card's bottom edge there is only the card's padding (a reserved min-height
+    once left ~100 px of blank space there)."""
+    gap = page.evaluate(
+        """(id) => {
+            const card = document.querySelector(`article.card[data-approval-id="${id}"]`);
+            const area = card.querySelector("section.decision");
+            const last = area.lastElementChild.getBoundingClientRect();
+            return card.getBoundingClientRect().bottom - last.bottom;
+        }""",
+        approval_id,
+    )
+    assert gap <= 24, f"{gap:.0f} px of empty space under the decided card's outcome"
+
+
+def test_a_decided_card_ends_with_its_outcome(
+    start_web: Callable[..., WebService], contexts: Contexts
+) -> None:
+    service = start_web()
+    approval = create(service.api(), "run-web-decided-card")
+    page = service.sign_in(contexts(viewport={"width": 1200, "height": 900}), "alice")
+    open_approval(page, service, approval["id"])
+    assert click_and_status(page, page.get_by_role("button", name="Approve")) == 200
+    expect(page.get_by_role("status")).to_have_text("Approved.")
+    shoot(page, "decided-card")
+    _ends_with_its_outcome(page, approval["id"])
+
+
+def test_on_a_phone_the_dashboard_tables_scroll_and_say_so(
+    start_web: Callable[..., WebService], contexts: Contexts
+) -> None:
+    """At 390 x 844 the dashboard's tables are wider than the screen: each scrolls inside its
+    own box, not the page, and shows it (a phone's overlay scrollbar is hidden until touched):
+    a line above it says so and the edge with more is shaded; scrolled, its last column
+    shows."""
+    service = start_web()
+    api = service.api()
+    create(api, "run-web-phone-dash")
+    decided = create(api, "run-web-phone-dash-decided")
+    result = service.cli(
+        "approvals", "approve", decided["id"], "--hash", decided["hash"], "--as", "alice"
+    )
+    assert result.returncode == 0, str(result)
+    phone = contexts(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+    page = service.sign_in(phone, "carol")  # carol is an operator
+    page.goto(f"{service.url}/dashboard")
+    for table in ("#pending", "#recent"):
+        box = page.locator(".dash-scroll").filter(has=page.locator(table))
+        expect(box).to_be_visible()
+        hint = page.locator(f".dash-scroll-hint:has(+ .dash-scroll {table})")
+        expect(hint).to_be_visible()
+        expect(hint).to_contain_text("Scroll the table sideways")
+        sizes = box.evaluate(
+            """(el) => ({scroll: el.scrollWidth, client: el.clientWidth,
+                         top: el.getBoundingClientRect().top,
+                         right: el.getBoundingClientRect().right,
+                         shadows: getComputedStyle(el).backgroundImage.split("radial").length - 1,
+                         attach: getComputedStyle(el).backgroundAttachment})"""
+        )
+        assert sizes["scroll"] > sizes["client"], (table, sizes)  # it does scroll
+        assert sizes["right"] <= PHONE["width"], (table, sizes)  # inside the screen
+        said = hint.bounding_box()
+        assert said is not None and 0 <= sizes["top"] - (said["y"] + said["height"]) <= 16, said
+        # The edge that has more is shaded: shadows fixed to the box, covered by the
+        # content's own background at the end it has reached.
+        assert sizes["shadows"] == 2, (table, sizes)
+        assert sizes["attach"].startswith("local, local, scroll, scroll"), (table, sizes)
+        last = page.locator(f"{table} thead th").last
+        assert last.bounding_box()["x"] >= PHONE["width"], table  # type: ignore[index]
+        box.evaluate("(el) => { el.scrollLeft = el.scrollWidth; }")
+        shown = last.bounding_box()
+        assert shown is not None and shown["x"] + shown["width"] <= PHONE["width"] + 1, shown
+        box.evaluate("(el) => { el.scrollLeft = 0; }")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
+    shoot(page, "phone-dashboard", full_page=False)
+    shoot(page, "phone-dashboard-full")

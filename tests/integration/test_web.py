@@ -3,7 +3,9 @@ on a loopback port, a FakeClock, and aiohttp clients with their own cookie jars 
 for browsers (one per person; a person's second tab shares their jar), on SQLite and
 PostgreSQL.
 
-Proves: a sign-in link opens a session once (the second use is refused in words); pages
+Proves: a sign-in link opens a session once (used again or expired it is refused in words
+with 410, already at its GET; one never issued is 403), and lands where a `?next=` naming one
+of our pages says, else on the inbox; `/` sends a browser to the inbox; pages
 without a session, or after the idle timeout, are the 401 sign-in page; the inbox lists only
 what the person may decide (assigned, in their group, naming them, delegated to them now),
 soonest deadline first, in pages; the approval's page shows the card and offers the forms only
@@ -11,7 +13,9 @@ to those the Operator would let decide, saying why to anyone else; approving, re
 reason and handing over from the page decide through the Operator as `web:<principal>` and
 queue the webhook; every refusal (already decided in another tab, changed since shown, not
 entitled, expired, a form without the CSRF token) is shown in words with its status, audited
-where a chat surface would audit it, and changes nothing; the `web` notify target is served.
+where a chat surface would audit it, and changes nothing; the agent's reason and the reject
+field are named apart; a re-asked call links the request it re-asks; the `web` notify target
+is served.
 """
 
 from __future__ import annotations
@@ -20,18 +24,21 @@ import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
 
 from bot import inbox
+from bot.agent_actions import AgentActions
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
 from bot.durations import parse_duration
 from bot.signin import SignInLinks
+from bot.sweeper import Sweeper
 from channels import web_inbox
 from store.repository import Store
 from tests.support.chat_server import ChatServer, serve
@@ -91,6 +98,7 @@ def _config() -> dict[str, Any]:
     config["tenants"][0]["api_key_env"] = "WEB_TEST_API_KEY"
     config["tenants"][1]["api_key_env"] = "WEB_TEST_GLOBEX_KEY"
     config["principals"]["erin"] = {"name": "Erin Outsider"}
+    config["principals"]["olga"] = {"name": "Olga Ops", "operator": True}
     config["routes"][0]["notify"] = ["web"]
     return config
 
@@ -147,11 +155,61 @@ async def test_a_sign_in_link_opens_a_session_once(rig: Rig) -> None:
     assert "Your inbox" in inbox.doc.find("h1").text
     assert "Alice Ng" in inbox.doc.find(classes="who").text
 
-    again = await rig.browser().sign_in(link)
-    assert again.status == 403
-    assert "already used" in again.alert
+    # Used up: refused with 410 Gone, already at the GET (no Continue to press), and the
+    # POST too; a link never issued is 403. Neither opens a session.
+    late = rig.browser()
+    again = await late.get(link)
+    assert again.status == 410 and "already used" in again.alert
+    assert again.doc.find_all("form", id="sign-in") == []
+    posted = await late.post(urlsplit(link).path, {})
+    assert posted.status == 410 and "already used" in posted.alert
     forged = await rig.browser().sign_in("/web/login/not-a-token")
     assert forged.status == 403 and "not valid" in forged.alert
+    assert (await late.get("/web/inbox")).status == 401
+
+
+async def test_an_expired_sign_in_link_is_410_at_the_get_and_the_post(rig: Rig) -> None:
+    link = await rig.link("alice")
+    shown = await rig.browser().get(link)  # still good: the Continue button
+    [form] = shown.doc.find_all("form", id="sign-in")
+    rig.clock.advance(minutes=16)  # link_ttl is 15m
+    late = await rig.browser().post(form.attrs["action"], {})
+    assert late.status == 410 and "expired" in late.alert
+    again = await rig.browser().get(link)
+    assert again.status == 410 and "expired" in again.alert
+
+
+async def test_a_sign_in_link_lands_where_its_next_says_if_that_is_one_of_our_pages(
+    rig: Rig,
+) -> None:
+    dashboard = await rig.browser().sign_in(await rig.link("olga") + "?next=/dashboard")
+    assert dashboard.status == 200 and urlsplit(dashboard.url).path == "/dashboard", dashboard.url
+    assert dashboard.doc.find("h1").text == "Dashboard"
+    # Anywhere else (another site, a path outside the web surface): the inbox.
+    for elsewhere in ("https://evil.example/", "//evil.example/x", "/v1/approvals", "/web/../x"):
+        browser = rig.browser()
+        query = urlencode({"next": elsewhere})
+        shown = await browser.get(await rig.link("alice") + f"?{query}")
+        [form] = shown.doc.find_all("form", id="sign-in")
+        assert "?" not in form.attrs["action"], form.attrs["action"]
+        # Posted with it anyway (a hand-made form): the POST judges it again.
+        arrived = await browser.post(form.attrs["action"] + f"?{query}", {})
+        assert (arrived.status, arrived.url) == (303, "/web/inbox"), elsewhere
+
+
+async def test_the_root_url_sends_a_browser_to_the_inbox(rig: Rig) -> None:
+    stranger = rig.browser()
+    root = await stranger.get("/", follow=False)
+    assert root.status == 303 and root.url == "/web/inbox", root.url
+    arrived = await stranger.get("/")
+    assert arrived.status == 401 and "Sign in with a link" in arrived.doc.find("h1").text
+    signed = await rig.signed_in("alice")
+    home = await signed.get("/")
+    assert home.status == 200 and urlsplit(home.url).path == "/web/inbox"
+    # The agent API's answer to an unknown path is its JSON 404, as before.
+    async with rig.http.get(f"{rig.url}/v1/nothing-here") as response:
+        assert response.status == 404
+        assert (await response.json())["error"]["code"] == "not_found"
 
 
 async def test_pages_without_a_session_are_the_401_sign_in_page(rig: Rig) -> None:
@@ -336,7 +394,13 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
     assert page.forms() == ["approve", "reject", "delegate"]
     reject = page.doc.find("form", classes="decide reject")
     label = reject.find("label")
-    assert label.text == "Reason" and reject.find("textarea", id=label.attrs["for"])
+    assert label.text == "Your reason for rejecting"
+    assert reject.find("textarea", id=label.attrs["for"])
+    # The agent's reason and the reject form's field are named apart: no heading or label
+    # on the page is called "Reason" alone.
+    names = [n.text for n in page.doc.find_all("h2") + page.doc.find_all("label")]
+    assert "Reason (from the agent, unverified)" in names
+    assert "Reason" not in names and len(set(names)) == len(names), names
     delegate = page.doc.find("form", classes="decide delegate")
     options = [o.attrs["value"] for o in delegate.find("select", name="to").find_all("option")]
     assert "carol" in options and "alice" not in options
@@ -345,6 +409,37 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
 
     unknown = await alice.get("/web/approvals/00000000-0000-0000-0000-000000000000")
     assert unknown.status == 404 and "no request" in unknown.alert
+
+
+async def test_a_re_asked_calls_page_links_the_original_request(rig: Rig) -> None:
+    """An interrupted_side_effect names the request it re-asks: on the web its id is a link
+    to that request's page (from the row's origin_id; the stored presentation is text)."""
+    record = await rig.create()
+    alice = await rig.signed_in("alice")
+    await alice.decide(await alice.get(f"/web/approvals/{record['id']}"), "approve")
+    await AgentActions(rig.store, rig.directory, rig.clock).claim(
+        "acme", record["id"], timedelta(minutes=5)
+    )
+    rig.clock.advance(minutes=6)
+    assert (await Sweeper(rig.store, rig.directory, rig.clock).sweep()).lapsed == 1
+    follow_up = (await rig.state(record["id"])).follow_up_id
+    page = await alice.get(f"/web/approvals/{follow_up}")
+    assert page.status == 200
+    facts = {
+        div.find("dt").text: div.find("dd")
+        for div in page.doc.find("dl", classes="facts").find_all("div")
+    }
+    [link] = facts["Original approval"].find_all("a")
+    assert link.attrs["href"] == f"/web/approvals/{record['id']}"
+    assert link.text == record["id"]
+    original = await alice.get(link.attrs["href"])
+    assert original.status == 200
+    assert original.card(record["id"]).attrs["data-state"] == "outcome_unknown"
+    # The stored presentation still holds the id as text, as every other surface shows it.
+    async with rig.store.read() as tx:
+        row = await tx.get_approval(follow_up)
+    assert row is not None
+    assert row.presentation["fields"][0] == {"label": "Original approval", "value": record["id"]}
 
 
 async def test_approve_from_the_page(rig: Rig) -> None:

@@ -209,7 +209,7 @@ async def test_slash_signoff_web_answers_the_caller_with_a_link_that_signs_in_on
     assert rig.slack.calls_to("chat.postEphemeral") == []
     await rig.signs_in_as(link[0], "Bob Stone")
     again = await rig.browser().sign_in(link[0])
-    assert again.status == 403 and "already used" in again.alert
+    assert again.status == 410 and "already used" in again.alert
 
     refused = await rig.slash("U0NOBODY", "web")
     assert "Your Slack account (U0NOBODY) is not linked to a signoff principal" in refused

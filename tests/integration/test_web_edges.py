@@ -24,6 +24,7 @@ import pytest
 from bot.audit import verify
 from bot.clock import FakeClock
 from store.repository import Store
+from tests.support.api_server import Api
 from tests.support.edge_rig import FORM, PUBLIC_URL, Rig, running
 
 
@@ -247,3 +248,25 @@ async def test_a_person_repeating_a_refused_post_adds_three_events_and_a_count(r
     )
     assert b'data-actor="web:dave" data-refused="31"' in page.body
     assert (await rig.state(record["id"])).state == "pending"
+
+
+async def test_without_the_web_surface_the_root_url_names_the_api_and_health(api: Api) -> None:
+    """No [web]: `/` is a small page (or JSON, asked for) naming where to go, not a 404; the
+    agent API's JSON 404 for a path it does not have is unchanged."""
+    page = await api.call("GET", "/", key=None, headers={"Accept": "text/html"})
+    assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+    for path in ("/healthz", "/readyz", "/v1/approvals", "/v1/openapi.json"):
+        assert f'href="{path}"' in page.body, page.body
+    listed = await api.call("GET", "/", key=None, headers={"Accept": "application/json"})
+    assert listed.status == 200
+    assert listed.body["links"]["health"] == "/healthz"
+    assert listed.body["links"]["openapi"] == "/v1/openapi.json"
+    for path in listed.body["links"].values():
+        assert (await api.call("GET", path)).status == 200, path
+    unknown = await api.call("GET", "/v1/nothing-here")
+    assert unknown.status == 404
+    assert unknown.body["error"] == {
+        "code": "not_found",
+        "message": "no such endpoint: GET /v1/nothing-here",
+    }
+    assert (await api.call("GET", "/nothing-here", key=None)).status == 404

@@ -154,9 +154,13 @@ class Browser:
 
     async def sign_in(self, link: str, *, follow: bool = True) -> Page:
         """Open a sign-in link as a person does: the link shows a Continue button (a GET uses
-        nothing up), whose form POSTs the token."""
+        nothing up), whose form POSTs the token. A link that can no longer open a session is
+        refused at the GET: that page is returned."""
         shown = await self.get(link)
-        [form] = shown.doc.find_all("form", id="sign-in")
+        forms = shown.doc.find_all("form", id="sign-in")
+        if not forms:
+            return shown
+        [form] = forms
         return await self.post(form.attrs["action"], {}, follow=follow)
 
     async def decide(
