@@ -5,8 +5,8 @@ hand with every chat job (cards, notices, delegation edges), so a test says when
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -34,6 +34,8 @@ class ChatServer:
     directory: Directory
     runner: OutboxRunner
     api_key: str
+    # The server's channels by name (the Slack App Home tests wait on its Home refreshes).
+    channels: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
 
     async def create(self, **overrides: Any) -> dict[str, Any]:
         """A request through the agent API; the created record."""
@@ -82,4 +84,6 @@ async def serve(
     handlers = core.handlers(kinds=chat_jobs)
     outbox = OutboxRunner(store, handlers, clock, OutboxSettings(), rand=lambda: 1.0)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    return kind(url, http, store, clock, core.directory, outbox, api_key, **extra)
+    return kind(
+        url, http, store, clock, core.directory, outbox, api_key, channels=core.channels, **extra
+    )
