@@ -8,19 +8,20 @@ decides exactly like a press on the card, bound to the hash shown) and, with [we
 configured, an "Open in browser" link to the approval's page; then their live delegations,
 made or received. Which requests are listed is the web inbox's rule (bot.inbox).
 
-The view is published (`views.publish`) when:
+The view is published (`views.publish`) at once when the person opens the Home tab
+(`app_home_opened`), and in the background (channels.slack_home_refresh: debounced, once a
+second at most per person, retried until it succeeds) when:
 
-- the person opens the Home tab (`app_home_opened`);
 - the Slack channel posts or updates a card of a request: for everyone it concerns who has a
   Slack account (the assignee and approvers, their groups' members, their active delegates,
   the requester), once per state of the request, so a decision anywhere (Slack, Telegram,
   the web, the CLI, the clocks) takes it off their Homes when the card is updated;
 - a notice reaches someone in Slack direct messages (a delegation starting or ending);
-- they press Approve or Reject on the Home: it is republished with what happened, or why not.
+- they press Approve or Reject on the Home: it is republished with what happened, or why
+  not, right after the press is answered.
 
-One person's Home is published once at a time; what changes meanwhile is shown by one more
-publish after a pause in proportion to the last one's duration, and at least a second after
-the last one began (`_republish`).
+Nothing waits for these: a card job's lease is for its card, a press's answer for Slack's
+three seconds.
 
 A request whose cards all go to other surfaces is on a Slack user's Home the next time they
 open it. Slack allows 100 blocks a view: the first 20 requests are listed, with how many
