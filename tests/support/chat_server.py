@@ -5,6 +5,7 @@ hand with every chat job (cards, notices, delegation edges), so a test says when
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -47,10 +48,15 @@ class ChatServer:
             assert response.status == 201, await response.text()
             return await response.json()
 
-    async def drain(self) -> None:
-        """Run the outbox until nothing is due."""
+    async def drain(self, *, homes: bool = True) -> None:
+        """Run the outbox until nothing is due; then, unless told not to, wait for the Slack
+        App Homes its jobs made due (published in the background, after the jobs)."""
         while await self.runner.run_once():
             pass
+        home = getattr(self.channels.get("slack"), "home", None)
+        if homes and home is not None:
+            async with asyncio.timeout(30):
+                await home.settled()
 
     async def state(self, approval_id: str) -> Any:
         async with self.store.read() as tx:
