@@ -63,4 +63,6 @@ def test_the_readme_walkthrough_runs_to_the_end(tmp_path: Path) -> None:
     assert "executed" in lines  # the claimed call was completed, nothing left to lapse
     assert re.search(r"audit chain intact: \d+ events across 1 approvals", ran.stdout)
     # It writes no files of its own into the folder it runs in (a newcomer's checkout).
-    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("signoff.")] == ["examples"]
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("signoff.")] == [
+        "examples"
+    ]

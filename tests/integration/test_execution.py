@@ -87,9 +87,8 @@ async def test_lease_lapse_is_outcome_unknown_and_raises_an_interrupted_side_eff
     assert original.claimed_at is not None and original.lease_until is not None
     started = f"{original.claimed_at:%Y-%m-%d %H:%M} UTC"
     assert f"started at {started}" in follow_up.presentation["summary"]
-    assert (
-        f"lapsed at {original.lease_until:%Y-%m-%d %H:%M} UTC."
-        in (follow_up.presentation["summary"])
+    assert f"lapsed at {original.lease_until:%Y-%m-%d %H:%M} UTC." in (
+        follow_up.presentation["summary"]
     )
     assert {"label": "Started", "value": started} in follow_up.presentation["fields"]
     assert follow_up.presentation["fields"][0] == {
