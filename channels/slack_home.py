@@ -213,6 +213,7 @@ class SlackHome:
         Homes were already refreshed for its state (a request with several cards)."""
         people: set[str] = set()
         seen: list[tuple[Any, ...]] = []
+        delegates: dict[frozenset[str], set[str]] = {}
         now = self.clock.now()
         async with self.store.read() as tx:
             for approval_id in approval_ids:
@@ -223,8 +224,11 @@ class SlackHome:
                 key += (row.decided_at, len(row.votes))
                 if key in self._refreshed:
                     continue
-                entitled = set(self.directory.entitled(row))
-                people |= entitled | {d.delegate for d in await tx.delegations_from(entitled, now)}
+                entitled = frozenset(self.directory.entitled(row))
+                if entitled not in delegates:  # a burst's requests mostly share their approvers
+                    found = await tx.delegations_from(entitled, now)
+                    delegates[entitled] = {d.delegate for d in found}
+                people |= entitled | delegates[entitled]
                 people |= {row.requested_by} if row.requested_by else set()
                 seen.append(key)
         # Remembered once found: a failed read is looked up again, not skipped.

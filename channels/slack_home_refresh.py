@@ -62,7 +62,7 @@ class HomeRefresh:
         self._everyone = everyone
         self._approvals: dict[str, None] = {}  # changed since last looked at, in order
         self._all = False  # too many changed requests: everyone's Home is due
-        self._looked_failed = 0.0  # when looking them up last failed (retried a second on)
+        self._looked_failed = -math.inf  # when looking them up last failed (retried a second on)
         self._due: dict[str, float] = {}  # user -> loop time their publish may start
         self._notes: dict[str, str] = {}  # user -> the line for the top of their Home
         self._next: dict[str, float] = {}  # user -> earliest start after their last publish
