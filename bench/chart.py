@@ -28,10 +28,16 @@ OURS, REF, TARGET = "#2b6cb0", "#a0aec0", "#c53030"
 
 def newest() -> Path:
     found = sorted((REPO / "bench" / "results").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    # run_all.py's files only: the others (one scenario's passes) have no "figures" table.
+    found = [p for p in found if "figures" in _as_dict(json.loads(p.read_text("utf-8")))]
     full = [p for p in found if not p.stem.endswith("-quick")]
     if not found:
         sys.exit("no bench/results/*.json: run bench/run_all.py first")
     return (full or found)[-1]
+
+
+def _as_dict(data: Any) -> dict[str, Any]:
+    return data if isinstance(data, dict) else {}
 
 
 def whiskers(s: dict[str, float]) -> list[list[float]]:

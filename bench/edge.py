@@ -36,7 +36,7 @@ class Edge(FakeSlack):
 
     def __init__(self) -> None:
         super().__init__()
-        self.counts = {"post": 0, "update": 0, "slack_errors": 0, "hooks": 0}
+        self.counts = {"post": 0, "update": 0, "home": 0, "slack_errors": 0, "hooks": 0}
         self.hook_ids: set[str] = set()
 
     def _routes(self, app: web.Application) -> None:
@@ -53,6 +53,8 @@ class Edge(FakeSlack):
             self.counts["post"] += 1
         elif call.method == "chat.update":
             self.counts["update"] += 1
+        elif call.method == "views.publish":
+            self.counts["home"] += 1
 
     async def _hook(self, request: web.Request) -> web.Response:
         await request.read()

@@ -514,6 +514,8 @@ async def slack_clicks(
         "delivered": delivered,
         "drain_s": drain,
         "updates": last["update"] - base["update"],
+        # App Home publishes (views.publish) until then: one person's Home, at most one a second.
+        "homes": last.get("home", 0) - base.get("home", 0),
         "webhooks": last["hook_ids"] - base["hook_ids"],
         "slack_errors": last["slack_errors"] - base["slack_errors"],
     }

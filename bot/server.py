@@ -11,7 +11,8 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -137,6 +138,30 @@ async def prepare_schema(store: Store, *, dry_run: bool = False) -> None:
         log.info("schema upgraded from %s to %s", upgraded[0] or "empty", upgraded[1])
 
 
+T = TypeVar("T")
+
+
+def event_loop() -> str:
+    """The event loop `serve` and `worker` run on: uvloop where it is installed (a
+    dependency on Linux), asyncio's own elsewhere."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run a long-lived process's coroutine on `event_loop()`: uvloop spends about a tenth
+    less CPU per click and answers far sooner when the server is saturated (issue 27)."""
+    if event_loop() == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main)
+    return asyncio.run(main)
+
+
 def _signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -199,7 +224,16 @@ def announce(sockets: Iterable[socket.socket]) -> None:
     for sock in sockets:
         host, port = sock.getsockname()[:2]
         # Tests and scripts read the bound port from this line (listen = "HOST:0").
-        log.info("signoff listening on http://%s:%d", host, port)
+        log.info("signoff listening on http://%s:%d (event loop: %s)", host, port, _running())
+
+
+def _running() -> str:
+    """The running loop's kind, as the startup line says it."""
+    try:
+        module = type(asyncio.get_running_loop()).__module__
+    except RuntimeError:  # no loop here (serve --workers' supervisor): its workers' loop
+        return event_loop()
+    return "uvloop" if module.startswith("uvloop") else "asyncio"
 
 
 async def run_worker(config: Config) -> None:
@@ -217,7 +251,7 @@ async def run_worker(config: Config) -> None:
         try:
             async with channels_running(core.channels):
                 await work.start()
-                log.info("signoff worker running")
+                log.info("signoff worker running (event loop: %s)", _running())
                 await stop.wait()
                 log.info("shutting down")
                 await work.stop()

@@ -31,7 +31,15 @@ from typing import Any
 from bot.api import check_tenant_keys
 from bot.config import Config
 from bot.errors import ConfigError
-from bot.server import announce, check_config, listening_sockets, prepare_schema, run_server
+from bot.server import (
+    announce,
+    check_config,
+    event_loop,
+    listening_sockets,
+    prepare_schema,
+    run_loop,
+    run_server,
+)
 from store.repository import Store
 
 log = logging.getLogger("signoff.workers")
@@ -64,7 +72,7 @@ def serve(
     sockets = listening_sockets(listen or config.server.listen)
     try:
         if workers == 1:
-            asyncio.run(run_server(config, polling=telegram_polling, sockets=sockets))
+            run_loop(run_server(config, polling=telegram_polling, sockets=sockets))
             return 0
         # Migrating once, here, spares N workers racing to upgrade one SQLite file. The
         # store is closed (its driver threads gone) before any fork.
@@ -136,7 +144,9 @@ class _Supervisor:
             if not (announced or self.stopping) and all(r.is_set() for r in self.ready.values()):
                 announced = True
                 announce(self.sockets)
-                log.info("signoff serving with %d workers", self.count)
+                log.info(
+                    "signoff serving with %d workers (event loop: %s)", self.count, event_loop()
+                )
             for slot, proc in list(self.procs.items()):
                 if proc.is_alive():
                     continue
@@ -158,7 +168,7 @@ def _worker_main(config: Config, sockets: list[socket.socket], parent: int, read
     _die_with_parent(parent)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # run_server installs its own on its loop
-    asyncio.run(
+    run_loop(
         run_server(config, sockets=sockets, migrate=False, announce_port=False, on_ready=ready.set)
     )
 

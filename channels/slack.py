@@ -393,7 +393,7 @@ class SlackChannel:
         where = await self._conversation(target)
         await self._call(self.client.chat_postMessage, channel=where, text=slack_card.escape(text))
         if target.principal is not None:  # a delegation starting or ending, say
-            await self.home.refresh_principals([target.principal])
+            self.home.refresh_principals([target.principal])
 
     async def send_reply(self, ref: MessageRef, text: str) -> None:
         """Plain text in the card's thread."""
@@ -412,7 +412,7 @@ class SlackChannel:
             text=slack_card.fallback_text(card),
             blocks=slack_card.blocks(card, self._page(card)),
         )
-        await self.home.refresh_approval(card.approval_id)
+        self.home.refresh_approval(card.approval_id)
         return MessageRef("slack", posted["channel"], posted["ts"])
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:
@@ -423,7 +423,7 @@ class SlackChannel:
             text=slack_card.fallback_text(card),
             blocks=slack_card.blocks(card, self._page(card)),
         )
-        await self.home.refresh_approval(card.approval_id)
+        self.home.refresh_approval(card.approval_id)
 
     def _page(self, card: Card) -> str | None:
         """The approval's page on the web surface, if there is one."""

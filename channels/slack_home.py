@@ -8,19 +8,20 @@ decides exactly like a press on the card, bound to the hash shown) and, with [we
 configured, an "Open in browser" link to the approval's page; then their live delegations,
 made or received. Which requests are listed is the web inbox's rule (bot.inbox).
 
-The view is published (`views.publish`) when:
+The view is published (`views.publish`) at once when the person opens the Home tab
+(`app_home_opened`), and in the background (channels.slack_home_refresh: debounced, once a
+second at most per person, retried until it succeeds) when:
 
-- the person opens the Home tab (`app_home_opened`);
 - the Slack channel posts or updates a card of a request: for everyone it concerns who has a
   Slack account (the assignee and approvers, their groups' members, their active delegates,
   the requester), once per state of the request, so a decision anywhere (Slack, Telegram,
   the web, the CLI, the clocks) takes it off their Homes when the card is updated;
 - a notice reaches someone in Slack direct messages (a delegation starting or ending);
-- they press Approve or Reject on the Home: it is republished with what happened, or why not.
+- they press Approve or Reject on the Home: it is republished with what happened, or why
+  not, right after the press is answered.
 
-One person's Home is published once at a time; what changes meanwhile is shown by one more
-publish after a pause in proportion to the last one's duration, and at least a second after
-the last one began (`_republish`).
+Nothing waits for these: a card job's lease is for its card, a press's answer for Slack's
+three seconds.
 
 A request whose cards all go to other surfaces is on a Slack user's Home the next time they
 open it. Slack allows 100 blocks a view: the first 20 requests are listed, with how many
@@ -29,7 +30,6 @@ more there are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -46,6 +46,7 @@ from bot.routing import Directory
 from bot.visible import visible
 from channels import slack_card
 from channels.conversation import Conversation
+from channels.slack_home_refresh import HomeRefresh, Later
 
 log = logging.getLogger("signoff.slack")
 
@@ -56,17 +57,11 @@ SHOWN = 20  # requests listed on the Home
 COUNTED = 500  # requests counted for "… and N more"
 DELEGATIONS_SHOWN = 20
 MAX_BLOCKS = 100  # Slack's limit for a Home view
-_PEOPLE = 50  # at most this many Homes refreshed for one request
-_CONCURRENT = 5
-_BUDGET = 8.0  # seconds a refresh may take, so a card job ends well inside its lease
 _REMEMBERED = 2000  # request states whose Homes were refreshed, remembered to skip repeats
-# Between two publishes of one person's Home, a pause of this many times the last one's
-# duration (at most _PAUSE_MAX seconds): a Home takes a bounded share of the server.
-_PAUSE = 4
-_PAUSE_MAX = 2.0
-# ... and at least this long after the last one began: Slack allows an app about 100
-# views.publish a minute per workspace (Tier 4), and a person does not read faster.
-_INTERVAL = 1.0
+# Slack errors no retry of a publish changes (the token, or the user, is gone).
+_NEVER = frozenset(
+    {"user_not_found", "account_inactive", "invalid_auth", "not_authed", "token_revoked"}
+)
 
 
 class SlackHome:
@@ -86,18 +81,12 @@ class SlackHome:
         self.clock = delegations.clock
         self.page = page
         self._refreshed: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        # Per Slack user: the publish under way, and whether something changed since it began.
-        self._publishing: dict[str, asyncio.Task[None]] = {}
-        self._stale: set[str] = set()
+        self.due = HomeRefresh(self._publish_due, self._concerned_all, self._everyone)
 
     async def publish(self, user_id: str, *, note: str | None = None) -> None:
         """Publish `user_id`'s Home; `note`, a line at the top (what a press did, or why not)."""
         view = await self.view(user_id, note=note)
         await self.client.views_publish(user_id=user_id, view=view)
-
-    async def tell(self, user_id: str, text: str) -> None:
-        """What a press on the Home did, said at the top of the Home (best effort)."""
-        await self._publish_quietly(user_id, note=text)
 
     async def view(self, user_id: str, *, note: str | None = None) -> dict[str, Any]:
         now = self.clock.now()
@@ -168,112 +157,93 @@ class SlackHome:
         )
         return out
 
-    # -- refreshing the Homes a change concerns ----------------------------------------------
+    # -- refreshing the Homes a change concerns (channels.slack_home_refresh) -------------------
 
-    async def refresh_approval(self, approval_id: str) -> None:
-        """Republish the Homes of everyone a request concerns who has a Slack account, once
-        per state of the request (a request with several cards is refreshed once). Never
-        raises: the card is what the outbox job is for."""
-        try:
-            people = await self._concerned(approval_id)
-            if people:
-                await self.refresh_principals(people)
-        except Exception:
-            log.exception("could not refresh the Slack Homes for %s", approval_id)
+    def refresh_approval(self, approval_id: str) -> None:
+        """The Homes of everyone a request concerns who has a Slack account are due for a
+        publish: published in the background, never waited for (a card job's lease is the
+        card's)."""
+        self.due.approval(approval_id)
 
-    async def refresh_principals(self, keys: Iterable[str]) -> None:
-        """Republish these principals' Homes (those with a Slack account), at most a few at a
-        time and within a time budget; failures are logged, never raised."""
-        users = sorted(
-            {
-                str(account)
-                for key in keys
-                if (p := self.directory.principals.get(key)) is not None
-                and (account := p.account("slack"))
-            }
-        )[:_PEOPLE]
-        gate = asyncio.Semaphore(_CONCURRENT)
+    def refresh_principals(self, keys: Iterable[str]) -> None:
+        """These principals' Homes (those with a Slack account) are due for a publish."""
+        self.due.people(self._accounts(keys))
 
-        async def one(user: str) -> None:
-            async with gate:
-                await self._republish(user)
+    async def tell(self, user_id: str, text: str) -> None:
+        """What a press on the Home did, said at the top of the Home: published right after
+        the press is answered, never before."""
+        self.due.people([user_id], note=text)
 
-        try:
-            async with asyncio.timeout(_BUDGET):
-                await asyncio.gather(*(one(u) for u in users))
-        except TimeoutError:
-            log.warning("refreshing %d Slack Homes took over %ss; left", len(users), _BUDGET)
-
-    async def _republish(self, user_id: str) -> None:
-        """See that `user_id`'s Home is published as it is now.
-
-        One publish per person is under way at a time; calls made meanwhile share the next
-        one, which starts after a pause in proportion to how long the last one took, so a
-        burst of decisions costs a person's Home a few renderings, not one per card. The
-        call that asks for that next publish waits for it; the calls after it, which it
-        covers too, return at once, so card jobs do not queue up behind a Home."""
-        running = self._publishing.get(user_id)
-        if running is not None and not running.done():
-            if user_id in self._stale:
-                return  # the next publish is asked for already, and starts after this call
-            self._stale.add(user_id)
-        else:
-            running = asyncio.create_task(self._publish_until_fresh(user_id))
-            self._publishing[user_id] = running
-            running.add_done_callback(lambda t: self._forget(user_id, t))
-        # Shielded: a caller out of time stops waiting, the publish goes on for the others.
-        await asyncio.shield(running)
-
-    def _forget(self, user_id: str, task: asyncio.Task[None]) -> None:
-        if self._publishing.get(user_id) is task:
-            del self._publishing[user_id]
-
-    async def _publish_until_fresh(self, user_id: str) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            self._stale.discard(user_id)
-            began = loop.time()
-            await self._publish_quietly(user_id)
-            if user_id not in self._stale:
-                return
-            took = loop.time() - began
-            await asyncio.sleep(max(min(took * _PAUSE, _PAUSE_MAX), _INTERVAL - took))
+    async def settled(self) -> None:
+        """Wait until every Home due is published (tests)."""
+        await self.due.settled()
 
     async def close(self) -> None:
         """Stop the publishes under way (shutdown)."""
-        tasks = list(self._publishing.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.due.close()
 
-    async def _concerned(self, approval_id: str) -> set[str]:
-        """Who may see `approval_id` on their Home: those entitled, their active delegates and
-        the requester; empty if the Homes were already refreshed for this state of it."""
-        now = self.clock.now()
-        async with self.store.read() as tx:
-            row = await tx.get_approval(approval_id)
-            if row is None:
-                return set()
-            key = (row.id, row.state, row.hash, row.assignee, row.assigned_note, row.decided_at)
-            key += (len(row.votes),)
-            if key in self._refreshed:
-                return set()
-            entitled = set(self.directory.entitled(row))
-            delegates = {d.delegate for d in await tx.delegations_from(entitled, now)}
-        self._refreshed[key] = None
-        while len(self._refreshed) > _REMEMBERED:
-            self._refreshed.popitem(last=False)
-        return entitled | delegates | ({row.requested_by} if row.requested_by else set())
+    def _accounts(self, keys: Iterable[str]) -> set[str]:
+        return {
+            str(account)
+            for key in keys
+            if (p := self.directory.principals.get(key)) is not None
+            and (account := p.account("slack"))
+        }
 
-    async def _publish_quietly(self, user_id: str, *, note: str | None = None) -> None:
+    def _everyone(self) -> set[str]:
+        return self._accounts(self.directory.principals)
+
+    async def _publish_due(self, user_id: str, note: str | None) -> None:
+        """One due publish; raises what is worth retrying."""
         try:
             await self.publish(user_id, note=note)
         except SlackApiError as exc:
-            log.warning(
-                "could not publish the Slack Home of %s: %s", user_id, exc.response.get("error")
-            )
-        except Exception:
-            log.exception("could not publish the Slack Home of %s", user_id)
+            if exc.response.status_code == 429:
+                retry_after = exc.response.headers.get("Retry-After")
+                raise Later(float(retry_after) if _number(retry_after) else 5.0) from exc
+            error = str(exc.response.get("error"))
+            if error in _NEVER:
+                log.warning("could not publish the Slack Home of %s: %s", user_id, error)
+                return
+            raise
+
+    async def _concerned_all(self, approval_ids: list[str]) -> set[str]:
+        """The Slack users whose Homes these requests may be on (one read for them all):
+        those entitled, their active delegates and the requester; none for a request whose
+        Homes were already refreshed for its state (a request with several cards)."""
+        people: set[str] = set()
+        seen: list[tuple[Any, ...]] = []
+        delegates: dict[frozenset[str], set[str]] = {}
+        now = self.clock.now()
+        async with self.store.read() as tx:
+            for approval_id in approval_ids:
+                row = await tx.get_approval(approval_id)
+                if row is None:
+                    continue
+                key = (row.id, row.state, row.hash, row.assignee, row.assigned_note)
+                key += (row.decided_at, len(row.votes))
+                if key in self._refreshed:
+                    continue
+                entitled = frozenset(self.directory.entitled(row))
+                if entitled not in delegates:  # a burst's requests mostly share their approvers
+                    found = await tx.delegations_from(entitled, now)
+                    delegates[entitled] = {d.delegate for d in found}
+                people |= entitled | delegates[entitled]
+                people |= {row.requested_by} if row.requested_by else set()
+                seen.append(key)
+        # Remembered once found: a failed read is looked up again, not skipped.
+        for key in seen:
+            self._refreshed[key] = None
+        while len(self._refreshed) > _REMEMBERED:
+            self._refreshed.popitem(last=False)
+        return self._accounts(people)
+
+
+def _number(text: str | None) -> bool:
+    try:
+        return text is not None and float(text) >= 0
+    except ValueError:
+        return False
 
 
 def _item(

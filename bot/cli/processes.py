@@ -22,11 +22,13 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return serve(config, args.listen, workers=workers, telegram_polling=args.telegram_polling)
 
 
-async def cmd_worker(config: Config, args: argparse.Namespace) -> None:
-    """`signoff worker`: the outbox runner and the sweeper, no HTTP."""
-    from bot.server import run_worker
+def cmd_worker(config: Config, args: argparse.Namespace) -> int:
+    """`signoff worker`: the outbox runner and the sweeper, no HTTP; runs its own event loop
+    (uvloop where installed, bot.server.run_loop)."""
+    from bot.server import run_loop, run_worker
 
-    await run_worker(config)
+    run_loop(run_worker(config))
+    return 0
 
 
 async def cmd_demo(config: Config, args: argparse.Namespace) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from bot import logs
 from bot.cli.context import EXIT_REFUSED, Context, Handler
 from bot.cli.parser import build_parser
-from bot.cli.processes import cmd_serve
+from bot.cli.processes import cmd_serve, cmd_worker
 from bot.cli.rendering import safe
 from bot.errors import SignoffError
 
@@ -76,8 +76,8 @@ def _main(argv: Sequence[str] | None) -> int:
             gc.enable()
         if getattr(args, "process", None) is not None:
             logs.setup(args.log_format)
-            if args.process is cmd_serve:  # runs its own event loop, one per worker process
-                return cmd_serve(config, args)
+            if args.process in (cmd_serve, cmd_worker):  # each runs its own event loop
+                return int(args.process(config, args))
             asyncio.run(args.process(config, args))
             return 0
         if getattr(args, "offline", None) is not None:  # needs no database

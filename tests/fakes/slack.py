@@ -32,6 +32,7 @@ picker for the latter), `slash_command_body` the form-encoded fields of a slash 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import hmac
@@ -115,6 +116,8 @@ class FakeSlack(RecordingFake):
         self.bot_id = bot_id
         self.team_domain = team_domain
         self._injected: dict[str, list[_Injected]] = {}
+        # Seconds a method takes before it answers (a slow Slack), by method name.
+        self.delays: dict[str, float] = {}
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
         self._homes: dict[str, dict[str, Any]] = {}
@@ -303,6 +306,8 @@ class FakeSlack(RecordingFake):
                         "invalid_blocks_format" if name == "blocks" else "invalid_arguments"
                     )
 
+        if pause := self.delays.get(method):
+            await asyncio.sleep(pause)
         injected = self._take_injected(method)
         if injected is not None:
             return self._injected_response(method, args, injected)

@@ -16,6 +16,7 @@ workspace is refused.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,7 +28,7 @@ import pytest
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
-from channels import slack_home
+from channels import slack_home, slack_home_refresh
 from store.repository import Store
 from tests.fakes.slack import FakeSlack, app_home_opened, sign
 from tests.support.chat_server import serve
@@ -37,6 +38,15 @@ PUBLIC_URL = "http://signoff.example.com"
 
 
 class HomeRig(SlackRig):
+    @property
+    def homes(self) -> slack_home.SlackHome:
+        return self.channels["slack"].home  # type: ignore[no-any-return]
+
+    async def published(self) -> None:
+        """Wait until every Home due is published (they follow cards and presses)."""
+        async with asyncio.timeout(10):
+            await self.homes.settled()
+
     async def open_home(self, user_id: str, tab: str = "home", team_id: str = "T1") -> int:
         """`user_id` opens the app's tab; the event carries their last Home, as Slack's does."""
         body = app_home_opened(user_id, tab=tab, team_id=team_id, view=self.slack.home(user_id))
@@ -156,6 +166,7 @@ async def test_approve_on_the_home_decides_and_the_home_drops_it(rig: HomeRig) -
 
     await rig.press("U0ALICE", "signoff_approve", record["id"])
     await rig.settle(record["id"], 2)
+    await rig.published()
     approved = await rig.state(record["id"])
     assert (approved.state, approved.decided_by) == ("approved", "alice")
     assert (await rig.events(record["id"]))[-1].actor == "slack:alice"
@@ -190,6 +201,7 @@ async def test_a_press_on_a_stale_home_is_refused_on_the_home(rig: HomeRig) -> N
     await rig.settle(record["id"], 2)
     assert await rig.send(stale) == 200  # Bob's Home still showed it
     await rig.settle(record["id"], 3)
+    await rig.published()
     events = await rig.events(record["id"])
     assert (events[-1].type, events[-1].actor) == ("refused", "slack:bob")
     assert "already" in rig.text("U0BOB").casefold()
@@ -205,6 +217,7 @@ async def test_reject_on_the_home_asks_for_a_reason_then_rejects(rig: HomeRig) -
     submit = rig.slack.submit_body(view_id, "U0ALICE", {"reason": {"reason": "not today"}})
     assert await rig.send(submit) == 200
     await rig.settle(record["id"], 2)
+    await rig.published()
     rejected = await rig.state(record["id"])
     assert (rejected.state, rejected.decision_note) == ("rejected", "not today")
     assert rig.listed("U0ALICE") == []
@@ -236,7 +249,7 @@ async def test_a_burst_of_cards_refreshes_a_home_at_most_once_a_second(rig: Home
     # which takes longer on a loaded machine, so arrivals are a little nearer than the starts
     # the interval spaces, the more so the more loaded the machine. Unthrottled, the burst
     # would arrive milliseconds apart, so half the interval still tells the two apart.
-    assert all(gap >= slack_home._INTERVAL / 2 for gap in gaps), gaps
+    assert all(gap >= slack_home_refresh._INTERVAL / 2 for gap in gaps), gaps
     assert sorted(rig.listed("U0ALICE")) == sorted(made)
 
 
@@ -293,3 +306,78 @@ async def test_approve_on_the_home_asks_first_where_the_route_says_so(
     assert approve["action_id"] == "signoff_approve"
     assert approve["value"] == f"{record['id']}:{record['hash']}"
     assert approve["confirm"]["confirm"]["text"] == "Approve"  # Slack's dialog, as on the card
+
+
+async def test_a_slow_home_holds_up_no_card_and_no_press(rig: HomeRig) -> None:
+    """A Home follows cards and presses, never inside them: while Slack takes seconds to
+    publish a Home, the cards go out and every press is answered at Slack's usual pace;
+    the Homes catch up afterwards."""
+    other = await rig.create(run_id="run-2")
+    await rig.drain()  # Alice's Home lists it, at Slack's usual pace
+    rig.slack.delays["views.publish"] = 6.0
+    record = await rig.create()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await rig.drain(homes=False)  # the card only, not the Homes it makes due
+    assert loop.time() - began < 3.0, "a card job waited for a Home"
+    posted = rig.slack.calls_to("chat.postMessage", ok=True)
+    [ts] = [c.response["ts"] for c in posted if record["id"] in str(c.args["blocks"])]  # type: ignore[index]
+
+    began = loop.time()
+    await rig.send(rig.slack.click_body("U0BOB", CHANNEL, ts, "signoff_approve"))
+    await rig.press("U0ALICE", "signoff_approve", other["id"])  # answered before its Home
+    assert loop.time() - began < 3.0, "a press waited for a Home"
+    await rig.settle(record["id"], 2)
+    await rig.settle(other["id"], 2)
+    began = loop.time()
+    await rig.drain(homes=False)
+    assert loop.time() - began < 3.0, "a card update waited for a Home"
+
+    rig.slack.delays.clear()
+    async with asyncio.timeout(30):
+        await rig.homes.settled()
+    assert rig.listed("U0ALICE") == rig.listed("U0BOB") == []
+    assert "Nothing is waiting for you." in rig.text("U0BOB")
+
+
+async def test_a_burst_of_decisions_costs_each_home_a_few_publishes(rig: HomeRig) -> None:
+    """Twenty decisions in a burst: each concerned Home is published a bounded number of
+    times (once a second at most), and the last publish shows the last state."""
+    made = [(await rig.create(run_id=f"burst-{n}"))["id"] for n in range(20)]
+    await rig.drain()
+    assert sorted(rig.listed("U0BOB")) == sorted(made)
+    cards = {
+        made_id: c.response["ts"]  # type: ignore[index]
+        for c in rig.slack.calls_to("chat.postMessage", ok=True)
+        for made_id in made
+        if made_id in str(c.args["blocks"])
+    }
+    before = len(rig.slack.calls_to("views.publish"))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for n, approval_id in enumerate(made):
+        await rig.send(
+            rig.slack.click_body("U0ALICE", CHANNEL, cards[approval_id], "signoff_approve")
+        )
+        await rig.settle(approval_id, 2)
+        if n % 5 == 4:
+            await rig.drain(homes=False)  # the card updates, each making the Homes due
+    await rig.drain()
+    took = loop.time() - began
+    calls = rig.slack.calls_to("views.publish")[before:]
+    for user in ("U0ALICE", "U0BOB"):
+        publishes = [c for c in calls if c.args["user_id"] == user]
+        assert 1 <= len(publishes) <= took / slack_home_refresh._INTERVAL + 2, (user, took)
+        assert rig.listed(user) == []
+        assert "Nothing is waiting for you." in rig.text(user)
+
+
+async def test_a_failed_publish_is_retried_until_the_home_shows_the_request(rig: HomeRig) -> None:
+    rig.slack.fail_next("views.publish", times=2)  # a 500, then another
+    rig.slack.rate_limit_next("views.publish", retry_after=1)  # then Slack's 429
+    record = await rig.create()
+    await rig.drain()
+    for user in ("U0ALICE", "U0BOB"):
+        assert rig.listed(user) == [record["id"]]
+    failed = [c for c in rig.slack.calls_to("views.publish") if c.error is not None]
+    assert len(failed) == 3

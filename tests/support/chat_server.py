@@ -5,8 +5,9 @@ hand with every chat job (cards, notices, delegation edges), so a test says when
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -34,6 +35,8 @@ class ChatServer:
     directory: Directory
     runner: OutboxRunner
     api_key: str
+    # The server's channels by name (the Slack App Home tests wait on its Home refreshes).
+    channels: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
 
     async def create(self, **overrides: Any) -> dict[str, Any]:
         """A request through the agent API; the created record."""
@@ -45,10 +48,15 @@ class ChatServer:
             assert response.status == 201, await response.text()
             return await response.json()
 
-    async def drain(self) -> None:
-        """Run the outbox until nothing is due."""
+    async def drain(self, *, homes: bool = True) -> None:
+        """Run the outbox until nothing is due; then, unless told not to, wait for the Slack
+        App Homes its jobs made due (published in the background, after the jobs)."""
         while await self.runner.run_once():
             pass
+        home = getattr(self.channels.get("slack"), "home", None)
+        if homes and home is not None:
+            async with asyncio.timeout(30):
+                await home.settled()
 
     async def state(self, approval_id: str) -> Any:
         async with self.store.read() as tx:
@@ -82,4 +90,6 @@ async def serve(
     handlers = core.handlers(kinds=chat_jobs)
     outbox = OutboxRunner(store, handlers, clock, OutboxSettings(), rand=lambda: 1.0)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    return kind(url, http, store, clock, core.directory, outbox, api_key, **extra)
+    return kind(
+        url, http, store, clock, core.directory, outbox, api_key, channels=core.channels, **extra
+    )
