@@ -42,11 +42,12 @@ from bot import inbox
 from bot.card import Card, card_for
 from bot.card_sections import OPEN_IN_BROWSER, progress, votes_line
 from bot.delegations import Delegations
+from bot.errors import RetryLater
 from bot.routing import Directory
 from bot.visible import visible
 from channels import slack_card
 from channels.conversation import Conversation
-from channels.slack_home_refresh import HomeRefresh, Later
+from channels.slack_home_refresh import HomeRefresh
 
 log = logging.getLogger("signoff.slack")
 
@@ -200,7 +201,8 @@ class SlackHome:
         except SlackApiError as exc:
             if exc.response.status_code == 429:
                 retry_after = exc.response.headers.get("Retry-After")
-                raise Later(float(retry_after) if _number(retry_after) else 5.0) from exc
+                delay = float(retry_after) if _number(retry_after) else 5.0
+                raise RetryLater("Slack asked to wait", delay=delay) from exc
             error = str(exc.response.get("error"))
             if error in _NEVER:
                 log.warning("could not publish the Slack Home of %s: %s", user_id, error)

@@ -11,7 +11,8 @@ looked, and publishes each due person's Home, a few at a time:
   100 `views.publish` a minute per workspace) and after a pause in proportion to its
   duration; a line for the top of the Home (a press's outcome) skips that wait;
 - never lost: a change during a publish makes another one after it; a failed publish is
-  retried, later and later (at most `_RETRY_MAX` apart, or when Slack's Retry-After says),
+  retried, later and later (at most `_RETRY_MAX` apart, or when Slack's Retry-After says, as a
+  `RetryLater`),
   until it succeeds or Slack says it never will (channels.slack_home decides which).
 
 Memory stays bounded: one entry per person (the people a request can concern are the
@@ -26,6 +27,8 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
 
+from bot.errors import RetryLater
+
 log = logging.getLogger("signoff.slack")
 
 _SETTLE = 0.05  # seconds a change waits for the ones that come with it
@@ -37,14 +40,6 @@ _RETRY_FIRST = 1.0  # seconds before the first retry of a failed publish, double
 _RETRY_MAX = 60.0
 _APPROVALS_MAX = 5000  # changed requests not yet looked at, before "everyone" replaces them
 _PEOPLE_MAX = 100_000  # people with a publish due (a directory has far fewer)
-
-
-class Later(Exception):
-    """A publish to retry after `seconds` (Slack's Retry-After)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"retry after {seconds}s")
-        self.seconds = seconds
 
 
 Publish = Callable[[str, "str | None"], Awaitable[None]]
@@ -183,8 +178,8 @@ class HomeRefresh:
         except Exception as exc:
             failures = self._backoff.get(user, (0, 0.0))[0] + 1
             wait = min(_RETRY_FIRST * 2 ** (failures - 1), _RETRY_MAX)
-            if isinstance(exc, Later):
-                wait = max(exc.seconds, 0.0)
+            if isinstance(exc, RetryLater) and exc.delay is not None:
+                wait = max(exc.delay, 0.0)
             log.warning(
                 "could not publish the Slack Home of %s (%s, failure %d): again in %.0fs",
                 user,

@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from bot.errors import RetryLater
 from channels import slack_home_refresh
 from channels.slack_home_refresh import HomeRefresh
 
@@ -114,7 +115,7 @@ async def test_a_line_for_the_top_is_published_once_and_kept_through_a_failure()
     async def publish(user: str, note: str | None) -> None:
         if fail:
             fail.pop()
-            raise slack_home_refresh.Later(0.1)
+            raise RetryLater("Slack asked to wait", delay=0.1)
         await slack.publish(user, note)
 
     due = HomeRefresh(publish, slack.concerned, slack.everyone)
