@@ -116,8 +116,9 @@ class FakeSlack(RecordingFake):
         self.bot_id = bot_id
         self.team_domain = team_domain
         self._injected: dict[str, list[_Injected]] = {}
-        # Seconds a method takes before it answers (a slow Slack), by method name.
-        self.delays: dict[str, float] = {}
+        # A method that answers only once its event is set (a Slack that is slow for as long
+        # as a test needs), by method name.
+        self.held: dict[str, asyncio.Event] = {}
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
         self._homes: dict[str, dict[str, Any]] = {}
@@ -306,8 +307,8 @@ class FakeSlack(RecordingFake):
                         "invalid_blocks_format" if name == "blocks" else "invalid_arguments"
                     )
 
-        if pause := self.delays.get(method):
-            await asyncio.sleep(pause)
+        if (held := self.held.get(method)) is not None:
+            await held.wait()
         injected = self._take_injected(method)
         if injected is not None:
             return self._injected_response(method, args, injected)
