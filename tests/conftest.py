@@ -62,6 +62,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
         if parts and parts[0] in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
+    # The tests that run alone go first, together, before the other workers have started
+    # anything they would wait for: scattered through the run, each one waited for the
+    # longest test running beside it (a whole run took 291 s this way against 306-311 s).
+    items.sort(key=lambda item: item.get_closest_marker("alone") is None)
 
 
 # -- tests that run alone ----------------------------------------------------------------------
