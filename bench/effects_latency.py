@@ -239,22 +239,8 @@ def epoch(value: Any) -> float:
 
 async def drive(tree: Tree, args: list[str]) -> dict[str, Any]:
     """One bench/effects_drive.py process; its JSON answer."""
-    proc = CHILDREN.popen(
-        [sys.executable, "-m", "bench.effects_drive", *args],
-        env=tree.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        out, err = await asyncio.to_thread(proc.communicate)
-    finally:
-        CHILDREN.stop(proc)
-    if proc.returncode != 0:
-        raise RuntimeError(f"effects_drive {args[0]} failed ({proc.returncode}):\n{err[-3000:]}")
-    if err.strip():
-        print(err.rstrip()[-2000:], file=sys.stderr)
-    return json.loads(out)
+    answer: dict[str, Any] = await service.run_json("bench.effects_drive", args, tree.env())
+    return answer
 
 
 async def sign_in_link(tree: Tree, config: Path, server_url: str) -> str:

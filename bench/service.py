@@ -257,10 +257,12 @@ class Server:
 # -- load generators -------------------------------------------------------------------------
 
 
-async def run_load(args: list[str]) -> dict[str, Any]:
-    """One bench/load.py process; its JSON answer."""
+async def run_json(module: str, args: list[str], env: dict[str, str] | None = None) -> Any:
+    """One `python -m MODULE ARGS...` bench process (stopped with the bench); its JSON answer
+    on stdout, and the tail of its stderr passed on."""
     proc = CHILDREN.popen(
-        [sys.executable, "-m", "bench.load", *args],
+        [sys.executable, "-m", module, *args],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -270,10 +272,16 @@ async def run_load(args: list[str]) -> dict[str, Any]:
     finally:
         CHILDREN.stop(proc)
     if proc.returncode != 0:
-        raise RuntimeError(f"bench.load {args[0]} failed ({proc.returncode}):\n{err[-3000:]}")
+        raise RuntimeError(f"{module} {args[0]} failed ({proc.returncode}):\n{err[-3000:]}")
     if err.strip():
-        print(err.rstrip(), file=sys.stderr)
+        print(err.rstrip()[-2000:], file=sys.stderr)
     return json.loads(out)
+
+
+async def run_load(args: list[str]) -> dict[str, Any]:
+    """One bench/load.py process; its JSON answer."""
+    answer: dict[str, Any] = await run_json("bench.load", args)
+    return answer
 
 
 def combined(results: list[dict[str, Any]]) -> dict[str, Any]:

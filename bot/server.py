@@ -74,7 +74,7 @@ def check_config(config: Config, *, polling: bool = False) -> None:
     refuses (ConfigError) what could not run, warns in the log about what would run degraded."""
     check_channels(config, polling=polling)
     check_webhook_secrets(config)
-    if not config.directory().tenants:
+    if not config.tenants:
         log.warning(
             "no [[tenants]] in the config: the agent API accepts no key, so no agent can ask "
             "for an approval (docs/reference.md, [[tenants]])"
