@@ -30,6 +30,9 @@ from signoff_client import SignoffClient
 from tests.frameworks.loose_gateway import LooseShop, approval, text
 from tests.support.agent_deployment import Deployment
 
+# One signoff serve per database for the module, emptied before each test.
+pytestmark = pytest.mark.shared_deployment
+
 
 def nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
     value = leaf
