@@ -134,7 +134,9 @@ def http_gateway(shop: LooseShop, deployment: Deployment) -> Iterator[str]:
             cwd=shop.tmp, env=env, stdout=out, stderr=out,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        # Room for a machine under load (the start took over 20 s beside other test runs); a
+        # gateway that never starts still fails.
+        deadline = time.monotonic() + 60
         while not (found := re.search(r"listening on (\S+)", log.read_text("utf-8", "replace"))):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
