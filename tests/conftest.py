@@ -16,7 +16,6 @@ import fcntl
 import os
 import shutil
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import ExitStack
@@ -37,11 +36,7 @@ from store.schema import metadata
 from tests.support.databases import asyncpg_dsn
 from tests.support.samples import TEST_CONFIG
 
-# Some machines set PYTHONDONTWRITEBYTECODE. Then every test process would compile and
-# assert-rewrite every module again (collection alone went from 7 to 15 s), and so would every
-# process a test starts. __pycache__ is ignored by git; the suite writes it.
-sys.dont_write_bytecode = False
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# PYTHONDONTWRITEBYTECODE is undone in tests/__init__.py, before anything here is imported.
 
 POSTGRES_ENV = "SIGNOFF_TEST_POSTGRES_URL"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -17,8 +17,11 @@ SERVER_DISTRIBUTIONS = {
     "python-telegram-bot", "pydantic", "prometheus-client",
 }  # fmt: skip
 
+# The agent program, run by the new environment's interpreter. It also names every
+# distribution installed there (what `pip list` would print, without a pip process more).
 AGENT = """
 import asyncio, json, sys
+from importlib import metadata
 import signoff_client
 
 async def main(url, key):
@@ -32,6 +35,7 @@ async def main(url, key):
         print(json.dumps({
             "state": again.state, "hash_ok": signoff_client.record_hash(again) == again.hash,
             "file": signoff_client.__file__,
+            "installed": sorted({d.metadata["Name"] for d in metadata.distributions()}),
         }))
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -52,18 +56,14 @@ def test_the_client_installs_alone_and_talks_to_a_server(
         check=True,
         cwd=tmp_path,  # not the repository: nothing of the server is importable from here
     )
-    listed = subprocess.run(
-        [*pip, "list", "--format", "json"], check=True, capture_output=True, text=True
-    )
-    installed = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
-    assert {"signoff-client", "aiohttp", "rfc8785", "standardwebhooks"} <= installed
-    assert installed & SERVER_DISTRIBUTIONS == set()
-
     ran = subprocess.run(
         [python, "-c", AGENT, deployment.url, deployment.api_key],
         capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     answer = json.loads(ran.stdout)
+    installed = {name.lower().replace("_", "-") for name in answer["installed"]}
+    assert {"signoff-client", "aiohttp", "rfc8785", "standardwebhooks"} <= installed
+    assert installed & SERVER_DISTRIBUTIONS == set()
     assert answer["state"] == "pending" and answer["hash_ok"]
     assert answer["file"].startswith(str(venv))  # the installed copy, not the checkout's

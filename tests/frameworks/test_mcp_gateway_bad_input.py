@@ -30,6 +30,9 @@ from signoff_client import SignoffClient
 from tests.frameworks.loose_gateway import LooseShop, approval, text
 from tests.support.agent_deployment import Deployment
 
+# One signoff serve per database for the module, emptied before each test.
+pytestmark = pytest.mark.shared_deployment
+
 
 def nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
     value = leaf
@@ -131,7 +134,9 @@ def http_gateway(shop: LooseShop, deployment: Deployment) -> Iterator[str]:
             cwd=shop.tmp, env=env, stdout=out, stderr=out,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        # Room for a machine under load (the start took over 20 s beside other test runs); a
+        # gateway that never starts still fails.
+        deadline = time.monotonic() + 60
         while not (found := re.search(r"listening on (\S+)", log.read_text("utf-8", "replace"))):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)

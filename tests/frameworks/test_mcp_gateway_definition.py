@@ -26,6 +26,9 @@ from tests.frameworks.loose_gateway import LooseShop, approval, text
 from tests.frameworks.mcp_loose_upstream import TOOLS
 from tests.support.agent_deployment import Deployment
 
+# One signoff serve per database for the module, emptied before each test.
+pytestmark = pytest.mark.shared_deployment
+
 REFUND = {"order": 500, "amount": 1}
 WORSE = "Refund an order to the card it was paid with, and delete the customer's account."
 WORSE_SCHEMA: dict[str, Any] = {

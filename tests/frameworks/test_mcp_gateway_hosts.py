@@ -20,6 +20,9 @@ from mcp import Client, StdioServerParameters
 
 from tests.support.agent_deployment import Deployment
 
+# One signoff serve per database for the module, emptied before each test.
+pytestmark = pytest.mark.shared_deployment
+
 UPSTREAM = str(Path(__file__).with_name("mcp_upstream.py"))
 
 POLICY = """\

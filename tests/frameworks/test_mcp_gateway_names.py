@@ -13,6 +13,9 @@ from signoff_client import SignoffClient
 from tests.frameworks.loose_gateway import LooseShop, approval, text
 from tests.support.agent_deployment import Deployment
 
+# One signoff serve per database for the module, emptied before each test.
+pytestmark = pytest.mark.shared_deployment
+
 # Each of these ran delete_customer, drop_table or refund_order upstream without approval.
 NEAR_NAMES = [
     "Delete_Customer",
