@@ -320,6 +320,15 @@ class OutboxRunner:
                 kinds=list(self.handlers),
             )
 
+    async def _any_due(self) -> bool:
+        """A read (no write lock, no write) asking whether a claim would find anything; True
+        when the read fails, so that the claim runs and reports the failure."""
+        try:
+            async with self.store.read() as tx:
+                return await tx.any_due(now=self.clock.now(), kinds=list(self.handlers))
+        except Exception:
+            return True
+
     async def run_once(self) -> int:
         """Claim one batch of due jobs, run them concurrently, settle each; returns how many
         were attempted. (Tests and tools: the whole batch runs, whatever the shares; `run`
@@ -493,6 +502,7 @@ class OutboxRunner:
         running: dict[int, asyncio.Task[None]] = {}
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
+        idle_poll = False  # the last wait ended at the poll interval, nothing having woken it
         lag = _LoopLag()
         unsubscribe = self.store.commits.subscribe(self.wake)
         watcher = asyncio.create_task(
@@ -515,6 +525,8 @@ class OutboxRunner:
                     limit = min(limit, self.settings.busy_concurrency)
                 room = min(self.settings.batch, limit - len(running))
                 claimed: list[OutboxJob] = []
+                if room > 0 and idle_poll and not running and not await self._any_due():
+                    room = 0  # nothing to do: no write transaction for an idle poll
                 if room > 0:
                     try:
                         claimed = await self._claim(room)
@@ -535,7 +547,7 @@ class OutboxRunner:
                 held_back = for_a_slot and bool(running)
                 if claimed and len(claimed) == room and not held_back:
                     continue  # a full batch: more may be due now
-                await self._idle(
+                idle_poll = await self._idle(
                     stop, list(running.values()), full=room <= 0 or held_back, parked=bool(parked)
                 )
             if running:
@@ -559,21 +571,23 @@ class OutboxRunner:
         running: list[asyncio.Task[None]],
         full: bool,
         parked: bool = False,
-    ) -> None:
+    ) -> bool:
         """Wait for stop, the poll interval, a job ending when `full` (at capacity, or jobs
-        went back for want of a slot) or when jobs are parked, and a wake-up unless full."""
+        went back for want of a slot) or when jobs are parked, and a wake-up unless full.
+        True if the poll interval ran out with nothing else happening."""
         waiters = [asyncio.ensure_future(stop.wait())]
         if not full:
             waiters.append(asyncio.ensure_future(self._wake.wait()))
         ending = running if full or parked else []
         watched: list[asyncio.Future[Any]] = [*waiters, *ending]
         try:
-            await asyncio.wait(
+            done, _ = await asyncio.wait(
                 watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
             )
         finally:
             for waiter in waiters:
                 waiter.cancel()
+        return not done
 
     async def prune(self, limit: int = 1000) -> int:
         """Delete one batch of done jobs older than `keep_done`; returns how many. Inbound
