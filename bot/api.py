@@ -283,8 +283,9 @@ def _approval_id(request: web.Request) -> str:
 async def create(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     ctx = request.app[API]
+    # Refused before its body is read, validated or stored: a 429 is cheap and wrote nothing.
+    ctx.admission.check()
     document = await _body(request)
-    # Refused before it is validated or touches the database: a 429 wrote nothing.
     with ctx.admission.admit():
         parsed = validate_request(document)
         result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)

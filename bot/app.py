@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from bot.admission import Admission, AdmissionSettings
+from bot.admission import Admission, AdmissionSettings, in_flight_for
 from bot.agent_actions import AgentActions
 from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
 from bot.bootstrap import Core, bootstrap, channels_running, outbox_handlers, outbox_settings
@@ -68,7 +68,9 @@ def build_app(
         channel.add_routes(app)
     admission = Admission(
         AdmissionSettings(
-            max_in_flight=config.server.max_creates_in_flight,
+            max_in_flight=in_flight_for(
+                config.server.max_creates_in_flight, store.engine.dialect.name == "sqlite"
+            ),
             lag_limit=config.server.create_lag_limit,
             retry_after=config.server.overload_retry_after,
         ),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.admission import Admission
+from bot.admission import Admission, LoopLag
 from bot.api import API
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -111,6 +111,16 @@ async def test_claims_completes_reads_and_cancels_are_never_refused(serve: Serve
         cancelled = await api.call("POST", f"/v1/approvals/{second['id']}/cancel", {})
         assert cancelled.status == 200, cancelled.body
     assert (await api.get(first["id"]))["execution"] == "finished"
+
+
+async def test_the_gate_reads_the_one_lateness_probe_of_the_process(serve: Serve) -> None:
+    api = await serve()
+    probe = LoopLag.acquire()  # what the outbox runner takes: the same probe, not a second
+    try:
+        assert gate_of(api).lag is probe
+    finally:
+        probe.release()
+    assert gate_of(api).lag is probe  # the gate still holds it
 
 
 @pytest.mark.parametrize("bound", [1, 3])
