@@ -131,7 +131,7 @@ async def overload(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         "offered": offered,
         "offered_done": offer["count"] / max(1e-9, offer["ended"] - offer["started"]),
         "click_p50_ms": statistics.median(lat),
-        "click_p99_ms": statistics.quantiles(lat, n=100)[98],
+        "click_p99_ms": statistics.quantiles(lat, n=100, method="inclusive")[98],
         "click_max_ms": lat[-1],
         "clicks": clicked["count"],
         "clicks_over_3s": sum(1 for x in lat if x > SLACK_ACK),
