@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from bot.admission import LoopLag
 from bot.clock import Clock, SystemClock
 from bot.errors import RetryLater, Undeliverable
 from bot.metrics import Metrics
@@ -143,25 +144,6 @@ class _Outcome:
     run_after: datetime | None = None
     error: str | None = None
     record: Record | None = None
-
-
-class _LoopLag:
-    """How late this event loop runs a callback that is due: a probe every `every` seconds,
-    smoothed. Late means the loop has more to do than it can do at once (requests wait)."""
-
-    def __init__(self, every: float = 0.01) -> None:
-        self.every = every
-        self.late = 0.0
-        self._loop = asyncio.get_running_loop()
-        self._handle = self._loop.call_later(every, self._probe, self._loop.time() + every)
-
-    def _probe(self, due: float) -> None:
-        now = self._loop.time()
-        self.late = 0.7 * self.late + 0.3 * max(0.0, now - due)
-        self._handle = self._loop.call_later(self.every, self._probe, now + self.every)
-
-    def stop(self) -> None:
-        self._handle.cancel()
 
 
 class _Settler:
@@ -503,7 +485,7 @@ class OutboxRunner:
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
         idle_poll = False  # the last wait ended at the poll interval, nothing having woken it
-        lag = _LoopLag()
+        lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
         watcher = asyncio.create_task(
             self.store.watch_commits(self.wake, stop), name="outbox-commits"
@@ -559,7 +541,7 @@ class OutboxRunner:
             for task in left:
                 task.cancel()
             await asyncio.gather(watcher, *left, return_exceptions=True)
-            lag.stop()
+            lag.release()
             # What ended is written down before the rest is handed back (a job handed back
             # unsettled would run again).
             await self._settler.drain()

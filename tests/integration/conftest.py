@@ -44,7 +44,7 @@ async def serve(
         host, port = runner.addresses[0][:2]
         http = aiohttp.ClientSession()
         sessions.append(http)
-        return Api(f"http://{host}:{port}", http, store, clock, config.directory(), config)
+        return Api(f"http://{host}:{port}", http, store, clock, config.directory(), config, app)
 
     yield start
     for http in sessions:
