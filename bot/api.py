@@ -284,10 +284,8 @@ async def create(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     ctx = request.app[API]
     # Refused before its body is read, validated or stored: a 429 is cheap and wrote nothing.
-    ctx.admission.check()
-    document = await _body(request)
-    with ctx.admission.admit():
-        parsed = validate_request(document)
+    async with ctx.admission.admit():
+        parsed = validate_request(await _body(request))
         result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
     for replaced in result.superseded:
         ctx.actions.committed(replaced)

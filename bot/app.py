@@ -71,6 +71,7 @@ def build_app(
             max_in_flight=in_flight_for(
                 config.server.max_creates_in_flight, store.engine.dialect.name == "sqlite"
             ),
+            max_waiting=config.server.max_creates_waiting,
             lag_limit=config.server.create_lag_limit,
             retry_after=config.server.overload_retry_after,
         ),

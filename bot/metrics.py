@@ -112,8 +112,9 @@ class Metrics:
         self.creates_refused = Counter(
             "signoff_creates_refused",
             "Agent creates this process answered 429 (Retry-After) to keep people's requests "
-            "fast, by reason (in_flight: [server] max_creates_in_flight creates were being "
-            "served; lag: the event loop ran later than [server] create_lag_limit)",
+            "fast, by reason (queue_full: [server] max_creates_in_flight creates were being "
+            "served and max_creates_waiting waited; lag: the event loop ran later than "
+            "[server] create_lag_limit)",
             ["reason"],
             registry=r,
         )

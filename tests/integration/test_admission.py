@@ -2,8 +2,8 @@
 both databases. A full gate or a late event loop answers a create 429 with Retry-After and
 writes nothing; room again admits; claims, completes, reads, cancels and Slack clicks are
 never refused; and a burst far over the bound ends in 201s that are all stored and 429s,
-nothing else. The gate's inputs are set directly (its slots held, its lateness fixed), so
-nothing here waits for real load."""
+nothing else; creates past the slots wait their turn. The gate's inputs are set directly
+(its slots held, its lateness fixed), so nothing here waits for real load."""
 
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ async def refusals(api: Api, reason: str) -> float:
 async def test_a_full_gate_answers_429_with_retry_after_writes_nothing_and_admits_again(
     serve: Serve,
 ) -> None:
-    api = await serve(max_creates_in_flight=1, overload_retry_after=3)
+    api = await serve(max_creates_in_flight=1, max_creates_waiting=0, overload_retry_after=3)
     gate = gate_of(api)
-    with gate.admit():  # a create in flight: the one slot is taken
+    async with gate.admit():  # a create in flight: the one slot is taken, no queue
         reply = await api.call("POST", "/v1/approvals", request_body())
         assert_overloaded(reply, retry_after=3)
         assert await api.snapshot() == ([], 0)  # no approval, no card or webhook job
@@ -70,7 +70,31 @@ async def test_a_full_gate_answers_429_with_retry_after_writes_nothing_and_admit
     assert created.status == 201, created.body
     rows, _ = await api.snapshot()
     assert [row[0] for row in rows] == [created.body["id"]]
-    assert await refusals(api, "in_flight") == 1
+    assert await refusals(api, "queue_full") == 1
+
+
+async def test_creates_past_the_slots_wait_their_turn_and_only_a_full_queue_is_refused(
+    serve: Serve,
+) -> None:
+    """Agents that send a few creates at once are served, not refused: past the slots they
+    wait in order; only past the queue are they answered 429."""
+    api = await serve(max_creates_in_flight=1, max_creates_waiting=2)
+    gate = gate_of(api)
+    async with gate.admit():  # the one slot is taken
+        waiting = [
+            asyncio.create_task(api.call("POST", "/v1/approvals", request_body(run_id=r)))
+            for r in ("w-1", "w-2")
+        ]
+        async with asyncio.timeout(10):
+            while gate.waiting < 2:  # noqa: ASYNC110 - the gate has no event to wait on
+                await asyncio.sleep(0.01)
+        assert_overloaded(await api.call("POST", "/v1/approvals", request_body(run_id="w-3")))
+        assert await api.snapshot() == ([], 0)  # the waiting ones have written nothing yet
+    replies = await asyncio.gather(*waiting)
+    assert [reply.status for reply in replies] == [201, 201]
+    rows, _ = await api.snapshot()
+    assert {row[0] for row in rows} == {reply.body["id"] for reply in replies}
+    assert (gate.in_flight, gate.waiting) == (0, 0)
 
 
 async def test_a_late_loop_refuses_creates_but_always_lets_one_through(serve: Serve) -> None:
@@ -79,7 +103,7 @@ async def test_a_late_loop_refuses_creates_but_always_lets_one_through(serve: Se
     gate.lag = FixedLag(late=0.2)
     # Nothing in flight: one create is always admitted, so creates slow down, never stop.
     assert (await api.call("POST", "/v1/approvals", request_body(run_id="r-1"))).status == 201
-    with gate.admit():
+    async with gate.admit():
         assert_overloaded(await api.call("POST", "/v1/approvals", request_body(run_id="r-2")))
         gate.lag = FixedLag(late=0.01)  # the loop caught up
         reply = await api.call("POST", "/v1/approvals", request_body(run_id="r-2"))
@@ -90,12 +114,12 @@ async def test_a_late_loop_refuses_creates_but_always_lets_one_through(serve: Se
 
 
 async def test_claims_completes_reads_and_cancels_are_never_refused(serve: Serve) -> None:
-    api = await serve(max_creates_in_flight=1)
+    api = await serve(max_creates_in_flight=1, create_lag_limit=0.05)
     first = await api.approved(run_id="r-1")
     second = await api.create(run_id="r-2")
     gate = gate_of(api)
     gate.lag = FixedLag(late=10.0)
-    with gate.admit():
+    async with gate.admit():
         assert_overloaded(await api.call("POST", "/v1/approvals", request_body(run_id="r-3")))
         claimed = await api.claim(first["id"], {"lease": "5m"})
         assert claimed.status == 200, claimed.body
@@ -127,7 +151,7 @@ async def test_the_gate_reads_the_one_lateness_probe_of_the_process(serve: Serve
 async def test_a_burst_far_over_the_bound_gets_201s_all_stored_and_429s_nothing_else(
     serve: Serve, bound: int
 ) -> None:
-    api = await serve(max_creates_in_flight=bound)
+    api = await serve(max_creates_in_flight=bound, max_creates_waiting=bound)
     n = 60
     bodies = [request_body(run_id=f"burst-{i}") for i in range(n)]
     async with asyncio.timeout(60):
@@ -178,7 +202,7 @@ async def test_a_slack_click_is_served_while_creates_are_refused(slack_rig: Slac
     assert rig.app is not None
     gate = rig.app[API].admission
     gate.lag = FixedLag(late=10.0)
-    with gate.admit():
+    async with gate.admit():
         async with rig.http.post(
             f"{rig.url}/v1/approvals",
             json=request_body(run_id="refused"),

@@ -27,7 +27,7 @@ QUICK = 0.02
 async def refused_so_far(api: Api) -> float:
     reply = await api.call("GET", "/metrics", key=None)
     for line in str(reply.body).splitlines():
-        if line.startswith('signoff_creates_refused_total{reason="in_flight"}'):
+        if line.startswith('signoff_creates_refused_total{reason="queue_full"}'):
             return float(line.split()[-1])
     return 0.0
 
@@ -35,13 +35,13 @@ async def refused_so_far(api: Api) -> float:
 async def test_a_refused_create_is_asked_again_after_retry_after_and_created(
     serve: Serve,
 ) -> None:
-    api = await serve(max_creates_in_flight=1)
+    api = await serve(max_creates_in_flight=1, max_creates_waiting=0)
     assert api.app is not None
     gate = api.app[API].admission
     async with SignoffClient(
         api.url, ACME_KEY, overload_wait_max=QUICK, overload_attempts=500
     ) as client:
-        with gate.admit():  # full: the client's creates are refused until it frees
+        async with gate.admit():  # full: the client's creates are refused until it frees
             asking = asyncio.create_task(client.request(**request_body()))
             for _ in range(1000):  # until the server has refused it twice
                 if await refused_so_far(api) >= 2:
@@ -58,13 +58,14 @@ async def test_a_refused_create_is_asked_again_after_retry_after_and_created(
 
 
 async def test_the_client_gives_up_with_overloaded_after_its_attempts(serve: Serve) -> None:
-    api = await serve(max_creates_in_flight=1, overload_retry_after=2)
+    api = await serve(max_creates_in_flight=1, max_creates_waiting=0, overload_retry_after=2)
     assert api.app is not None
     async with SignoffClient(
         api.url, ACME_KEY, overload_wait_max=QUICK, overload_attempts=3
     ) as client:
-        with api.app[API].admission.admit(), pytest.raises(Overloaded) as raised:
-            await client.request(**request_body())
+        async with api.app[API].admission.admit():
+            with pytest.raises(Overloaded) as raised:
+                await client.request(**request_body())
     assert raised.value.retry_after == 2
     assert raised.value.code == "overloaded"
     assert await refused_so_far(api) == 3
