@@ -65,9 +65,15 @@ async def drive(url: str, server_url: str, n: int, clients: int, config_path: Pa
     async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
 
         async def create(i: int) -> None:
-            async with http.post(base, json=body(i)) as response:
-                assert response.status == 201, await response.text()
-                records[i] = await response.json()
+            while True:  # a create refused for load (429) is asked again, as the client does
+                async with http.post(base, json=body(i)) as response:
+                    if response.status == 429:
+                        wait = float(response.headers.get("Retry-After", "1"))
+                    else:
+                        assert response.status == 201, await response.text()
+                        records[i] = await response.json()
+                        return
+                await asyncio.sleep(wait)
 
         async def claim(i: int) -> None:
             async with http.post(f"{base}/{records[i]['id']}/claim") as response:

@@ -107,11 +107,13 @@ def server_config(
     web_surface: bool = False,
     webhook_url: str | None = None,
     notify: list[str] | None = None,
+    server: str = "",
 ) -> str:
     """The benchmarked server's config: tenant `acme` (key in $SIGNOFF_BENCH_API_KEY, webhook
     secret in $SIGNOFF_BENCH_WEBHOOK_SECRET), principal `alice` on each chat surface given, and
-    one route for `payments.*` notifying `notify`. `outbox` is the [outbox] table's body."""
-    tables = [f"[outbox]\n{outbox}", '[server]\nlisten = "127.0.0.1:0"']
+    one route for `payments.*` notifying `notify`. `outbox` is the [outbox] table's body,
+    `server` lines added to [server]."""
+    tables = [f"[outbox]\n{outbox}", f'[server]\nlisten = "127.0.0.1:0"\n{server}']
     tables.append(f'[database]\nurl = "{database_url}"')
     alice = ['name = "Alice"']
     if slack_api is not None:

@@ -3,18 +3,25 @@ never take the server's CPU inside one interpreter.
 
     python -m bench.load create --url URL --key KEY (--n N | --seconds S) [--clients 32]
                                 [--rate R] [--prefix P] [--out FILE] [--start-at EPOCH]
+                                [--on-429 retry|count] [--retry-wait S]
     python -m bench.load clicks --url URL --secret S --approvals FILE --rate R
                                 [--start-at EPOCH]
 
 `create` posts agent-shaped create bodies (the refund of examples/refund-request.json with a
 ~4 KB transcript in `resume`, like the LangGraph peer's state) to ``POST /v1/approvals``:
 closed loop on `--clients` connections, or open loop at `--rate` per second; `--out` writes
-each created approval's ``{"id", "hash"}`` as a JSON line. `clicks` reads such a file and
+each created approval's ``{"id", "hash"}`` as a JSON line. A create the server refuses for
+load (429) is asked again after its Retry-After, as signoff_client does (`--on-429 retry`,
+the default; its latency runs to the final answer), or counted as answered (`count`: the
+overload benchmark, bench/overload.py). `clicks` reads such a file and
 offers one signed Slack Approve click (block_actions) per approval to ``POST /slack/events``
 at `--rate` per second, whatever the previous ones are doing.
 
 Both print one JSON object on stdout: ``count``, ``errors``, ``started`` and ``ended`` (epoch
-seconds, so the parent can combine several generators) and ``latencies_ms``.
+seconds, so the parent can combine several generators) and ``latencies_ms``; `create` also
+``statuses`` (final answers by HTTP status, "exception" for no answer: a timeout or a
+dropped connection), ``refused`` (429 answers, retried or not) and ``refused_bare`` (429s
+without a Retry-After).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -71,7 +79,14 @@ def create_body(prefix: str, i: int) -> bytes:
     ).encode()
 
 
-def result(count: int, errors: int, started: float, ended: float, latencies: list[float]) -> None:
+def result(
+    count: int,
+    errors: int,
+    started: float,
+    ended: float,
+    latencies: list[float],
+    **more: object,
+) -> None:
     print(
         json.dumps(
             {
@@ -80,6 +95,7 @@ def result(count: int, errors: int, started: float, ended: float, latencies: lis
                 "started": started,
                 "ended": ended,
                 "latencies_ms": [round(x, 3) for x in latencies],
+                **more,
             }
         )
     )
@@ -95,26 +111,46 @@ async def create(args: argparse.Namespace) -> None:
     headers = {"Authorization": f"Bearer {args.key}", "Content-Type": "application/json"}
     latencies: list[float] = []
     created: list[str] = []
-    errors = 0
+    statuses: dict[str, int] = {}
+    errors = refused = refused_bare = 0
     limit = args.clients if args.rate is None else 0
     async with aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit), headers=headers
+        connector=aiohttp.TCPConnector(limit=limit),
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=60),
     ) as http:
 
         async def one(i: int) -> None:
-            nonlocal errors
+            nonlocal errors, refused, refused_bare
             body = create_body(args.prefix, i)
             began = time.perf_counter()
-            async with http.post(url, data=body) as response:
-                answer = await response.read()
+            while True:
+                try:
+                    async with http.post(url, data=body) as response:
+                        answer = await response.read()
+                        status = str(response.status)
+                        retry_after = response.headers.get("Retry-After")
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    status, answer, retry_after = "exception", repr(exc).encode(), None
+                if status != "429":
+                    break
+                refused += 1
+                if retry_after is None:
+                    refused_bare += 1
+                if args.on_429 == "count":
+                    break
+                wait = args.retry_wait if args.retry_wait is not None else float(retry_after or 1)
+                await asyncio.sleep(wait * (1 + random.random() / 4))
             latencies.append((time.perf_counter() - began) * 1000)
-            if response.status != 201:
+            statuses[status] = statuses.get(status, 0) + 1
+            if status == "201":
+                if args.out:
+                    record = json.loads(answer)
+                    created.append(json.dumps({"id": record["id"], "hash": record["hash"]}))
+            elif status != "429":
                 errors += 1
                 if errors <= 3:
-                    print(f"create {i}: {response.status} {answer[:300]!r}", file=sys.stderr)
-            elif args.out:
-                record = json.loads(answer)
-                created.append(json.dumps({"id": record["id"], "hash": record["hash"]}))
+                    print(f"create {i}: {status} {answer[:300]!r}", file=sys.stderr)
 
         await wait_until(args.start_at)
         started = time.time()
@@ -144,7 +180,16 @@ async def create(args: argparse.Namespace) -> None:
         await asyncio.to_thread(
             Path(args.out).write_text, "".join(line + "\n" for line in created), "utf-8"
         )
-    result(len(latencies), errors, started, ended, latencies)
+    result(
+        len(latencies),
+        errors,
+        started,
+        ended,
+        latencies,
+        statuses=statuses,
+        refused=refused,
+        refused_bare=refused_bare,
+    )
 
 
 async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> None:
@@ -169,13 +214,17 @@ async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> N
             nonlocal errors
             body, headers = signed[i]
             began = time.perf_counter()
-            async with http.post(url, data=body, headers=headers) as response:
-                answer = await response.read()
+            try:
+                async with http.post(url, data=body, headers=headers) as response:
+                    answer = await response.read()
+                    status = str(response.status)
+            except (aiohttp.ClientError, TimeoutError) as exc:  # counted, with its wait
+                status, answer = "exception", repr(exc).encode()
             latencies.append((time.perf_counter() - began) * 1000)
-            if response.status != 200:
+            if status != "200":
                 errors += 1
                 if errors <= 3:
-                    print(f"click {i}: {response.status} {answer[:300]!r}", file=sys.stderr)
+                    print(f"click {i}: {status} {answer[:300]!r}", file=sys.stderr)
 
         await wait_until(args.start_at)
         loop = asyncio.get_running_loop()
@@ -204,6 +253,18 @@ def main() -> None:
     c.add_argument("--prefix", default="run")
     c.add_argument("--out")
     c.add_argument("--start-at", type=float)
+    c.add_argument(
+        "--on-429",
+        choices=("retry", "count"),
+        default="retry",
+        help="a create refused for load: asked again after Retry-After, or counted as answered",
+    )
+    c.add_argument(
+        "--retry-wait",
+        type=float,
+        help="seconds to wait before asking a refused create again, instead of its Retry-After "
+        "(to keep the server offered more than it takes: a capacity measurement)",
+    )
     k = sub.add_parser("clicks")
     k.add_argument("--url", required=True)
     k.add_argument("--secret", required=True)

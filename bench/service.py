@@ -75,6 +75,7 @@ _LISTENING = re.compile(r"signoff listening on http://[^\s:]+:(\d+)")
 _TICK = os.sysconf("SC_CLK_TCK")
 SERVER_LOG: Path | None = None  # --server-log: each server's last lines, appended
 OUTBOX: dict[str, Any] = {}  # --busy-concurrency and such: the server's [outbox] table
+SERVER: dict[str, Any] = {}  # the server's [server] keys (bench/overload.py's gate settings)
 SCENARIOS = ("bare_create", "http_create", "slack_clicks", "sustained_cards")
 
 
@@ -182,6 +183,7 @@ def write_config(path: Path, database_url: str, edge_url: str, outside: bool = T
         server_config(
             database_url,
             outbox="".join(f"{key} = {value}\n" for key, value in OUTBOX.items()),
+            server="".join(f"{key} = {value}\n" for key, value in SERVER.items()),
             slack_api=f"{edge_url}/api/",
             webhook_url=f"{edge_url}/hooks" if outside else None,
             notify=["slack:C0FIN"] if outside else [],

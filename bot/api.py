@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from bot.admission import Admission, AdmissionSettings
 from bot.agent_actions import AgentActions
 from bot.canonical import canonical_json
 from bot.clock import Clock, utc_iso
@@ -34,6 +35,7 @@ from bot.errors import (
     InvalidRequest,
     NoRoute,
     NotFound,
+    Overloaded,
     RequestTooLarge,
     SignoffError,
     Unauthorized,
@@ -72,6 +74,8 @@ class ApiContext:
     keys: list[tuple[str, bytes]]
     max_body: int = MAX_REQUEST_BYTES
     claim_lease: timedelta = DEFAULT_LEASE
+    # Creates only: nothing else an agent or a person asks is ever refused for load.
+    admission: Admission = field(default_factory=lambda: Admission(AdmissionSettings()))
 
 
 API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
@@ -141,7 +145,10 @@ async def errors_middleware(
     try:
         return await handler(request)
     except SignoffError as exc:
-        return error_response(exc.http_status, exc.code, exc.message, **exc.details)
+        response = error_response(exc.http_status, exc.code, exc.message, **exc.details)
+        if isinstance(exc, Overloaded):
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -276,8 +283,10 @@ def _approval_id(request: web.Request) -> str:
 async def create(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     ctx = request.app[API]
-    parsed = validate_request(await _body(request))
-    result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
+    # Refused before its body is read, validated or stored: a 429 is cheap and wrote nothing.
+    async with ctx.admission.admit():
+        parsed = validate_request(await _body(request))
+        result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
     for replaced in result.superseded:
         ctx.actions.committed(replaced)
     if result.created:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from bot.admission import Admission, AdmissionSettings, in_flight_for
 from bot.agent_actions import AgentActions
 from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
 from bot.bootstrap import Core, bootstrap, channels_running, outbox_handlers, outbox_settings
@@ -65,6 +66,17 @@ def build_app(
     app[CHANNELS] = core.channels
     for channel in core.channels.values():
         channel.add_routes(app)
+    admission = Admission(
+        AdmissionSettings(
+            max_in_flight=in_flight_for(
+                config.server.max_creates_in_flight, store.engine.dialect.name == "sqlite"
+            ),
+            max_waiting=config.server.max_creates_waiting,
+            lag_limit=config.server.create_lag_limit,
+            retry_after=config.server.overload_retry_after,
+        ),
+        core.metrics,
+    )
     add_routes(
         app,
         ApiContext(
@@ -75,16 +87,23 @@ def build_app(
             keys=tenant_keys(core.directory),
             max_body=config.server.max_body_bytes,
             claim_lease=parse_duration(config.server.claim_lease),
+            admission=admission,
         ),
     )
     add_health_routes(app, store, core.clock, core.metrics)
     if not _serves_root(app):  # a surface with pages (the web's inbox) claims `/` itself
         app.router.add_get("/", root_index)
 
+    async def admission_lifetime(_app: web.Application) -> AsyncIterator[None]:
+        admission.start()  # probes the loop's lateness, so inside the running loop
+        yield
+        admission.stop()
+
     async def channel_lifetime(_app: web.Application) -> AsyncIterator[None]:
         async with channels_running(core.channels):
             yield
 
+    app.cleanup_ctx.append(admission_lifetime)
     # Channels start before the outbox (which posts through them) and stop after it.
     app.cleanup_ctx.append(channel_lifetime)
     if background:

@@ -95,6 +95,16 @@ class ServerConfig(Strict):
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
     # How long a claim holds an approved call before it counts as outcome_unknown.
     claim_lease: Annotated[DurationText, AfterValidator(_at_most_a_day)] = "10m"
+    # Humans first (bot.admission): agent creates served at once by this process (unset: by
+    # the database, bot.admission.in_flight_for); more wait their turn, up to
+    # `max_creates_waiting`, and one more is answered 429 with Retry-After. Also refused (one
+    # always served) while the event loop runs more than `create_lag_limit` seconds late:
+    # people's requests are waiting.
+    max_creates_in_flight: Annotated[int, Field(ge=1, le=10000)] | None = None
+    max_creates_waiting: Annotated[int, Field(ge=0, le=100000)] = 100
+    create_lag_limit: Annotated[Seconds, Field(gt=0, le=10)] = 0.05
+    # The Retry-After of a refused create, in whole seconds.
+    overload_retry_after: Annotated[int, Field(ge=1, le=3600)] = 1
 
 
 class OutboxConfig(Strict):

@@ -249,6 +249,17 @@ class DelegationLoop(SignoffError):
     http_status = 409
 
 
+class Overloaded(SignoffError):
+    """The server is busy serving people; retry this create after Retry-After seconds."""
+
+    code = "overloaded"
+    http_status = 429
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
+
+
 class StoreUnavailable(SignoffError):
     """The database is unreachable or too busy to answer; nothing was changed, retry later."""
 

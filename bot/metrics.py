@@ -109,6 +109,15 @@ class Metrics:
             "started; do not sum across replicas)",
             registry=r,
         )
+        self.creates_refused = Counter(
+            "signoff_creates_refused",
+            "Agent creates this process answered 429 (Retry-After) to keep people's requests "
+            "fast, by reason (queue_full: [server] max_creates_in_flight creates were being "
+            "served and max_creates_waiting waited; lag: the event loop ran later than "
+            "[server] create_lag_limit)",
+            ["reason"],
+            registry=r,
+        )
         self.webhook_failures = Counter(
             "signoff_webhook_failures",
             "Webhook delivery attempts that did not get a 2xx",

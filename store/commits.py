@@ -33,8 +33,13 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "signoff_outbox"
 NOTIFY = f"NOTIFY {CHANNEL}"
-# SQLite: how often an idle runner looks at the write-ahead log for another process's commit.
+# SQLite: how often a runner looks at the write-ahead log for another process's commit: every
+# 25 ms while the log moves, less and less often (up to every 200 ms) once it has been still
+# for a second. A look costs about 0.2 ms of CPU, so looking every 25 ms forever kept an idle
+# server at 9 ms of CPU a second; idle, another process's commit now waits at most 200 ms.
 SQLITE_CHECK_EVERY = 0.025
+SQLITE_CHECK_IDLE = 0.2
+SQLITE_STILL_AFTER = 1.0
 # A listening connection that failed is opened again after this long (the poll covers the gap).
 RECONNECT_AFTER = 1.0
 
@@ -130,14 +135,20 @@ async def _watch_sqlite(
         version = await _data_version(raw)
         newest = await _newest_job(raw)
         written = _written(log_file)
+        every = SQLITE_CHECK_EVERY
+        still = 0.0  # how long the log has not moved
         while not stop.is_set():
             # A plain sleep: waiting on `stop` with a timeout would make a task per turn
             # (the runner cancels this watcher when it stops).
-            await asyncio.sleep(SQLITE_CHECK_EVERY)
+            await asyncio.sleep(every)
             seen = _written(log_file)
             if seen == written and seen is not None:
+                still += every
+                if still >= SQLITE_STILL_AFTER:
+                    every = min(every * 2, SQLITE_CHECK_IDLE)
                 continue
             written = seen
+            every, still = SQLITE_CHECK_EVERY, 0.0
             moved = await _data_version(raw)
             if moved == version:
                 continue

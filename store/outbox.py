@@ -24,18 +24,21 @@ from store.schema import outbox
 from store.statements import Statements, insert_for
 
 # The outbox runner's own statements, run on every claim and settle.
+_DUE = and_(
+    outbox.c.state == "queued",
+    outbox.c.kind.in_(bindparam("kinds", expanding=True)),
+    outbox.c.run_after <= bindparam("now"),
+    or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
+)
 _DUE_JOBS = (
     select(outbox.c.id)
-    .where(
-        outbox.c.state == "queued",
-        outbox.c.kind.in_(bindparam("kinds", expanding=True)),
-        outbox.c.run_after <= bindparam("now"),
-        or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
-    )
+    .where(_DUE)
     .order_by(outbox.c.run_after, outbox.c.id)
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
 )
+# Whether any job is due, without a lock or a write: what an idle runner asks at each poll.
+_ANY_DUE = select(outbox.c.id).where(_DUE).limit(1)
 _CLAIM_JOBS = (
     update(outbox)
     .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
@@ -172,6 +175,22 @@ class OutboxStatements(Statements):
         }
         rows = await self._all(_CLAIM_JOBS, params)
         return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+
+    async def any_due(self, *, now: datetime, kinds: Collection[str]) -> bool:
+        """Whether `claim_jobs` would take anything now (a read: no write lock)."""
+        params = {"kinds": sorted(kinds), "now": now}
+        return bool(await self._all(_ANY_DUE, params))
+
+    async def jobs_of(
+        self, approval_id: str, kind: str, states: Collection[str]
+    ) -> list[OutboxJob]:
+        """The jobs of `kind` queued for `approval_id` that are now in one of `states`."""
+        stmt = select(outbox).where(
+            outbox.c.approval_id == approval_id,
+            outbox.c.kind == kind,
+            outbox.c.state.in_(sorted(states)),
+        )
+        return [OutboxJob.from_row(row) for row in await self._all(stmt, {})]
 
     async def finish_job(self, job_id: int, holder: str, *, now: datetime) -> bool:
         """Mark a job done; False if `holder` no longer holds it (its lease ran out and

@@ -103,6 +103,8 @@ class CardJobs:
             approval = await tx.get_approval(message.approval_id) if message else None
         if message is None or approval is None:
             return None
+        if await self._superseded(job, approval):
+            return None
         channel = self._channel(message.channel, f"update of card {message.id}", approval.id)
         if channel is None:
             return SKIPPED
@@ -114,6 +116,24 @@ class CardJobs:
             await tx.mark_card_rendered(message.id, state=approval.state, now=now)
 
         return Record(record, (approval.id, 1))
+
+    async def _superseded(self, job: OutboxJob, approval: Approval) -> bool:
+        """Whether a later transition's update of the same card has run or will run: that
+        one renders the request as it is when it runs, so this edit would add nothing (a
+        request approved, claimed and completed in a moment is one edit, not three). The
+        newest update of a card defers to none, so the card always ends on the last state
+        (unless that job dies, as it could alone)."""
+        version = int(job.payload.get("version", approval.version))
+        if version >= approval.version:
+            return False  # nothing newer happened: the common case, no query
+        async with self.store.read() as tx:
+            others = await tx.jobs_of(approval.id, jobs.JobKind.UPDATE_CARD, ("queued", "done"))
+        card = job.payload["card_message_id"]
+        return any(
+            other.payload.get("card_message_id") == card
+            and int(other.payload.get("version", 0)) > version
+            for other in others
+        )
 
     def _channel(self, surface: str, what: str, approval_id: str | None) -> Channel | None:
         """The channel that delivers on `surface`; None (and a line for the operator, since

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from bot.admission import LoopLag
 from bot.clock import Clock, SystemClock
 from bot.errors import RetryLater, Undeliverable
 from bot.metrics import Metrics
@@ -143,25 +144,6 @@ class _Outcome:
     run_after: datetime | None = None
     error: str | None = None
     record: Record | None = None
-
-
-class _LoopLag:
-    """How late this event loop runs a callback that is due: a probe every `every` seconds,
-    smoothed. Late means the loop has more to do than it can do at once (requests wait)."""
-
-    def __init__(self, every: float = 0.01) -> None:
-        self.every = every
-        self.late = 0.0
-        self._loop = asyncio.get_running_loop()
-        self._handle = self._loop.call_later(every, self._probe, self._loop.time() + every)
-
-    def _probe(self, due: float) -> None:
-        now = self._loop.time()
-        self.late = 0.7 * self.late + 0.3 * max(0.0, now - due)
-        self._handle = self._loop.call_later(self.every, self._probe, now + self.every)
-
-    def stop(self) -> None:
-        self._handle.cancel()
 
 
 class _Settler:
@@ -319,6 +301,15 @@ class OutboxRunner:
                 limit=limit,
                 kinds=list(self.handlers),
             )
+
+    async def _any_due(self) -> bool:
+        """A read (no write lock, no write) asking whether a claim would find anything; True
+        when the read fails, so that the claim runs and reports the failure."""
+        try:
+            async with self.store.read() as tx:
+                return await tx.any_due(now=self.clock.now(), kinds=list(self.handlers))
+        except Exception:
+            return True
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs, run them concurrently, settle each; returns how many
@@ -493,7 +484,8 @@ class OutboxRunner:
         running: dict[int, asyncio.Task[None]] = {}
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
-        lag = _LoopLag()
+        idle_poll = False  # the last wait ended at the poll interval, nothing having woken it
+        lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
         watcher = asyncio.create_task(
             self.store.watch_commits(self.wake, stop), name="outbox-commits"
@@ -515,6 +507,8 @@ class OutboxRunner:
                     limit = min(limit, self.settings.busy_concurrency)
                 room = min(self.settings.batch, limit - len(running))
                 claimed: list[OutboxJob] = []
+                if room > 0 and idle_poll and not running and not await self._any_due():
+                    room = 0  # nothing to do: no write transaction for an idle poll
                 if room > 0:
                     try:
                         claimed = await self._claim(room)
@@ -535,7 +529,7 @@ class OutboxRunner:
                 held_back = for_a_slot and bool(running)
                 if claimed and len(claimed) == room and not held_back:
                     continue  # a full batch: more may be due now
-                await self._idle(
+                idle_poll = await self._idle(
                     stop, list(running.values()), full=room <= 0 or held_back, parked=bool(parked)
                 )
             if running:
@@ -547,7 +541,7 @@ class OutboxRunner:
             for task in left:
                 task.cancel()
             await asyncio.gather(watcher, *left, return_exceptions=True)
-            lag.stop()
+            lag.release()
             # What ended is written down before the rest is handed back (a job handed back
             # unsettled would run again).
             await self._settler.drain()
@@ -559,21 +553,23 @@ class OutboxRunner:
         running: list[asyncio.Task[None]],
         full: bool,
         parked: bool = False,
-    ) -> None:
+    ) -> bool:
         """Wait for stop, the poll interval, a job ending when `full` (at capacity, or jobs
-        went back for want of a slot) or when jobs are parked, and a wake-up unless full."""
+        went back for want of a slot) or when jobs are parked, and a wake-up unless full.
+        True if the poll interval ran out with nothing else happening."""
         waiters = [asyncio.ensure_future(stop.wait())]
         if not full:
             waiters.append(asyncio.ensure_future(self._wake.wait()))
         ending = running if full or parked else []
         watched: list[asyncio.Future[Any]] = [*waiters, *ending]
         try:
-            await asyncio.wait(
+            done, _ = await asyncio.wait(
                 watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
             )
         finally:
             for waiter in waiters:
                 waiter.cancel()
+        return not done
 
     async def prune(self, limit: int = 1000) -> int:
         """Delete one batch of done jobs older than `keep_done`; returns how many. Inbound

@@ -14,20 +14,30 @@ A network failure (server unreachable, timeout) is aiohttp's own ClientError or 
 retry it; every call is safe to repeat (create is idempotent, a claim repeated with the same
 idempotency key returns the same claim, a repeated complete returns the recorded outcome).
 `claim` itself retries a lost answer with the same key before giving up.
+
+A busy server refuses creates with 429 and Retry-After (and an unavailable one may answer 503
+with Retry-After); such an answer changed nothing. The client waits as asked and asks again,
+within `overload_attempts` attempts and `overload_budget` seconds of waiting in all, each wait
+at most `overload_wait_max` seconds (plus up to a quarter more, at random, so agents refused
+together do not all come back together); then it raises the answer's error (`Overloaded` for
+a 429). Every call but supersede and cancel is retried this way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import aiohttp
 
-from signoff_client.errors import SignoffError, error_from_code
+from signoff_client.errors import Overloaded, SignoffError, error_from_code
 
 __all__ = ["ApprovalRecord", "ApprovalVote", "Claim", "SignoffClient"]
 
@@ -127,6 +137,35 @@ class Claim:
     preconditions: Any
 
 
+class _Refused(Exception):
+    """A 429, or a 503 with Retry-After: `error` to raise once the budget is spent, `wait`
+    the seconds the server asked for."""
+
+    def __init__(self, error: SignoffError, wait: float) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.wait = wait
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds, or an HTTP date); None without one
+    that makes sense."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if seconds == seconds else None  # NaN is no wait
+
+
 class SignoffClient:
     def __init__(
         self,
@@ -135,12 +174,24 @@ class SignoffClient:
         *,
         session: aiohttp.ClientSession | None = None,
         timeout: float = 30.0,
+        overload_attempts: int = 8,
+        overload_budget: float = 120.0,
+        overload_wait_max: float = 30.0,
     ) -> None:
+        """`overload_*`: how a 429 (or a 503 with Retry-After) is retried: at most
+        `overload_attempts` attempts in all, waiting Retry-After each time (at most
+        `overload_wait_max` seconds), and no more than `overload_budget` seconds of waiting
+        per call; `overload_attempts=1` never retries."""
+        if overload_attempts < 1:
+            raise ValueError("overload_attempts must be at least 1")
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"}
         self._session = session
         self._own_session = session is None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.overload_attempts = overload_attempts
+        self.overload_budget = overload_budget
+        self.overload_wait_max = overload_wait_max
 
     async def __aenter__(self) -> SignoffClient:
         return self
@@ -165,6 +216,36 @@ class SignoffClient:
         body: Any = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        retry: bool = True,
+    ) -> tuple[int, Any]:
+        """One call; with `retry`, a 429 or a 503 with Retry-After is asked again after the
+        wait it names, within the client's overload budget (see the module's docstring)."""
+        waited = 0.0
+        attempt = 1
+        while True:
+            try:
+                return await self._once(method, path, body, params, headers)
+            except _Refused as refused:
+                wait = min(refused.wait, self.overload_wait_max) * (1 + random.random() / 4)
+                wait = min(wait, self.overload_wait_max)
+                if (
+                    not retry
+                    or attempt >= self.overload_attempts
+                    or waited + wait > self.overload_budget
+                ):
+                    raise refused.error from None
+            await asyncio.sleep(wait)
+            waited += wait
+            attempt += 1
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
     ) -> tuple[int, Any]:
         async with self._http().request(
             method,
@@ -179,10 +260,21 @@ class SignoffClient:
                 data = None
             if response.status >= 400:
                 error = (data or {}).get("error") if isinstance(data, dict) else None
-                if not isinstance(error, dict):
-                    raise SignoffError(f"HTTP {response.status} from {path}")
-                details = {k: v for k, v in error.items() if k not in ("code", "message")}
-                raise error_from_code(str(error.get("code")), str(error.get("message")), details)
+                found: SignoffError
+                if isinstance(error, dict):
+                    details = {k: v for k, v in error.items() if k not in ("code", "message")}
+                    code, message = str(error.get("code")), str(error.get("message"))
+                    found = error_from_code(code, message, details)
+                elif response.status == 429:  # a proxy's rate limit, in its own words
+                    found = Overloaded(f"HTTP 429 from {path}")
+                else:
+                    found = SignoffError(f"HTTP {response.status} from {path}")
+                wait = _retry_after(response.headers.get("Retry-After"))
+                if response.status == 429:
+                    raise _Refused(found, 1.0 if wait is None else wait)
+                if response.status == 503 and wait is not None:
+                    raise _Refused(found, wait)
+                raise found
             return response.status, data
 
     async def request(self, **body: Any) -> ApprovalRecord:
@@ -289,10 +381,12 @@ class SignoffClient:
 
     async def supersede(self, approval_id: str, reason: str) -> ApprovalRecord:
         body = {"reason": reason}
-        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/supersede", body)
+        _, data = await self._call(
+            "POST", f"/v1/approvals/{approval_id}/supersede", body, retry=False
+        )
         return ApprovalRecord.from_json(data)
 
     async def cancel(self, approval_id: str, reason: str | None = None) -> ApprovalRecord:
         body = {"reason": reason} if reason else {}
-        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/cancel", body)
+        _, data = await self._call("POST", f"/v1/approvals/{approval_id}/cancel", body, retry=False)
         return ApprovalRecord.from_json(data)

@@ -169,6 +169,17 @@ class DelegationLoop(SignoffError):
     code = "delegation_loop"
 
 
+class Overloaded(SignoffError):
+    """The server is busy serving people and refused this call (HTTP 429); it changed nothing.
+    SignoffClient retries it after Retry-After and raises this once its budget is spent."""
+
+    code = "overloaded"
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
+
+
 class StoreUnavailable(SignoffError):
     """The server's database is unreachable or too busy to answer; nothing was changed."""
 
@@ -198,6 +209,9 @@ def error_from_code(code: str, message: str, details: dict[str, Any] | None = No
         error = cls(message, assignee=details.get("assignee"))
     elif issubclass(cls, InvalidRequest):
         error = cls(message, fields=details.get("fields"))
+    elif issubclass(cls, Overloaded):
+        retry_after = details.get("retry_after")
+        error = cls(message, retry_after=retry_after if isinstance(retry_after, int) else None)
     else:
         error = cls(message)
         if cls is SignoffError:

@@ -956,7 +956,8 @@ async def test_list_filter_with_a_nul_is_refused_naming_the_parameter(api: Api, 
     assert name in error_fields(error), error
 
 
-async def test_ten_concurrent_identical_creates_make_one_approval(api: Api) -> None:
+async def test_ten_concurrent_identical_creates_make_one_approval(serve: Serve) -> None:
+    api = await serve(max_creates_in_flight=10)  # all ten at once, none refused for load
     replies = await asyncio.gather(
         *(api.call("POST", "/v1/approvals", request_body()) for _ in range(10))
     )

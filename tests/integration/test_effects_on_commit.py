@@ -12,12 +12,16 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import pytest
 
 from bot.clock import FakeClock
 from bot.intake import create_request
 from bot.operator import Actor, Operator
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.routing import Directory
+from store import commits
 from store.records import Approval
 from store.repository import Store
 from tests.support.samples import make_request
@@ -26,6 +30,7 @@ from tests.support.samples import make_request
 SLOW_POLL = OutboxSettings(poll_interval=10.0)
 # Well under the poll, with room for a loaded CI machine.
 AT_ONCE = 1.5
+HOUR = timedelta(hours=1)
 
 
 class Ran:
@@ -90,6 +95,59 @@ async def test_a_decision_committed_by_another_process_runs_its_webhook_job_at_o
                 assert await asyncio.wait_for(ran.when(approval.id), AT_ONCE) - started < AT_ONCE
     finally:
         await other.close()
+
+
+async def test_after_a_quiet_while_another_process_commit_still_wakes_the_runner_at_once(
+    store: Store,
+    db_url: str,
+    directory: Directory,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle SQLite watcher looks at the log less often (every 200 ms, not 25 ms) once it
+    has been still a while; a commit then is still seen well within a moment."""
+    monkeypatch.setattr(commits, "SQLITE_STILL_AFTER", 0.05)
+    other = Store.from_url(db_url)
+    try:
+        async with running(store, clock) as ran:
+            await asyncio.sleep(0.5)  # long enough to be looking at its slowest
+            started = time.monotonic()
+            approval = await decided(other, directory, clock, "r-quiet")
+            assert await asyncio.wait_for(ran.when(approval.id), AT_ONCE) - started < AT_ONCE
+    finally:
+        await other.close()
+
+
+async def test_an_idle_runner_polls_without_writing_and_runs_a_job_whose_time_came(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each idle poll reads (is anything due?) instead of taking the write lock for a claim
+    that finds nothing; a job queued for later still runs at the first poll after its time."""
+    async with store.write() as tx:
+        await tx.enqueue("webhook", {}, now=clock.now(), run_after=clock.now() + HOUR)
+    writes: list[None] = []
+    write = store.write
+
+    def counted(*, background: bool = False) -> object:
+        writes.append(None)
+        return write(background=background)
+
+    ran = Ran()
+    runner = OutboxRunner(store, {"webhook": ran}, clock, OutboxSettings(poll_interval=0.02))
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    try:
+        await asyncio.sleep(0.2)  # the first pass (prune, claim) is over
+        monkeypatch.setattr(store, "write", counted)
+        await asyncio.sleep(0.3)  # about 15 polls
+        assert writes == []
+        assert ran.at == {}
+        clock.advance(HOUR)
+        await asyncio.wait_for(ran.changed.wait(), AT_ONCE)
+        assert writes  # the claim (and its settle) of the job that came due
+    finally:
+        stop.set()
+        await task
 
 
 async def test_a_rolled_back_transaction_wakes_nothing(store: Store, clock: FakeClock) -> None:

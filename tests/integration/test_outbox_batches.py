@@ -24,6 +24,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.agent_actions import AgentActions
 from bot.card import Card
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -162,6 +163,42 @@ async def test_a_card_posted_while_its_request_was_decided_is_updated_after_its_
     async with store.read() as tx:
         [message] = await tx.card_messages_for(created.approval.id)
     assert message.rendered_state == "approved"
+
+
+@pytest.mark.parametrize("batch", [1, 10], ids=["one job at a time", "all in one batch"])
+async def test_a_card_whose_request_moved_three_times_is_edited_once_with_the_last_state(
+    store: Store, clock: FakeClock, batch: int
+) -> None:
+    """Approved, claimed and completed before the outbox came round: each transition queued
+    an update of the card, and only the newest one edits it (the others would be
+    overwritten at once); every job still ends done."""
+    directory = _carded()
+    created = await create_request(store, directory, clock, "acme", make_request())
+    gate = _Gate()
+    gate.open.set()
+    cards = CardJobs(store, directory, clock, {"slack": gate})
+    handlers = {JobKind.POST_CARD: cards.post, JobKind.UPDATE_CARD: cards.update}
+    runner = OutboxRunner(store, handlers, clock, OutboxSettings(batch=batch))
+    assert await runner.run_once() == 1  # the card is posted
+    approval_id = created.approval.id
+    await Operator(store, directory, clock).approve_shown(
+        approval_id, created.approval.hash, Actor("alice", "cli")
+    )
+    actions = AgentActions(store, directory, clock)
+    claimed = await actions.claim("acme", approval_id)
+    await actions.complete("acme", approval_id, claimed.claim_token, "succeeded")
+    ran = 0
+    while attempted := await runner.run_once():
+        ran += attempted
+    assert ran == 3  # one update per transition was queued and each ran...
+    [(ref, card)] = gate.updated  # ...but the card was edited once
+    assert ref.message_id == f"{approval_id}.1"
+    assert card.state == "executed" and card.executed_at is not None
+    async with store.read() as tx:
+        card_jobs = [job for job in await tx.outbox_jobs() if job.kind in handlers]
+        [message] = await tx.card_messages_for(approval_id)
+    assert [job.state for job in card_jobs] == ["done"] * 4
+    assert message.rendered_state == "executed"
 
 
 async def test_a_batch_whose_request_is_being_decided_still_records_every_card(

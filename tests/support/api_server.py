@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from bot.clock import FakeClock
@@ -42,6 +43,8 @@ class Api:
     clock: FakeClock
     directory: Directory
     config: Config
+    # The application itself, for a test that reaches a service inside it (the create gate).
+    app: web.Application | None = None
 
     async def call(
         self,

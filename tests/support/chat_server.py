@@ -37,6 +37,8 @@ class ChatServer:
     api_key: str
     # The server's channels by name (the Slack App Home tests wait on its Home refreshes).
     channels: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+    # The application itself, for a test that reaches a service inside it (the create gate).
+    app: web.Application | None = field(default=None, kw_only=True)
 
     async def create(self, **overrides: Any) -> dict[str, Any]:
         """A request through the agent API; the created record."""
@@ -91,5 +93,14 @@ async def serve(
     outbox = OutboxRunner(store, handlers, clock, OutboxSettings(), rand=lambda: 1.0)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     return kind(
-        url, http, store, clock, core.directory, outbox, api_key, channels=core.channels, **extra
+        url,
+        http,
+        store,
+        clock,
+        core.directory,
+        outbox,
+        api_key,
+        channels=core.channels,
+        app=app,
+        **extra,
     )

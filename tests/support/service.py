@@ -41,10 +41,12 @@ _LISTENING = re.compile(r"signoff listening on http://[^\s:]+:(\d+)")
 
 def service_config(database_url: str, webhook_url: str, **sections: Any) -> dict[str, Any]:
     """TEST_CONFIG with API keys and a webhook for acme, port 0, and fast background loops
-    (the outbox polls every 0.1 s, the sweeper every 0.2 s); `sections` override any table."""
+    (the outbox polls every 0.1 s, the sweeper every 0.2 s), and the create gate opened wide
+    (these tests send creates at once on a loaded machine to test other things; the gate has
+    its own tests, tests/integration/test_admission.py); `sections` override any table."""
     config = config_with(
         database_url,
-        server={"listen": "127.0.0.1:0"},
+        server={"listen": "127.0.0.1:0", "max_creates_in_flight": 1000, "create_lag_limit": 10},
         outbox={"poll_interval": 0.1, "backoff_base": "1s", "lease": "60s"},
         sweeper={"interval": 0.2},
         tenants=[
