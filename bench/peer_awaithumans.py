@@ -7,20 +7,21 @@ awaithumans is not a dependency of signoff or of the bench: it lives in a venv o
     python3 -m venv /work/.bench-awaithumans
     /work/.bench-awaithumans/bin/pip install 'awaithumans[server]==0.1.12'
 
-Per database (a SQLite file; PostgreSQL when reachable), each scenario on a fresh database and
-a fresh `awaithumans serve` (its production entry point: one uvicorn process, uvloop and
-httptools as uvicorn[standard] brings them, log level warning, loopback):
+Per database (a SQLite file; PostgreSQL when reachable), two fresh databases, each with a fresh
+`awaithumans serve` (its production entry point: one uvicorn process, uvloop and httptools as
+uvicorn[standard] brings them, log level warning, loopback):
 
-- create: --n creates (POST /api/tasks with the admin bearer; the refund of bench/load.py with
-  its ~4 KB transcript in `payload`, a `callback_url` to the webhook receiver) from --clients
-  clients, closed loop: creates/s, p50/p99, server CPU per create.
-- complete: --n tasks made (untimed), then completed (POST /api/tasks/{id}/complete) from
-  --clients clients, closed loop: completes/s, p50/p99, server CPU per complete.
-- decide_at_R, for each R of --rates: R x --seconds tasks made (untimed), then one complete
-  offered per task at R a second whatever the previous ones are doing: p50/p99/max, the rate
-  answered, CPU per decision while deciding and until every webhook arrived, and decision ->
-  webhook latency (the receiver's arrival time - the task's `completed_at` as the server
-  answered it, both this host's clock) p50/p99/max, waiting up to --patience seconds.
+1. create: --n creates (POST /api/tasks with the admin bearer; the refund of bench/load.py
+   with its ~4 KB transcript in `payload`, a `callback_url` to the webhook receiver) from
+   --clients clients, closed loop: creates/s (answered 201), p50/p99, errors, server CPU per
+   create; then complete: the tasks made completed (POST /api/tasks/{id}/complete) from
+   --clients clients, closed loop: completes/s, p50/p99, server CPU per complete.
+2. decide_at_R, for each R of --rates in turn: R x --seconds tasks made (untimed), then one
+   complete offered per task at R a second whatever the previous ones are doing: p50/p99/max,
+   the rate answered, CPU per decision while deciding and until every webhook arrived, and
+   decision -> webhook latency (the receiver's arrival time - the task's `completed_at` as
+   the server answered it, both this host's clock) p50/p99/max, waiting up to --patience
+   seconds for them (so the next rate starts on an empty queue).
 
 CPU is utime + stime of the server and its descendants, read from /proc (bench/service.py's
 tree_cpu_seconds). The receiver (`python -m bench.peer_awaithumans receiver`) and the load
@@ -350,35 +351,40 @@ class Run:
         self.hooks = receiver.url + "/hooks"
 
 
-async def create(run: Run, n: int, clients: int) -> dict[str, Any]:
+async def create_then_complete(run: Run, n: int, clients: int) -> dict[str, Any]:
+    """n creates from `clients`, then the tasks made completed from `clients`: nothing runs
+    in the background between (no cards; webhooks only follow completes)."""
+    ids = run.tmp / "hc.ids"
     cpu0 = run.server.cpu()
     made = await generate(
         run.server.url,
         "create",
-        ["--n", str(n), "--clients", str(clients), "--prefix", "hc", "--callback-url", run.hooks],
-    )
+        ["--n", str(n), "--clients", str(clients), "--prefix", "hc", "--callback-url",
+         run.hooks, "--out", str(ids)],
+    )  # fmt: skip
     cpu1 = run.server.cpu()
-    return {
-        "rate": made["count"] / (made["ended"] - made["started"]),
-        **summary(sorted(made["latencies_ms"])),
-        "errors": made["errors"],
-        "cpu_ms": (cpu1 - cpu0) / n * 1000,
-    }
-
-
-async def complete(run: Run, n: int, clients: int) -> dict[str, Any]:
-    ids = await make(run, n, "cc")
-    cpu0 = run.server.cpu()
     done = await generate(
         run.server.url, "complete", ["--ids", str(ids), "--clients", str(clients)]
     )
-    cpu1 = run.server.cpu()
+    cpu2 = run.server.cpu()
+    return {"create": phase(made, cpu1 - cpu0), "complete": phase(done, cpu2 - cpu1)}
+
+
+def phase(answer: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """A closed-loop phase's figures: successes per second, latency, CPU per success."""
+    ok = answer["count"] - answer["errors"]
     return {
-        "rate": done["count"] / (done["ended"] - done["started"]),
-        **summary(sorted(done["latencies_ms"])),
-        "errors": done["errors"],
-        "cpu_ms": (cpu1 - cpu0) / n * 1000,
+        "rate": ok / (answer["ended"] - answer["started"]),
+        **summary(sorted(answer["latencies_ms"])),
+        "errors": answer["errors"],
+        "cpu_ms": cpu / max(1, ok) * 1000,
     }
+
+
+async def decide_at_rates(run: Run, rates: list[float], seconds: float, patience: float):
+    """Each rate in turn on one server: the previous rate's webhooks have all arrived (or
+    `patience` ran out) before the next rate's tasks are made."""
+    return {f"decide_at_{r:g}": await decide_at(run, r, seconds, patience) for r in rates}
 
 
 async def decide_at(run: Run, rate: float, seconds: float, patience: float) -> dict[str, Any]:
@@ -467,27 +473,27 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"settings": settings}
     receiver = Receiver()
     try:
+        rates = [float(r) for r in args.rates.split(",") if r]
         for db in args.databases.split(","):
-            plan: list[tuple[str, Any]] = [
-                ("create", lambda r: create(r, args.n, args.clients)),
-                ("complete", lambda r: complete(r, args.n, args.clients)),
+            plan = [
+                lambda r: create_then_complete(r, args.n, args.clients),
+                lambda r: decide_at_rates(r, rates, args.seconds, args.patience),
             ]
-            for rate in (float(r) for r in args.rates.split(",") if r):
-                decide = lambda r, rate=rate: decide_at(r, rate, args.seconds, args.patience)  # noqa: E731
-                plan.append((f"decide_at_{rate:g}", decide))
             print(
                 f"{db}: n={args.n} clients={args.clients} rates={args.rates}/s for "
                 f"{args.seconds:g} s cpus={os.cpu_count()}",
                 flush=True,
             )
             ours: dict[str, Any] = {}
-            for name, scenario in plan:
+            for scenario in plan:
                 began = time.time()
                 result = await fresh(args, db, receiver, scenario)
                 if result is None:
                     break
-                ours[name] = result
-                print(line(name, result) + f"  ({time.time() - began:.0f} s)", flush=True)
+                ours |= result
+                for name, figures in result.items():
+                    print(line(name, figures), flush=True)
+                print(f"  ({time.time() - began:.0f} s)", flush=True)
             if ours:
                 figures[db] = ours
     finally:

@@ -14,7 +14,7 @@ Each run, each a process of its own (the scripts' docstrings say what they measu
      webhooks;
   5. bench/effects_latency.py --workers 1, once per --rates value: decision -> Slack card
      update, Telegram card update and webhook, per surface (Slack click, Telegram button,
-     web form; the CLI too up to 20/s: a process per decision cannot be offered at 100/s).
+     web form; the CLI too at 5/s: a process per decision cannot be offered faster here).
 
 Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with --quick; every
 run's raw figures, and per cell min / median / max) and prints markdown tables. Ratios are
@@ -92,7 +92,7 @@ def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -
     raw["effects"] = {}
     for rate in args.rates.split(","):
         out = tmp / f"effects-{rate}-{n}.json"
-        paths = "slack,telegram,web" + (",cli" if float(rate) <= 20 else "")
+        paths = "slack,telegram,web" + (",cli" if float(rate) <= 5 else "")
         run([py, str(BENCH / "effects_latency.py"), "--runs", "1", "--rate", rate,
              "--seconds", str(size["effects_seconds"]), "--databases", args.databases,
              "--polls", "default", "--reference", "", "--paths", paths, "--workers", "1",
@@ -137,6 +137,7 @@ def cells_of(raw: dict[str, Any], rates: list[str]) -> dict[str, dict[str, float
         put("create errors (of n)", column, a.get("create", {}).get("errors"))
         put("server CPU per create (ms)", column, a.get("create", {}).get("cpu_ms"))
         put("HTTP completes/s, 32 clients", column, a.get("complete", {}).get("rate"))
+        put("HTTP complete errors (of n)", column, a.get("complete", {}).get("errors"))
         put("server CPU per HTTP complete (ms)", column, a.get("complete", {}).get("cpu_ms"))
         hundred = a.get("decide_at_100", {})
         put("decision p50 at 100/s (ms)", column, hundred.get("p50_ms"))
@@ -155,6 +156,11 @@ def cells_of(raw: dict[str, Any], rates: list[str]) -> dict[str, dict[str, float
             column = SQLITE_1 if row["database"] == "sqlite" else PG_1
             f, path = row["figures"], row["path"]
             put(f"decisions answered/s at {rate}/s offered", f"{column}, {path}", f.get("rate"))
+            if path == "slack":  # beside awaithumans' HTTP completes in the main table
+                put(f"decisions answered/s at {rate}/s offered", column, f.get("rate"))
+                for q in ("p50", "p99"):
+                    put(f"decision -> webhook {q} at {rate}/s (ms)", column,
+                        f.get(f"webhook_{q}_ms"))  # fmt: skip
             for effect in ("webhook", "slack", "telegram"):
                 name = "webhook" if effect == "webhook" else f"{effect} card update"
                 for q in ("p50", "p99"):
@@ -192,6 +198,11 @@ def ratios_of(cells: dict[str, dict[str, float]]) -> dict[str, float]:
         put(f"decision p99 at 100/s, {peer} / {ours}", qp / qc if qc and qp else None)
         bare = get("creates/s, 32 clients", "bare SQL, PG" if ours == PG_1 else "bare SQL, SQLite")
         put(f"creates/s, {ours} / bare SQL", c / bare if c and bare else None)
+        for rate in ("20", "100"):
+            figure = f"decision -> webhook p99 at {rate}/s (ms)"
+            wc, wp = get(figure, ours), get(figure, peer)
+            put(f"decision -> webhook p99 at {rate}/s, {peer} / {ours}",
+                wp / wc if wc and wp else None)  # fmt: skip
         lg = get("creates/s, 32 clients", "LangGraph pauses")
         put(f"creates/s, {ours} / LangGraph pauses", c / lg if c and lg else None)
     return out
@@ -248,7 +259,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run at small sizes: a smoke run")
-    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument(
+        "--databases", help="default sqlite,postgresql; with --quick, sqlite (twice as fast)"
+    )
     parser.add_argument("--rates", default="5,20,100", help="decisions offered per second")
     parser.add_argument(
         "--awaithumans-python",
@@ -264,6 +277,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
+    args.databases = args.databases or ("sqlite" if args.quick else "sqlite,postgresql")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     size = SIZES["quick" if args.quick else "full"]
     rates = args.rates.split(",")
