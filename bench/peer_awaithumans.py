@@ -219,19 +219,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def version_of(python: str) -> str:
-    found = subprocess.run(
-        [python, "-c", "import importlib.metadata as m; print(m.version('awaithumans'))"],
-        capture_output=True,
-        text=True,
+PACKAGES = ("awaithumans", "fastapi", "uvicorn", "uvloop", "sqlalchemy", "aiosqlite", "asyncpg")
+
+
+def versions_of(python: str) -> dict[str, str]:
+    """The versions of awaithumans and what its server runs on, in its venv."""
+    code = (
+        "import importlib.metadata as m, json, sys; "
+        "print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
     )
+    found = subprocess.run([python, "-c", code, *PACKAGES], capture_output=True, text=True)
     if found.returncode != 0:
         raise SystemExit(
             f"awaithumans is not installed for {python}: see bench/README.md "
-            "(python3 -m venv /work/.bench-awaithumans && "
-            "/work/.bench-awaithumans/bin/pip install 'awaithumans[server]==0.1.12')"
+            "(python3 -m venv /work/.bench-awaithumans && /work/.bench-awaithumans/bin/pip "
+            "install 'awaithumans[server]==0.1.12' 'psycopg[binary]')"
         )
-    return found.stdout.strip()
+    versions: dict[str, str] = json.loads(found.stdout)
+    return versions
 
 
 class AwaitHumans:
@@ -461,7 +466,7 @@ def line(name: str, f: dict[str, Any]) -> str:
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
-        "version": version_of(args.python),
+        "versions": versions_of(args.python),
         "python": args.python,
         "server": "awaithumans serve: one uvicorn process (uvloop, httptools), log level warning",
         "workers": 1,
@@ -491,8 +496,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 if result is None:
                     break
                 ours |= result
-                for name, figures in result.items():
-                    print(line(name, figures), flush=True)
+                for name, phase_figures in result.items():
+                    print(line(name, phase_figures), flush=True)
                 print(f"  ({time.time() - began:.0f} s)", flush=True)
             if ours:
                 figures[db] = ours
