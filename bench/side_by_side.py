@@ -16,6 +16,8 @@ Each run, each a process of its own (the scripts' docstrings say what they measu
      update, Telegram card update and webhook, per surface (Slack click, Telegram button,
      web form; the CLI too at 5/s: a process per decision cannot be offered faster here).
 
+--quick: one run at small sizes, on SQLite only unless --databases says otherwise.
+
 Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with --quick; every
 run's raw figures, and per cell min / median / max) and prints markdown tables. Ratios are
 taken run by run (each run's signoff figure over the same run's reference), so a noisy run
