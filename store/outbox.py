@@ -37,8 +37,20 @@ _DUE_JOBS = (
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
 )
-# Whether any job is due, without a lock or a write: what an idle runner asks at each poll.
-_ANY_DUE = select(outbox.c.id).where(_DUE).limit(1)
+# When the next job falls due (now or earlier if one is due), without a lock or a write: what
+# an idle runner asks at each poll. A leased job falls due when its lease runs out.
+_QUEUED = and_(outbox.c.state == "queued", outbox.c.kind.in_(bindparam("kinds", expanding=True)))
+_NEXT_DUE = select(
+    select(func.min(outbox.c.run_after))
+    .where(
+        _QUEUED,
+        or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
+    )
+    .scalar_subquery(),
+    select(func.min(outbox.c.locked_until))
+    .where(_QUEUED, outbox.c.locked_until > bindparam("now"))
+    .scalar_subquery(),
+)
 _CLAIM_JOBS = (
     update(outbox)
     .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
@@ -176,10 +188,12 @@ class OutboxStatements(Statements):
         rows = await self._all(_CLAIM_JOBS, params)
         return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
-    async def any_due(self, *, now: datetime, kinds: Collection[str]) -> bool:
-        """Whether `claim_jobs` would take anything now (a read: no write lock)."""
+    async def next_due(self, *, now: datetime, kinds: Collection[str]) -> datetime | None:
+        """When `claim_jobs` would next take something (at or before `now` if it would now);
+        None with nothing queued. A read: no write lock."""
         params = {"kinds": sorted(kinds), "now": now}
-        return bool(await self._all(_ANY_DUE, params))
+        free, leased = (await self.conn.execute(_NEXT_DUE, params)).one()
+        return min((t for t in (free, leased) if t is not None), default=None)
 
     async def jobs_of(
         self, approval_id: str, kind: str, states: Collection[str]

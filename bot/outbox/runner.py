@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import random
 import socket
@@ -52,6 +53,8 @@ def _put_back(future: asyncio.Future[bool]) -> None:
 
 
 _PRUNE_EVERY = timedelta(minutes=10)
+# The longest an idle runner waits between reads, in polls (see OutboxRunner.run).
+_IDLE_POLLS = 8
 
 SKIPPED = "skipped"
 
@@ -302,14 +305,16 @@ class OutboxRunner:
                 kinds=list(self.handlers),
             )
 
-    async def _any_due(self) -> bool:
-        """A read (no write lock, no write) asking whether a claim would find anything; True
-        when the read fails, so that the claim runs and reports the failure."""
+    async def _next_due(self) -> float:
+        """Seconds until a claim would find something (0: now), by a read (no write lock, no
+        write); 0 when the read fails, so that the claim runs and reports the failure."""
+        now = self.clock.now()
         try:
             async with self.store.read() as tx:
-                return await tx.any_due(now=self.clock.now(), kinds=list(self.handlers))
+                due = await tx.next_due(now=now, kinds=list(self.handlers))
         except Exception:
-            return True
+            return 0.0
+        return math.inf if due is None else max((due - now).total_seconds(), 0.0)
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs, run them concurrently, settle each; returns how many
@@ -484,7 +489,11 @@ class OutboxRunner:
         running: dict[int, asyncio.Task[None]] = {}
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
         next_prune = self.clock.now()
-        idle_poll = False  # the last wait ended at the poll interval, nothing having woken it
+        idle_poll = False  # the last wait ended at its timeout, nothing having woken it
+        # An idle runner reads when the next job falls due instead of claiming, and waits
+        # until then, or longer and longer (doubling up to 8 polls) while nothing is queued:
+        # commits wake it at once, so this is only the fallback (idle CPU, issue 27).
+        wait = self.settings.poll_interval
         lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
         watcher = asyncio.create_task(
@@ -507,9 +516,15 @@ class OutboxRunner:
                     limit = min(limit, self.settings.busy_concurrency)
                 room = min(self.settings.batch, limit - len(running))
                 claimed: list[OutboxJob] = []
-                if room > 0 and idle_poll and not running and not await self._any_due():
-                    room = 0  # nothing to do: no write transaction for an idle poll
-                if room > 0:
+                nothing_due = False
+                if room > 0 and idle_poll and not running:
+                    due_in = await self._next_due()
+                    # Nothing to do: no write transaction for an idle poll.
+                    nothing_due = due_in > 0
+                    if nothing_due:
+                        wait = min(wait * 2, self.settings.poll_interval * _IDLE_POLLS, due_in)
+                if room > 0 and not nothing_due:
+                    wait = self.settings.poll_interval
                     try:
                         claimed = await self._claim(room)
                     except Exception:
@@ -530,8 +545,14 @@ class OutboxRunner:
                 if claimed and len(claimed) == room and not held_back:
                     continue  # a full batch: more may be due now
                 idle_poll = await self._idle(
-                    stop, list(running.values()), full=room <= 0 or held_back, parked=bool(parked)
+                    stop,
+                    list(running.values()),
+                    full=room <= 0 or held_back,
+                    parked=bool(parked),
+                    wait=wait,
                 )
+                if not idle_poll:
+                    wait = self.settings.poll_interval  # woken: back to the plain poll
             if running:
                 await asyncio.wait(list(running.values()), timeout=drain)
         finally:
@@ -553,6 +574,7 @@ class OutboxRunner:
         running: list[asyncio.Task[None]],
         full: bool,
         parked: bool = False,
+        wait: float | None = None,
     ) -> bool:
         """Wait for stop, the poll interval, a job ending when `full` (at capacity, or jobs
         went back for want of a slot) or when jobs are parked, and a wake-up unless full.
@@ -564,7 +586,9 @@ class OutboxRunner:
         watched: list[asyncio.Future[Any]] = [*waiters, *ending]
         try:
             done, _ = await asyncio.wait(
-                watched, timeout=self.settings.poll_interval, return_when="FIRST_COMPLETED"
+                watched,
+                timeout=self.settings.poll_interval if wait is None else wait,
+                return_when="FIRST_COMPLETED",
             )
         finally:
             for waiter in waiters:

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.clock import FakeClock
+from bot.clock import FakeClock, SystemClock
 from bot.intake import create_request
 from bot.operator import Actor, Operator
 from bot.outbox.runner import OutboxRunner, OutboxSettings
@@ -145,6 +145,48 @@ async def test_an_idle_runner_polls_without_writing_and_runs_a_job_whose_time_ca
         clock.advance(HOUR)
         await asyncio.wait_for(ran.changed.wait(), AT_ONCE)
         assert writes  # the claim (and its settle) of the job that came due
+    finally:
+        stop.set()
+        await task
+
+
+async def test_after_idle_polls_a_decision_still_runs_its_webhook_at_once(
+    store: Store, directory: Directory, clock: FakeClock
+) -> None:
+    """An idle runner's waits grow (up to 8 polls), but a commit still wakes it at once."""
+    ran = Ran()
+    runner = OutboxRunner(store, {"webhook": ran}, clock, OutboxSettings(poll_interval=1.0))
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    try:
+        await asyncio.sleep(1.5)  # one idle poll read nothing; the next wait is 2 s
+        started = time.monotonic()
+        approval = await decided(store, directory, clock, "r-after-idle")
+        assert await asyncio.wait_for(ran.when(approval.id), AT_ONCE) - started < 1.0
+    finally:
+        stop.set()
+        await task
+
+
+async def test_an_idle_runner_wakes_for_a_job_queued_for_later_when_its_time_comes(
+    store: Store,
+) -> None:
+    """Between idle reads the runner waits until the next job falls due, not a whole
+    stretched poll: a retry due in 1.5 s runs then, not seconds later."""
+    clock = SystemClock()
+    ran = Ran()
+    runner = OutboxRunner(store, {"webhook": ran}, clock, OutboxSettings(poll_interval=1.0))
+    stop = asyncio.Event()
+    started = time.monotonic()
+    async with store.write() as tx:
+        await tx.enqueue(
+            "webhook", {}, now=clock.now(), run_after=clock.now() + timedelta(seconds=1.5)
+        )
+    task = asyncio.create_task(runner.run(stop, drain=0.1))
+    try:
+        await asyncio.wait_for(ran.changed.wait(), 5)
+        # Without the due time, the wait after the first idle read (at 1 s) would be 2 s.
+        assert 1.4 < time.monotonic() - started < 2.5
     finally:
         stop.set()
         await task
