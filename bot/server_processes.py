@@ -47,14 +47,6 @@ log = logging.getLogger("signoff.workers")
 _PR_SET_PDEATHSIG = 1
 
 
-def default_workers() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def serve(
     config: Config, listen: str | None, *, workers: int, telegram_polling: bool = False
 ) -> int:

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                 type=int,
                 metavar="N",
                 help="server processes sharing the port, each with its own database pool "
-                "(default: one per core; one with --telegram-polling)",
+                "(default: 1; see docs/operations.md before adding more)",
             )
         p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
         p.set_defaults(process=process)

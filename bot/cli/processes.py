@@ -13,12 +13,11 @@ if TYPE_CHECKING:
 
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     """`signoff serve`: runs its own event loop, one per worker process."""
-    from bot.server_processes import default_workers, serve
+    from bot.server_processes import serve
 
-    if args.workers is not None:
-        workers = args.workers
-    else:  # polling runs in one process; otherwise one worker per core
-        workers = 1 if args.telegram_polling else default_workers()
+    # One process unless asked: measured on both databases, a second worker on the same cores
+    # made clicks slower until one worker was saturated (docs/operations.md, "Every core").
+    workers = 1 if args.workers is None else args.workers
     return serve(config, args.listen, workers=workers, telegram_polling=args.telegram_polling)
 
 
