@@ -20,6 +20,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import Cli, assert_refused
 from tests.support.samples import request_body
 from tests.support.service import (
@@ -263,6 +265,11 @@ def test_telegram_polling_with_several_workers_is_refused_in_one_line(tmp_path: 
         assert_refused(result, "--telegram-polling", "--workers 1")
         result = cli.run("serve", "--workers", "0")
         assert_refused(result, "--workers must be at least 1")
+
+
+@pytest.fixture
+def sqlite_url_for():
+    return lambda tmp: f"sqlite+aiosqlite:///{tmp / 'signoff.db'}"
 
 
 def test_without_workers_serve_runs_in_one_process(tmp_path: Path, db_url: str) -> None:
