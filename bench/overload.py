@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import sys
 import time
@@ -42,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import service  # noqa: E402
-from bench.service import API_KEY, CHILDREN, SLACK_SECRET, Edge, Run, fresh_run, run_load  # noqa: E402
+from bench.service import API_KEY, SLACK_SECRET, Edge, Run, fresh_run, run_load  # noqa: E402
 
 SLACK_ACK = 3000.0  # ms: Slack shows the user an error if a click is not answered by then
 
@@ -210,13 +209,7 @@ def main() -> None:
         service.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:
         service.SERVER["create_lag_limit"] = args.create_lag_limit
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        figures = asyncio.run(bench(args))
-    finally:
-        CHILDREN.stop_all()
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2), "utf-8")
+    service.run_bench(bench, args)
 
 
 if __name__ == "__main__":

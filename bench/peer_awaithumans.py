@@ -46,7 +46,6 @@ import asyncio
 import base64
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -66,7 +65,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.common import postgres_database, serve_edge  # noqa: E402
 from bench.load import TRANSCRIPT  # noqa: E402
-from bench.service import CHILDREN, _exit_on_sigterm, run_json, summary, tree_cpu_seconds  # noqa: E402
+from bench.service import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds  # noqa: E402
 
 DEFAULT_PYTHON = os.environ.get("AWAITHUMANS_PYTHON", "/work/.bench-awaithumans/bin/python")
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
@@ -547,13 +546,7 @@ def main() -> None:
     if args.command == "receiver":
         asyncio.run(receiver(args.port))
         return
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        figures = asyncio.run(bench(args))
-    finally:
-        CHILDREN.stop_all()
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2), "utf-8")
+    run_bench(bench, args)
 
 
 if __name__ == "__main__":

@@ -738,6 +738,12 @@ def main(**defaults: Any) -> None:
     SERVER_LOG = args.server_log
     if args.busy_concurrency is not None:
         OUTBOX["busy_concurrency"] = args.busy_concurrency
+    run_bench(bench, args)
+
+
+def run_bench(bench: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> None:
+    """Run a benchmark's `bench(args)` coroutine, every process it started stopped on exit,
+    errors and SIGTERM; its figures written to `args.json` when given."""
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         figures = asyncio.run(bench(args))

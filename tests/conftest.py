@@ -29,11 +29,10 @@ from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.operator import Operator
 from bot.routing import Directory
-from store.engine import create_engine, normalize_url
-from store.migrate import upgrade
+from store.engine import normalize_url
 from store.repository import Store
 from store.schema import metadata
-from tests.support.databases import asyncpg_dsn
+from tests.support.databases import admin, asyncpg_dsn, migrate
 from tests.support.samples import TEST_CONFIG
 
 # PYTHONDONTWRITEBYTECODE is undone in tests/__init__.py, before anything here is imported.
@@ -123,23 +122,6 @@ def _with_database(url: str, name: str) -> str:
     return make_url(normalize_url(url)).set(database=name).render_as_string(False)
 
 
-async def _admin(url: str, *statements: str) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
-        for statement in statements:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-async def _migrate(url: str) -> None:
-    engine = create_engine(url)
-    try:
-        await upgrade(engine)
-    finally:
-        await engine.dispose()
-
-
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
     """URL of a PostgreSQL maintenance database where tests may create databases."""
@@ -150,7 +132,7 @@ def pg_admin_url() -> Iterator[str]:
             pytest.fail(message + " (CI=true: PostgreSQL tests must not skip)")
         pytest.skip(message)
     try:
-        asyncio.run(_admin(url, "SELECT 1"))
+        asyncio.run(admin(url, "SELECT 1"))
     except (OSError, asyncpg.PostgresError) as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"cannot connect to PostgreSQL at {url}: {exc}")
@@ -162,9 +144,9 @@ def pg_admin_url() -> Iterator[str]:
 def pg_empty_url(pg_admin_url: str) -> Iterator[str]:
     """A brand-new, empty PostgreSQL database for this test (first start, `db upgrade`)."""
     name = f"signoff_t_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(pg_admin_url, f"CREATE DATABASE {name}"))
+    asyncio.run(admin(pg_admin_url, f"CREATE DATABASE {name}"))
     yield normalize_url(_with_database(pg_admin_url, name))
-    asyncio.run(_admin(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    asyncio.run(admin(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 # The catalogue of the public schema in one number: which relations (tables, indexes,
@@ -197,12 +179,12 @@ class PostgresTestDatabase:
         return normalize_url(_with_database(self.admin_url, self.name))
 
     async def create(self) -> None:
-        await _admin(
+        await admin(
             self.admin_url,
             f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)",
             f"CREATE DATABASE {self.name}",
         )
-        await _migrate(self.url)
+        await migrate(self.url)
         conn = await asyncpg.connect(asyncpg_dsn(self.url))
         try:
             self.fingerprint = tuple(await conn.fetchrow(_SCHEMA_FINGERPRINT))  # type: ignore[assignment]
@@ -235,7 +217,7 @@ class PostgresTestDatabase:
         await self.create()
 
     async def drop(self) -> None:
-        await _admin(self.admin_url, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+        await admin(self.admin_url, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
@@ -251,7 +233,7 @@ def pg_test_database(pg_admin_url: str) -> Iterator[PostgresTestDatabase]:
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "signoff.db"
-    asyncio.run(_migrate(f"sqlite+aiosqlite:///{path}"))
+    asyncio.run(migrate(f"sqlite+aiosqlite:///{path}"))
     return path
 
 

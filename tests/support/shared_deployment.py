@@ -22,31 +22,14 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from store.engine import create_engine, normalize_url
-from store.migrate import upgrade
+from store.engine import normalize_url
 from store.schema import metadata
 from tests.support.agent_deployment import Deployment, deploy
 from tests.support.cli import sqlite_url
-from tests.support.databases import asyncpg_dsn
+from tests.support.databases import admin, asyncpg_dsn, migrate
 
 # Children first, so no foreign key objects; alembic_version is not in the metadata.
 _EMPTY = [f"DELETE FROM {table.name}" for table in reversed(metadata.sorted_tables)]
-
-
-async def _admin(url: str, statement: str) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-async def _migrate(url: str) -> None:
-    engine = create_engine(url)
-    try:
-        await upgrade(engine)
-    finally:
-        await engine.dispose()
 
 
 async def _empty_postgresql(url: str) -> None:
@@ -106,16 +89,15 @@ class SharedDeployments:
             url = sqlite_url(path)
             empty = lambda: _empty_sqlite(path)  # noqa: E731
         else:
-            admin = self._pg_admin_url()
+            admin_url = self._pg_admin_url()
             name = f"signoff_m_{uuid.uuid4().hex[:12]}"
-            asyncio.run(_admin(admin, f"CREATE DATABASE {name}"))
-            self._stops.append(
-                lambda: asyncio.run(_admin(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            )
+            asyncio.run(admin(admin_url, f"CREATE DATABASE {name}"))
+            drop = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            self._stops.append(lambda: asyncio.run(admin(admin_url, drop)))
             url = normalize_url(
-                make_url(normalize_url(admin)).set(database=name).render_as_string(False)
+                make_url(normalize_url(admin_url)).set(database=name).render_as_string(False)
             )
-            asyncio.run(_migrate(url))
+            asyncio.run(migrate(url))
             empty = lambda: asyncio.run(_empty_postgresql(url))  # noqa: E731
         running = deploy(tmp, url)
         deployment = next(running)
