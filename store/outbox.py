@@ -24,29 +24,19 @@ from store.schema import outbox
 from store.statements import Statements, insert_for
 
 # The outbox runner's own statements, run on every claim and settle.
-_DUE = and_(
-    outbox.c.state == "queued",
-    outbox.c.kind.in_(bindparam("kinds", expanding=True)),
-    outbox.c.run_after <= bindparam("now"),
-    or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
-)
+_QUEUED = and_(outbox.c.state == "queued", outbox.c.kind.in_(bindparam("kinds", expanding=True)))
+_UNLEASED = or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now"))
 _DUE_JOBS = (
     select(outbox.c.id)
-    .where(_DUE)
+    .where(_QUEUED, outbox.c.run_after <= bindparam("now"), _UNLEASED)
     .order_by(outbox.c.run_after, outbox.c.id)
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
 )
 # When the next job falls due (now or earlier if one is due), without a lock or a write: what
 # an idle runner asks at each poll. A leased job falls due when its lease runs out.
-_QUEUED = and_(outbox.c.state == "queued", outbox.c.kind.in_(bindparam("kinds", expanding=True)))
 _NEXT_DUE = select(
-    select(func.min(outbox.c.run_after))
-    .where(
-        _QUEUED,
-        or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now")),
-    )
-    .scalar_subquery(),
+    select(func.min(outbox.c.run_after)).where(_QUEUED, _UNLEASED).scalar_subquery(),
     select(func.min(outbox.c.locked_until))
     .where(_QUEUED, outbox.c.locked_until > bindparam("now"))
     .scalar_subquery(),
