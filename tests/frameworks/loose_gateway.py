@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from mcp_types import CallToolResult
 
 from signoff_client import SignoffClient
 from signoff_client.mcp import Gateway, Upstream, parse_policy
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 
 LOOSE_UPSTREAM = Path(__file__).with_name("mcp_loose_upstream.py")
@@ -105,13 +105,13 @@ class LooseShop:
         self.definitions.write_text(json.dumps(self._options()), "utf-8")
 
     def upstream_command(self) -> list[str]:
-        return [sys.executable, str(LOOSE_UPSTREAM), str(self.calls), str(self.definitions)]
+        return [prefork.python(), str(LOOSE_UPSTREAM), str(self.calls), str(self.definitions)]
 
     @contextlib.asynccontextmanager
     async def agent(self, *options: str) -> AsyncIterator[Client]:
         """The official MCP client, launching `signoff-mcp serve [options]` on stdio."""
         params = StdioServerParameters(
-            command=sys.executable,
+            command=prefork.python(),
             args=["-m", "signoff_client.mcp.cli", "serve", "--policy", str(self.policy_path),
                   *options, "--", *self.upstream_command()],
             env={

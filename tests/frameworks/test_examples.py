@@ -23,6 +23,7 @@ from typing import TypeVar
 import pytest
 
 from signoff_client import SignoffClient
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 from tests.support.cli import REPO_ROOT
 
@@ -54,7 +55,7 @@ class Run:
 
 def run_example(deployment: Deployment, cwd: Path, script: str, *args: str, **env: str) -> Run:
     """Run examples/<script> as a user would, against `deployment`; fail on a non-zero exit."""
-    command = [sys.executable, str(EXAMPLES / script), *args]
+    command = [prefork.python(), str(EXAMPLES / script), *args]
     environment = {
         **deployment.env,  # SIGNOFF_CONFIG: for the `signoff` CLI the examples tell you to use
         "SIGNOFF_URL": deployment.url,

@@ -23,7 +23,6 @@ import copy
 import hashlib
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypedDict
@@ -41,6 +40,7 @@ from bot.routing import Directory
 from signoff_client import SignoffClient
 from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt, resume
 from store.repository import Store
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 from tests.support.samples import TEST_CONFIG
 
@@ -67,7 +67,7 @@ class App:
         }
 
     def _command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", APP, args[0], "--db", str(self.db), *args[1:]]
+        return [prefork.python(), "-m", APP, args[0], "--db", str(self.db), *args[1:]]
 
     def run(self, *args: str) -> dict[str, Any]:
         done = subprocess.run(

@@ -18,7 +18,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult, Ta
 
 from signoff_client import SignoffClient
 from signoff_client.mcp import parse_policy
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 
 UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
@@ -89,7 +89,7 @@ class Gateway:
         log = self.tmp / f"{name}-{len(self.procs)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, *args], cwd=self.tmp, env=self.env, stdout=out, stderr=out
+                [prefork.python(), *args], cwd=self.tmp, env=self.env, stdout=out, stderr=out
             )
         self.procs.append(proc)
         deadline = time.monotonic() + 20
@@ -106,8 +106,8 @@ class Gateway:
         """An MCP client session with the gateway. Leaving it after kill9 is not an error."""
         if self.transport == "stdio":
             params = StdioServerParameters(
-                command=sys.executable,
-                args=[*self.serve_args(), "--", sys.executable, str(UPSTREAM), str(self.calls)],
+                command=prefork.python(),
+                args=[*self.serve_args(), "--", prefork.python(), str(UPSTREAM), str(self.calls)],
                 env=self.env,
                 cwd=self.tmp,
             )
@@ -346,7 +346,7 @@ def test_check_validates_a_policy(tmp_path: Path, edit: Any, exit_code: int, say
     path = tmp_path / "policy.toml"
     path.write_text(edit(POLICY), "utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "signoff_client.mcp.cli", "check", str(path)],
+        [prefork.python(), "-m", "signoff_client.mcp.cli", "check", str(path)],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert done.returncode == exit_code, done

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from signoff_client import SignoffClient
 from tests.frameworks.loose_gateway import LooseShop, approval, text
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 
 # One signoff serve per database for the module, emptied before each test.
@@ -128,7 +128,7 @@ def http_gateway(shop: LooseShop, deployment: Deployment) -> Iterator[str]:
     env = {**deployment.env, "SIGNOFF_URL": deployment.url, "SIGNOFF_API_KEY": deployment.api_key}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "signoff_client.mcp.cli", "serve",
+            [prefork.python(), "-m", "signoff_client.mcp.cli", "serve",
              "--policy", str(shop.policy_path), "--transport", "streamable-http", "--port", "0",
              "--", *shop.upstream_command()],
             cwd=shop.tmp, env=env, stdout=out, stderr=out,

@@ -11,13 +11,13 @@ the caller, and so does the progress of an approved gated call when it runs.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 
 # One signoff serve per database for the module, emptied before each test.
@@ -47,7 +47,7 @@ def gateway_client(
     """The official client launching `signoff-mcp serve --policy P <upstream>` on stdio."""
     (tmp_path / "policy.toml").write_text(policy, "utf-8")
     params = StdioServerParameters(
-        command=sys.executable,
+        command=prefork.python(),
         args=["-m", "signoff_client.mcp.cli", "serve", "--policy", "policy.toml", *upstream],
         env={
             **deployment.env,
@@ -74,10 +74,10 @@ async def test_the_upstream_command_survives_hosts_that_drop_the_dashes(
     calls = tmp_path / "calls.jsonl"
     # `-u` starts with `-`: as an --upstream-arg it is written --upstream-arg=-u.
     upstream = (
-        ["--upstream-command", sys.executable, "--upstream-arg=-u", "--upstream-arg", UPSTREAM,
+        ["--upstream-command", prefork.python(), "--upstream-arg=-u", "--upstream-arg", UPSTREAM,
          "--upstream-arg", str(calls)]
         if form == "upstream-command"
-        else [sys.executable, "-u", UPSTREAM, str(calls)]
+        else [prefork.python(), "-u", UPSTREAM, str(calls)]
     )  # fmt: skip
     async with gateway_client(deployment, tmp_path, upstream, mode="legacy") as agent:
         result = await agent.call_tool("read_note", {"name": "groceries"})
@@ -103,7 +103,7 @@ async def test_progress_and_log_messages_of_an_allowed_call_reach_the_caller(
     client = gateway_client(
         deployment,
         tmp_path,
-        ["--", sys.executable, UPSTREAM, str(calls)],
+        ["--", prefork.python(), UPSTREAM, str(calls)],
         mode=mode,
         logging_callback=on_log,
         log_level="info",  # 2026-07-28: log messages are sent only to a request that asks
@@ -128,7 +128,7 @@ async def test_the_approved_run_of_a_gated_call_relays_progress(
         progress.append((value, total, message))
 
     gated = POLICY.replace('count_slowly = "allow"', 'count_slowly = "ask"')
-    upstream = ["--", sys.executable, UPSTREAM, str(calls)]
+    upstream = ["--", prefork.python(), UPSTREAM, str(calls)]
     client = gateway_client(deployment, tmp_path, upstream, gated, mode="legacy")
     async with client as agent:
         waiting = await agent.call_tool("count_slowly", {"steps": 2}, progress_callback=on_progress)

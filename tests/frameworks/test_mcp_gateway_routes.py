@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from bot.config import load_config
 from signoff_client import SignoffClient
 from signoff_client.mcp import load_policy
 from signoff_client.mcp.routes import probes
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 from tests.support.service import API_KEYS
 
@@ -36,7 +36,7 @@ refund = { action = "ask", capability = "billing.refund" }
 def check(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "policy.toml").write_text(POLICY, "utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "signoff_client.mcp.cli", "check", "policy.toml", *args],
+        [prefork.python(), "-m", "signoff_client.mcp.cli", "check", "policy.toml", *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,

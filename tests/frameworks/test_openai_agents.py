@@ -19,13 +19,13 @@ import hashlib
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from signoff_client import ApprovalRecord, SignoffClient
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 
 APP = Path(__file__).with_name("openai_agent_app.py")
@@ -46,7 +46,7 @@ def app(deployment: Deployment, workdir: Path, *args: str) -> subprocess.Complet
         "SIGNOFF_WEBHOOK_SECRET": deployment.webhook_secret,
     }
     return subprocess.run(
-        [sys.executable, str(APP), args[0], str(workdir), *args[1:]],
+        [prefork.python(), str(APP), args[0], str(workdir), *args[1:]],
         env=env, cwd=workdir, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
