@@ -29,6 +29,7 @@ import os
 import runpy
 import selectors
 import shlex
+import shutil
 import signal
 import socket
 import struct
@@ -222,7 +223,7 @@ def serve(folder: Path, watched: int) -> tuple[Program, list[int]]:
             elif key.fileobj == run_ended:
                 for pid in children:
                     _kill(pid)
-                path.unlink(missing_ok=True)
+                shutil.rmtree(folder, ignore_errors=True)
                 sys.exit(0)
             else:  # a launcher closed its end: it was killed; so is its program
                 conn = key.fileobj
