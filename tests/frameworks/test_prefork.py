@@ -80,10 +80,22 @@ def test_signals_reach_the_program_and_its_death_by_signal_is_the_launchers() ->
     assert handles.wait(TIMEOUT) == 3
     assert handles.stdout.read() == "terminated\n"
 
-    ignores = subprocess.Popen([prefork.python(), "-c", "import time; time.sleep(30)"])
+    dies = subprocess.Popen([prefork.python(), "-c", "import time; time.sleep(30)"])
     time.sleep(0.2)
-    ignores.send_signal(signal.SIGINT)  # the default handler: KeyboardInterrupt, then SIGINT
-    assert ignores.wait(TIMEOUT) == -signal.SIGINT
+    dies.send_signal(signal.SIGUSR1)  # its default action: the process ends
+    assert dies.wait(TIMEOUT) == -signal.SIGUSR1
+
+
+def test_a_signal_ignored_where_the_program_was_started_stays_ignored() -> None:
+    code = (
+        "import signal; print(signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN,"
+        " signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL)"
+    )
+    done = subprocess.run(  # a shell that ignores SIGUSR2 starts the program
+        ["sh", "-c", 'trap "" USR2; exec "$0" "$@"', prefork.python(), "-c", code],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert done.stdout.split() == ["True", "True"], done
 
 
 def test_sigkill_of_the_launcher_kills_the_program(tmp_path: Path) -> None:

@@ -151,6 +151,7 @@ class Program:
     cwd: str
     env: dict[str, str]
     fds: list[int]  # the launcher's descriptor numbers, in the order they were sent
+    ignored: list[int]  # the signals the launcher was started with ignored
 
 
 def serve(folder: Path, watched: int) -> tuple[Program, list[int]]:
@@ -294,6 +295,7 @@ def become(program: Program, received: list[int], python: Path) -> None:
         os.dup2(fd, target)
         os.close(fd)
     _close_all_but(set(program.fds))
+    _signal_dispositions(set(program.ignored))
 
     os.chdir(program.cwd)
     os.environ.clear()
@@ -352,6 +354,25 @@ def _exit(code: int) -> None:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code)
+
+
+def _signal_dispositions(ignored: set[int]) -> None:
+    """What a new interpreter would start with: the launcher's ignored signals ignored,
+    SIGINT raising KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored, the rest as the system
+    has them."""
+    for signum in signal.valid_signals():
+        if signum in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        if signum in ignored or signum in (signal.SIGPIPE, signal.SIGXFSZ):
+            handler: signal.Handlers | object = signal.SIG_IGN
+        elif signum == signal.SIGINT:
+            handler = signal.default_int_handler
+        else:
+            handler = signal.SIG_DFL
+        try:
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        except (OSError, ValueError):  # one the system does not let a process set
+            pass
 
 
 def _options(args: list[str]) -> tuple[dict[str, str], list[str]]:

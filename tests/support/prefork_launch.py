@@ -33,6 +33,8 @@ def main() -> None:
         else:
             pending.append(signum)
 
+    # Ignored ones stay ignored in the program, as they would across fork and exec.
+    ignored = [int(n) for n in signal.valid_signals() if _ignored(n)]
     for signum in FORWARDED:
         signal.signal(signum, forward)
 
@@ -42,7 +44,8 @@ def main() -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.connect(path)
     body = json.dumps(
-        {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds}
+        {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds,
+         "ignored": ignored}
     ).encode()
     socket.send_fds(server, [struct.pack("!Q", len(body))], fds)
     server.sendall(body)
@@ -72,6 +75,13 @@ def main() -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
     sys.exit(os.waitstatus_to_exitcode(status))
+
+
+def _ignored(signum: int) -> bool:
+    try:
+        return signal.getsignal(signum) == signal.SIG_IGN
+    except ValueError:  # not a signal this platform names
+        return False
 
 
 def _is_open(fd: int) -> bool:
