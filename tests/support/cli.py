@@ -205,12 +205,11 @@ class _Forked:
         return cls(tuple(args), process, out, err)
 
     def wait(self) -> Result:
-        self.process.join(TIMEOUT)
-        if self.process.is_alive():
+        code = forked_cli.exit_code(self.process, TIMEOUT)
+        if code is None:
             self.process.kill()
-            self.process.join()
+            code = forked_cli.exit_code(self.process, None)
         try:
-            code = self.process.exitcode
             assert code is not None
             return Result(self.args, code, _read(self.out), _read(self.err))
         finally:

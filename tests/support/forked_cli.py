@@ -79,8 +79,12 @@ def _context() -> ForkServerContext:
     return context
 
 
-# Tests start commands from several threads at once (asyncio.to_thread).
-_starting = threading.Lock()
+# Tests start and wait for commands from several threads at once (asyncio.to_thread). A
+# process's exit status is read once, from a pipe, by whoever polls it first, and starting a
+# process polls every other one (multiprocessing's cleanup of finished children): two threads
+# polling one process at once leave the second with no status to read, which multiprocessing
+# reports as exit code 255. So every start and every poll holds this lock.
+_polling = threading.Lock()
 _servers: list[BaseProcess] = []
 
 
@@ -99,7 +103,7 @@ def start(
     process = _context().Process(
         target=command, args=(list(args), cwd, dict(env), out, err), daemon=not server
     )
-    with _starting:
+    with _polling:
         process.start()
         if server:
             _servers.append(process)
@@ -109,33 +113,38 @@ def start(
 @atexit.register  # before multiprocessing's own exit handler, which would wait for them
 def _kill_servers() -> None:
     for process in _servers:
-        if process.exitcode is None:
+        if exit_code(process) is None:
             process.kill()
+
+
+def exit_code(process: BaseProcess, timeout: float | None = 0) -> int | None:
+    """The process's exit code (negative: the signal that ended it), waiting up to `timeout`
+    seconds for it to end (None: as long as it takes); None if it still runs."""
+    if timeout != 0:
+        multiprocessing.connection.wait([process.sentinel], timeout)
+    with _polling:
+        return process.exitcode
 
 
 class ForkedProcess:
     """A forked command seen as `subprocess.Popen` shows a process: pid, poll, wait, signals
     and returncode (negative: the signal that ended it). Safe to use from several threads
-    (a test and the thread reading the server's log): multiprocessing reads the exit status
-    once, from a pipe, so only one thread at a time may look."""
+    (a test and the thread reading the server's log)."""
 
     def __init__(self, process: BaseProcess) -> None:
         self.process = process
         assert process.pid is not None
         self.pid: int = process.pid
-        self._looking = threading.Lock()
 
     @property
     def returncode(self) -> int | None:
         return self.poll()
 
     def poll(self) -> int | None:
-        with self._looking:
-            return self.process.exitcode
+        return exit_code(self.process)
 
     def wait(self, timeout: float | None = None) -> int:
-        multiprocessing.connection.wait([self.process.sentinel], timeout)
-        code = self.poll()
+        code = exit_code(self.process, timeout)
         if code is None:
             raise subprocess.TimeoutExpired(f"signoff (pid {self.pid})", timeout or 0)
         return code
