@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -142,3 +144,30 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_launcher_gone_before_reading_its_answer_leaves_the_server_serving(
+    tmp_path: Path,
+) -> None:
+    """A launcher that dies before it has read the server's answer resets its connection;
+    the server kills that program and goes on serving."""
+    pid_file = tmp_path / "pid"
+    request = json.dumps({
+        "args": ["-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()));"
+                       " time.sleep(60)"],
+        "cwd": str(tmp_path), "env": {}, "fds": [0, 1, 2], "ignored": [],
+    }).encode()  # fmt: skip
+    with open(os.devnull, "r+b") as null, socket.socket(socket.AF_UNIX) as launcher:
+        launcher.connect(str(Path(prefork.python()).with_name("prefork.sock")))
+        socket.send_fds(launcher, [struct.pack("!Q", len(request))], [null.fileno()] * 3)
+        launcher.sendall(request)
+        deadline = time.monotonic() + TIMEOUT
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.1)  # the answer ("pid N") is in this end's buffer, unread, when it closes
+    program = int(pid_file.read_text())
+    while _alive(program):
+        assert time.monotonic() < deadline, "the program outlived its launcher"
+        time.sleep(0.02)
+    assert run("-c", "print('still here')").stdout == "still here\n"

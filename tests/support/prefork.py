@@ -229,11 +229,21 @@ def serve(folder: Path, watched: int) -> tuple[Program, list[int]]:
             else:  # a launcher closed its end: it was killed; so is its program
                 conn = key.fileobj
                 assert isinstance(conn, socket.socket)
-                if not conn.recv(1):
+                if not _still_open(conn):
                     selector.unregister(conn)
                     for pid, held in children.items():
                         if held is conn:
                             _kill(pid)
+
+
+def _still_open(conn: socket.socket) -> bool:
+    """Whether a launcher's connection is still open (it sends nothing after its request: a
+    readable connection is one that ended, with a reset if the launcher died before reading
+    all the server said)."""
+    try:
+        return bool(conn.recv(1))
+    except OSError:
+        return False
 
 
 def _receive(conn: socket.socket) -> tuple[Program, list[int]]:

@@ -42,7 +42,11 @@ def main() -> None:
     fds = sorted(int(name) for name in os.listdir("/proc/self/fd"))
     fds = [fd for fd in fds if _is_open(fd)]
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.connect(path)
+    try:
+        server.connect(path)
+    except OSError as exc:
+        sys.stderr.write(f"prefork: no fork server answers at {path}: {exc}\n")
+        sys.exit(125)
     body = json.dumps(
         {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds,
          "ignored": ignored}
