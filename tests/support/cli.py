@@ -170,6 +170,9 @@ class Cli:
 
 
 class Running(Protocol):
+    @property
+    def pid(self) -> int: ...
+
     def wait(self) -> Result: ...
 
 
@@ -179,6 +182,10 @@ class _Exec:
 
     args: tuple[str, ...]
     process: subprocess.Popen[str]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def wait(self) -> Result:
         try:
@@ -197,6 +204,11 @@ class _Forked:
     process: BaseProcess
     out: Path
     err: Path
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None
+        return self.process.pid
 
     @classmethod
     def start(cls, cli: Cli, args: Sequence[str], env: Mapping[str, str] | None) -> _Forked:
