@@ -383,7 +383,10 @@ async def claim(request: web.Request) -> web.Response:
             "claim_token": claimed.claim_token,
             "lease_until": utc_iso(approval.lease_until) if approval.lease_until else None,
             "idempotency_key": claimed.idempotency_key,
+            # The call to run: an approver's revision when approved as edited.
             "tool": {"name": approval.tool_name, "arguments": approval.tool_args},
+            "edited": approval.original_hash is not None,
+            "original_hash": approval.original_hash,
             "step": approval.step,
             "resume": approval.resume,
             "preconditions": approval.preconditions,

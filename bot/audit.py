@@ -117,13 +117,22 @@ async def note(
     return stored
 
 
-def content_hash(kind: str, capability: str, presentation: Any, tool: str, args: Any) -> str:
+def content_hash(
+    kind: str, capability: str, presentation: Any, tool: str, args: Any, question: Any = None
+) -> str:
     """The request hash the stored fields give now, or "not hashable" when they cannot be
-    hashed at all (an edited row may not be canonical JSON any more)."""
+    hashed at all (a row altered outside signoff may not be canonical JSON any more)."""
     try:
-        return approval_hash(kind, capability, presentation, tool, args)
+        return approval_hash(kind, capability, presentation, tool, args, question)
     except SignoffError:
         return "not hashable"
+
+
+def row_hash(row: Approval) -> str:
+    """`content_hash` of an approval's stored call (or question) as it is now."""
+    return content_hash(
+        row.kind, row.capability, row.presentation, row.tool_name, row.tool_args, row.question
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +204,31 @@ class _Trail:
     last: Event
     requested_hash: str | None
     decided_by: str | None = None
+    # The hash of the call's current revision: the requested one, then each edit's.
+    revision_hash: str | None = None
+    revision_problem: str | None = None
 
     def follow(self, event: Event) -> None:
         self.last = event
         if "decided_by" in event.data:
             self.decided_by = event.data["decided_by"]
+        if event.type == "requested":
+            self.revision_hash = self.requested_hash
+        elif event.type == "edited" and self.revision_problem is None:
+            self.revision_problem = self._revised(event)
+
+    def _revised(self, event: Event) -> str | None:
+        """Each edit starts from the revision before it, and its arguments hash to its hash."""
+        head, data = self.head, event.data
+        if data.get("from_hash") != self.revision_hash:
+            return f"event #{event.seq} edits a revision the trail does not have"
+        made = content_hash(
+            head.kind, head.capability, head.presentation, head.tool_name, data.get("arguments")
+        )
+        if made != data.get("hash"):
+            return f"event #{event.seq}: the edited arguments do not hash to the edit's hash"
+        self.revision_hash = made
+        return None
 
 
 def _check_row(trail: _Trail) -> str | None:
@@ -219,9 +248,23 @@ def _check_row(trail: _Trail) -> str | None:
             f"the approval says decided by {head.decided_by!r} but its trail says "
             f"{trail.decided_by!r}"
         )
-    if head.hash != trail.requested_hash:
-        return "the approval's hash differs from the hash recorded when it was requested"
-    now = content_hash(head.kind, head.capability, head.presentation, head.tool_name, head.args)
+    if trail.revision_problem is not None:
+        return trail.revision_problem
+    if head.hash != trail.revision_hash:
+        if trail.revision_hash == trail.requested_hash:
+            return "the approval's hash differs from the hash recorded when it was requested"
+        return "the approval's hash differs from the hash of its last edit"
+    if (head.original_hash or trail.requested_hash) != trail.requested_hash or (
+        head.original_hash is not None
+        and content_hash(
+            head.kind, head.capability, head.presentation, head.tool_name, head.original_args
+        )
+        != head.original_hash
+    ):
+        return "the call as first requested (before its edit) no longer hashes to its hash"
+    now = content_hash(
+        head.kind, head.capability, head.presentation, head.tool_name, head.args, head.question
+    )
     if now != head.hash:
         return (
             "the stored call (tool, arguments or presentation) no longer hashes to the "

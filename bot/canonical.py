@@ -1,6 +1,7 @@
 """Canonical JSON (RFC 8785, JCS) and the request hash a decision binds to.
 
-The hash covers exactly `{kind, capability, presentation, tool: {name, arguments}}`; see
+The hash covers exactly `{kind, capability, presentation, tool: {name, arguments}}` (a
+question: `{kind, capability, presentation, question}`); see
 docs/hashing.md for how an agent in any language computes the same value. Input that JCS
 cannot represent is refused with NotCanonical: hashing a stand-in (a string for a NaN, a
 rounded float for a huge integer) would let a human approve something other than what runs.
@@ -94,16 +95,29 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+QUESTION = "question"
+
+
 def approval_hash(
-    kind: str, capability: str, presentation: Any, tool_name: str, arguments: Any
+    kind: str,
+    capability: str,
+    presentation: Any,
+    tool_name: str,
+    arguments: Any,
+    question: Any = None,
 ) -> str:
-    """SHA-256 hex of the canonical request: what the human is shown and what will run."""
-    document = {
+    """SHA-256 hex of the canonical request: what the human is shown and what will run. A
+    question (kind "question") has no call: its `question` (the options offered) is hashed in
+    place of the tool."""
+    document: dict[str, Any] = {
         "kind": kind,
         "capability": capability,
         "presentation": presentation,
-        "tool": {"name": tool_name, "arguments": arguments},
     }
+    if kind == QUESTION:
+        document["question"] = question
+    else:
+        document["tool"] = {"name": tool_name, "arguments": arguments}
     return sha256_hex(canonical_json(document))
 
 

@@ -16,8 +16,9 @@ from bot import card_sections
 from bot.canonical import short_hash
 from bot.card_sections import Section
 from bot.durations import format_duration
+from bot.edits import differences
 from bot.errors import NoRoute
-from bot.model import State
+from bot.model import Kind, State
 from bot.routing import Directory
 from bot.visible import visible
 from store.records import Approval
@@ -87,6 +88,15 @@ class Card:
     votes: tuple[CardVote, ...] = ()
     # The route asks for a confirmation before Approve decides (`confirm = true`).
     confirm: bool = False
+    # A question (kind "question"): no call, its options (none: answered in words), and once
+    # answered, the answer.
+    question: bool = False
+    options: tuple[str, ...] = ()
+    answer: str | None = None
+    # Approved as edited: the agent's call's hash, and each key the approver changed as
+    # (key, what it was and became), shown beside the arguments approved.
+    original_hash: str | None = None
+    changes: tuple[tuple[str, str], ...] = ()
 
     @property
     def progress(self) -> str | None:
@@ -169,7 +179,38 @@ class Card:
             ),
             required_approvals=approval.required_approvals,
             votes=card_votes(approval, directory),
+            question=approval.kind == Kind.QUESTION,
+            options=tuple(visible(o) for o in (approval.question or {}).get("options") or ()),
+            answer=_answer_text(approval.answer),
+            original_hash=approval.original_hash,
+            changes=_changes(approval, max_value),
         )
+
+
+def _answer_text(answer: Any) -> str | None:
+    if not isinstance(answer, dict):
+        return None
+    given = answer.get("option", answer.get("text"))
+    return visible(given) if isinstance(given, str) else None
+
+
+def _changes(approval: Approval, limit: int | None) -> tuple[tuple[str, str], ...]:
+    """What an approver's edit changed, key by key: "120 → 100", "added: ...", "removed (was
+    ...)". Every changed, added and removed key, against the call the agent asked for."""
+    if approval.original_hash is None:
+        return ()
+    shown = []
+    for change in differences(approval.original_args or {}, approval.tool_args or {}):
+        kept = change.record()
+        before = visible(_truncate(kept.get("before"), limit))
+        after = visible(_truncate(kept.get("after"), limit))
+        words = {
+            "changed": f"{before} → {after}",
+            "added": f"added: {after}",
+            "removed": f"removed (was {before})",
+        }[change.kind]
+        shown.append((visible(change.key), words))
+    return tuple(shown)
 
 
 def _truncate(value: Any, limit: int | None) -> str:

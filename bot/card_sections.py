@@ -6,9 +6,12 @@ controls (buttons, forms, a link to the web page):
 
     title      the title; the state in words as its one item
     summary    the agent's summary (prose)
-    what       Capability and Tool: what runs if it is approved
+    what       Capability and Tool: what runs if it is approved (a question: Capability and
+               what answers it, its options or words)
     fields     the agent's own fields, when it sent any
     arguments  "Arguments": every argument, key = value
+    changes    approved as edited: "Edited by the approver" (the agent asked for its short
+               hash) and every key changed, added or removed, key: before → after
     reason     "Reason (from the agent, unverified)": the agent's reason, when it gave one
     people     who asked, who decides, a quorum's progress and every vote cast towards it
                (who, when, on which surface: before and after the outcome), the deadline
@@ -34,6 +37,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from bot import surfaces
+from bot.canonical import short_hash
 from bot.model import State
 
 if TYPE_CHECKING:
@@ -50,6 +54,7 @@ class Kind(StrEnum):
     WHAT = "what"
     FIELDS = "fields"
     ARGUMENTS = "arguments"
+    CHANGES = "changes"
     REASON = "reason"
     PEOPLE = "people"
     HASH = "hash"
@@ -99,16 +104,18 @@ def sections(card: Card) -> tuple[Section, ...]:
     result = [Section(Kind.TITLE, text=card.title, items=(Item("State", state_words(card.state)),))]
     if card.summary:
         result.append(Section(Kind.SUMMARY, text=card.summary))
-    what = (
-        Item("Capability", card.capability, code=True),
-        Item("Tool", card.tool_name, code=True),
-    )
-    result.append(Section(Kind.WHAT, items=what))
+    result.append(Section(Kind.WHAT, items=_what(card)))
     if card.fields:
         result.append(Section(Kind.FIELDS, items=tuple(Item(k, v) for k, v in card.fields)))
     if card.arguments:
         arguments = tuple(Item(k, v, " = ", code=True) for k, v in card.arguments)
         result.append(Section(Kind.ARGUMENTS, label="Arguments", items=arguments))
+    if card.changes:
+        changes = tuple(Item(k, v, code=True) for k, v in card.changes)
+        note = f"the agent asked for {short_hash(card.original_hash or '')}"
+        result.append(
+            Section(Kind.CHANGES, label="Edited by the approver", note=note, items=changes)
+        )
     if card.reason:
         result.append(
             Section(
@@ -122,9 +129,21 @@ def sections(card: Card) -> tuple[Section, ...]:
     )
     result.append(Section(Kind.HASH, label="Hash", text=card.short_hash, items=hashes))
     if card.state != State.PENDING:
-        note = (Item("Note", card.decision_note),) if card.decision_note else ()
+        if card.answer is not None:
+            note: tuple[Item, ...] = (Item("Answer", card.answer),)
+        else:
+            note = (Item("Note", card.decision_note),) if card.decision_note else ()
         result.append(Section(Kind.OUTCOME, items=note, lines=tuple(outcome_lines(card))))
     return tuple(result)
+
+
+def _what(card: Card) -> tuple[Item, ...]:
+    capability = Item("Capability", card.capability, code=True)
+    if not card.question:
+        return capability, Item("Tool", card.tool_name, code=True)
+    if card.options:
+        return capability, Item("Question", "choose one: " + " · ".join(card.options))
+    return capability, Item("Question", "answer in words")
 
 
 def state_words(state: str) -> str:
@@ -207,6 +226,9 @@ def outcome_lines(card: Card) -> list[Line]:
     the agent or the clock did after it, each naming who and when where the row records it."""
     who = f" by {card.decided_by}" if card.decided_by else ""
     state = State(card.state)
+    if state == State.ANSWERED:
+        instead = "" if card.question else " instead of running"
+        return [Line("answered", f"Answered{instead}", f"{who}{at(card.decided_at)}")]
     if state == State.REJECTED:
         return [Line("rejected", "Rejected", f"{who}{at(card.decided_at)}")]
     if state == State.CANCELLED and not card.approved:

@@ -16,7 +16,7 @@ import types
 import typing
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -220,6 +220,16 @@ class RouteConfig(Strict):
     escalation: list[EscalationConfig] = []
     # Nudge the assignees this long before a pending request expires (once, by the sweeper).
     remind_before: DurationText | None = None
+    # What an approver may change before approving: "none", "any", or a list of top-level
+    # argument keys.
+    edits: Literal["none", "any"] | Annotated[list[str], Field(min_length=1)] = "none"
+
+    @model_validator(mode="after")
+    def _edit_keys(self) -> RouteConfig:
+        keys = self.edits
+        if isinstance(keys, list) and (not all(keys) or len(set(keys)) < len(keys)):
+            raise ValueError("edits: argument keys must be distinct and not empty")
+        return self
 
     @model_validator(mode="after")
     def _remind_before_ttl(self) -> RouteConfig:
@@ -359,6 +369,7 @@ class Config(Strict):
                     remind_before=(
                         parse_duration(r.remind_before) if r.remind_before is not None else None
                     ),
+                    edits=r.edits if isinstance(r.edits, str) else tuple(r.edits),
                     escalation=tuple(
                         Escalation(after=parse_duration(e.after), to=e.to) for e in r.escalation
                     ),

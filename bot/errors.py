@@ -185,6 +185,13 @@ class SelfApproval(NotAnApprover):
     code = "self_approval"
 
 
+class EditRefused(SignoffError):
+    """The route does not let approvers change these arguments."""
+
+    code = "edit_refused"
+    http_status = 403
+
+
 class Unauthorized(SignoffError):
     """Missing or unknown API key."""
 

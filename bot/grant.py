@@ -5,11 +5,13 @@ nothing of that moment. Before the call is handed out (and again when its outcom
 reported), it is judged once more, from the database and today's configuration:
 
 - **Integrity**: the stored call (kind, capability, presentation, tool and arguments) still
-  hashes to the approval's hash, and that hash is the one every approving human was shown.
+  hashes to the approval's hash, and that hash is the one every approving human was shown
+  (since the last edit: an edit is a new revision, approved anew).
   A row edited outside signoff fails here, whether or not its hash column was edited too.
-- **Policy**: a route still matches the request's tenant and capability, and everyone whose
-  approval counted (the decider, or each approving voter of a quorum) may still decide it
-  under today's config and the delegations active now (see `authority`).
+- **Policy**: a route still matches the request's tenant and capability, it still allows the
+  edits a call approved as edited was made with, and everyone whose approval counted (the
+  decider, or each approving voter of a quorum, of the revision that was approved) may still
+  decide it under today's config and the delegations active now (see `authority`).
 
 A break-glass approval was never judged by the route's approvers, so its approver is not
 re-judged either; a route must still match.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.audit import chain_problem, content_hash
+from bot.audit import chain_problem, row_hash
 from bot.errors import NoRoute
 from bot.model import Kind
 from bot.routing import Directory, Route, covers
@@ -29,6 +31,8 @@ from store.repository import Tx
 
 # The events that record an approving human (a vote short of the quorum, or the decision).
 _APPROVING = ("voted", "approved")
+# The event of an approver's edit: a new revision of the call, approved by its editor next.
+EDITED = "edited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +44,21 @@ class Approver:
 
 
 def approvers_of(events: list[Event]) -> list[Approver]:
+    """Whose approval counts: those who approved the request's current revision (an edit
+    starts the count again, so approvals of an earlier revision no longer count)."""
     return [
         Approver(_principal(e.actor), bool(e.data.get("break_glass")))
-        for e in events
+        for e in since_last_edit(events)
         if e.type in _APPROVING
     ]
+
+
+def since_last_edit(events: list[Event]) -> list[Event]:
+    """The events from the last `edited` one on (all of them for a request never edited)."""
+    for index in range(len(events) - 1, -1, -1):
+        if events[index].type == EDITED:
+            return events[index:]
+    return events
 
 
 def integrity_problem(row: Approval, events: list[Event]) -> str | None:
@@ -52,14 +66,15 @@ def integrity_problem(row: Approval, events: list[Event]) -> str | None:
     broken = chain_problem(row, events)
     if broken is not None:
         return f"its audit trail is broken ({broken})"
-    now = content_hash(row.kind, row.capability, row.presentation, row.tool_name, row.tool_args)
-    if now != row.hash:
+    if row_hash(row) != row.hash:
         return (
             "the stored call (tool, arguments or presentation) no longer hashes to the "
             f"approval's hash {row.hash[:12]}: it was altered after it was requested"
         )
     shown = {
-        str(e.data["shown_hash"]) for e in events if e.type in _APPROVING and "shown_hash" in e.data
+        str(e.data["shown_hash"])
+        for e in since_last_edit(events)
+        if e.type in _APPROVING and "shown_hash" in e.data
     }
     other = sorted(h for h in shown if h != row.hash)
     if other:
@@ -78,6 +93,9 @@ async def policy_problem(
         route = directory.route_for(row.tenant, row.capability)
     except NoRoute:
         return f"no route matches {row.tenant}/{row.capability} any more"
+    locked = edits_refused(route, events)
+    if locked is not None:
+        return locked
     entitled = await _authority(tx, directory, route, row, events)
     for approver in approvers_of(events):
         if approver.break_glass:
@@ -97,6 +115,16 @@ async def policy_problem(
                 f"{who}, who approved it, may no longer decide {row.capability} under the "
                 "current configuration"
             )
+    return None
+
+
+def edits_refused(route: Route, events: list[Event]) -> str | None:
+    """Why today's route no longer allows the edits the approved revision was made with."""
+    for event in events:
+        if event.type == EDITED:
+            refused = route.edit_refusal(event.data.get("keys") or [])
+            if refused is not None:
+                return f"it was approved as edited, and {refused}"
     return None
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
 
-from bot import audit, transitions
+from bot import audit, edits, transitions
 from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical, sha256_hex
 from bot.clock import Clock, utc_iso
 from bot.destinations import url_problem
@@ -45,6 +45,9 @@ from store.repository import Store, Tx
 
 # How much deeper the decision webhook's body holds a request's fields than the request.
 WEBHOOK_ENVELOPE = 1
+# A question's options are buttons on every surface: a few, each short.
+MAX_OPTIONS = 5
+MAX_OPTION = 80
 
 JsonValue = Any
 M = TypeVar("M", bound=BaseModel)
@@ -66,6 +69,16 @@ class Presentation(StrictModel):
     fields: list[PresentationField] | None = None
 
 
+Option = Annotated[StrictStr, Field(min_length=1, max_length=MAX_OPTION), NO_NUL]
+
+
+class Question(StrictModel):
+    """What a question offers: a few options to choose from, or (without them) a reply in
+    words."""
+
+    options: Annotated[list[Option], Field(min_length=2, max_length=MAX_OPTIONS)] | None = None
+
+
 class RequestBody(StrictModel):
     """The create body (docs/reference.md, "HTTP API")."""
 
@@ -74,10 +87,14 @@ class RequestBody(StrictModel):
         StrictStr,
         Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"),
     ]
-    tool: ToolCall
+    # A tool call carries `tool` (and may carry its `input_schema`); a question, `question`.
+    # Not nullable: a field a request does not have is left out (_check_kind).
+    tool: ToolCall = None  # type: ignore[assignment]
+    question: Question = None  # type: ignore[assignment]
+    input_schema: dict[str, JsonValue] = None  # type: ignore[assignment]
     presentation: Presentation
     # interrupted_side_effect is raised by signoff itself, never asked for by an agent.
-    kind: Literal["tool_call"] = "tool_call"
+    kind: Literal["tool_call", "question"] = "tool_call"
     step: JsonValue = None
     reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
     requested_by: Annotated[StrictStr, Field(min_length=1, max_length=128), NO_NUL] | None = None
@@ -96,17 +113,61 @@ class ParsedRequest:
     # The presentation exactly as sent: it is hashed and stored as is, so an agent computing
     # the hash on its side over what it sent gets the same value.
     raw_presentation: dict[str, Any]
+    # A question's `question` exactly as sent (hashed as is, like the presentation).
+    raw_question: dict[str, Any] | None = None
 
 
 def validate_request(document: Any) -> ParsedRequest:
     """Validate a parsed JSON document as a create body; InvalidRequest lists failing fields."""
-    body = validate(RequestBody, document)
+    try:
+        body = validate(RequestBody, document)
+    except InvalidRequest as refused:
+        # A missing `tool` is a failing field too, listed with the others.
+        if isinstance(document, dict) and document.get("kind", "tool_call") == "tool_call":
+            if "tool" not in document and refused.fields is not None:
+                fields = [*refused.fields, {"field": "tool", "message": "Field required"}]
+                summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
+                raise InvalidRequest(f"invalid request: {summary}", fields=fields) from None
+        raise
+    _check_kind(body)
     # Everything the agent chose must survive canonicalisation (refuses 1e400, 2**60, ...),
     # with a level to spare: its decision webhook carries the record one level deeper
     # ({"approval": {..., "tool": {"arguments": ...}}}), and what was accepted must be
     # deliverable.
     check_canonical(document, max_depth=MAX_DEPTH - WEBHOOK_ENVELOPE)
-    return ParsedRequest(body=body, raw_presentation=document["presentation"])
+    if body.input_schema is not None:
+        edits.check_schema(body.input_schema)
+    return ParsedRequest(
+        body=body,
+        raw_presentation=document["presentation"],
+        raw_question=document.get("question") if body.kind == Kind.QUESTION else None,
+    )
+
+
+def _check_kind(body: RequestBody) -> None:
+    """A tool call has a tool and no question; a question, the reverse, and one answer."""
+
+    def refuse(field: str, message: str) -> None:
+        raise InvalidRequest(
+            f"invalid request: {field}: {message}", fields=[{"field": field, "message": message}]
+        )
+
+    if body.kind == Kind.QUESTION:
+        if body.question is None:
+            refuse("question", 'a question (kind "question") needs `question`')
+        for field in ("tool", "input_schema"):
+            if getattr(body, field) is not None:
+                refuse(field, f"a question has no call: leave out `{field}`")
+        options = body.question.options or [] if body.question else []
+        if len(set(options)) < len(options):
+            refuse("question.options", "the options must differ from each other")
+        if (body.required_approvals or 1) > 1:
+            refuse("required_approvals", "a question is answered by one person")
+    else:
+        if body.tool is None:
+            refuse("tool", "a tool call needs `tool`")
+        if body.question is not None:
+            refuse("question", '`question` is only for a request of kind "question"')
 
 
 def parse_request(data: bytes | str, limit: int = MAX_REQUEST_BYTES) -> ParsedRequest:
@@ -170,6 +231,8 @@ class Draft:
     delegated_to: str | None = None
     assigned_note: str | None = None
     remind_before: timedelta | None = None  # the route's: its assignees are reminded then
+    question: Any = None
+    input_schema: Any = None
 
 
 def new_approval(
@@ -237,6 +300,8 @@ def new_approval(
         "grant_ttl_s": int(draft.grant_ttl.total_seconds()),
         "origin_id": draft.origin_id,
         "step_key": step_key(draft.step),
+        "question": draft.question,
+        "input_schema": draft.input_schema,
         "version": 1,
         **audit.head_of(requested),
     }
@@ -273,8 +338,10 @@ async def create_request(
             )
     route = directory.route_for(tenant, body.capability)
     approvers = _narrow(directory, route, body.approvers)
-    required = body.required_approvals or route.required_approvals
-    if required < route.required_approvals:
+    # One person answers a question, whatever the route's quorum.
+    question = body.kind == Kind.QUESTION
+    required = 1 if question else body.required_approvals or route.required_approvals
+    if required < route.required_approvals and not question:
         raise InvalidRequest(
             f"required_approvals {required} is below the route's {route.required_approvals}",
             fields=[{"field": "required_approvals", "message": "below the route's minimum"}],
@@ -287,8 +354,14 @@ async def create_request(
         )
     approval_ttl = _capped(body.approval_ttl, route.approval_ttl, "approval_ttl")
     grant_ttl = _capped(body.grant_ttl, route.grant_ttl, "grant_ttl")
+    tool_name, tool_args = (body.tool.name, body.tool.arguments) if body.tool else ("", {})
     hash_ = approval_hash(
-        body.kind, body.capability, request.raw_presentation, body.tool.name, body.tool.arguments
+        body.kind,
+        body.capability,
+        request.raw_presentation,
+        tool_name,
+        tool_args,
+        request.raw_question,
     )
     now = clock.now()
     draft = Draft(
@@ -296,9 +369,11 @@ async def create_request(
         run_id=body.run_id,
         kind=Kind(body.kind),
         capability=body.capability,
-        tool_name=body.tool.name,
-        tool_args=body.tool.arguments,
+        tool_name=tool_name,
+        tool_args=tool_args,
         presentation=request.raw_presentation,
+        question=request.raw_question,
+        input_schema=body.input_schema,
         hash=hash_,
         reason=body.reason,
         requested_by=body.requested_by,
@@ -314,14 +389,35 @@ async def create_request(
         resume=body.resume,
         callback_url=body.callback_url,
     )
-    actor = f"agent:{tenant}"
     # Built before the transaction, as if nobody were away (the usual case), to keep the
     # write lock short; rebuilt inside it when someone is.
-    values, requested = new_approval(draft, now=now, actor=actor)
+    values, requested = new_approval(draft, now=now, actor=f"agent:{tenant}")
+    try:
+        return await _insert(store, directory, draft, values, requested, route, now)
+    except _AskedBefore as asked:  # its insert rolled back
+        return Created(asked.approval, created=False)
+
+
+class _AskedBefore(Exception):
+    def __init__(self, approval: Approval) -> None:
+        self.approval = approval
+
+
+async def _insert(
+    store: Store,
+    directory: Directory,
+    draft: Draft,
+    values: dict[str, Any],
+    requested: dict[str, Any],
+    route: Route,
+    now: datetime,
+) -> Created:
+    tenant, run_id, hash_, approvers = draft.tenant, draft.run_id, draft.hash, draft.approvers
+    actor = f"agent:{tenant}"
     async with store.write() as tx:
         # Read in the transaction that inserts, not one of its own: a delegation that
         # committed before this request did is seen, from whichever replica made it.
-        away = await delegations_of(tx, directory, approvers, body.capability, now)
+        away = await delegations_of(tx, directory, approvers, draft.capability, now)
         delegated = away.get(approvers[0])
         if delegated is not None:
             values, requested = new_approval(
@@ -334,12 +430,18 @@ async def create_request(
                 actor=actor,
             )
         if values["step_key"] is not None:
-            await tx.lock_step(tenant, body.run_id, values["step_key"])
+            await tx.lock_step(tenant, run_id, values["step_key"])
         approval = await tx.insert_approval(values)
         if approval is None:
-            existing = await tx.approval_by_key(tenant, body.run_id, hash_)
+            existing = await tx.approval_by_key(tenant, run_id, hash_)
             assert existing is not None  # the conflict that skipped our insert is this row
             return Created(existing, created=False)
+        # Asked for before, and approved as edited since (its hash is the revision's now):
+        # the same request, not a new one. Looked for after the insert, which waited for an
+        # edit of the conflicting row still in progress.
+        edited = await tx.edited_request(tenant, run_id, hash_)
+        if edited is not None:
+            raise _AskedBefore(edited)
         await tx.insert_event(requested)
         superseded = await _replace_older(tx, directory, approval, now)
         await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)

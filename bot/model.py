@@ -21,6 +21,9 @@ class Kind(StrEnum):
     # Raised by signoff itself when an execution lease lapses: the call started, its outcome
     # is unknown, and a human decides whether to run it again.
     INTERRUPTED_SIDE_EFFECT = "interrupted_side_effect"
+    # A question for a person, with no call to run: answered with one of its options or in
+    # words, routed, delegated, escalated, reminded and expiring like an approval.
+    QUESTION = "question"
 
 
 class State(StrEnum):
@@ -34,6 +37,9 @@ class State(StrEnum):
     CANCELLED = "cancelled"
     SUPERSEDED = "superseded"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    # A person answered instead of deciding: the call never runs (a tool call answered in
+    # words), or a question got its answer.
+    ANSWERED = "answered"
 
 
 class Execution(StrEnum):
@@ -75,6 +81,7 @@ def recompute_hash(approval: Approval) -> str:
         approval.presentation,
         approval.tool_name,
         approval.tool_args,
+        approval.question,
     )
 
 
@@ -105,7 +112,12 @@ def public_record(approval: Approval) -> dict[str, Any]:
         "run_id": approval.run_id,
         "kind": approval.kind,
         "capability": approval.capability,
-        "tool": {"name": approval.tool_name, "arguments": approval.tool_args},
+        "tool": (
+            None
+            if approval.kind == Kind.QUESTION
+            else {"name": approval.tool_name, "arguments": approval.tool_args}
+        ),
+        "question": approval.question,
         "presentation": approval.presentation,
         "reason": approval.reason,
         "hash": approval.hash,
@@ -120,6 +132,12 @@ def public_record(approval: Approval) -> dict[str, Any]:
         "decided_by": approval.decided_by,
         "decided_at": _iso(approval.decided_at),
         "decision_note": approval.decision_note,
+        "answer": approval.answer,
+        # Approved as edited: `tool` and `hash` are the revision that was approved; these
+        # are what the agent asked for.
+        "edited": approval.original_hash is not None,
+        "original_hash": approval.original_hash,
+        "original_arguments": approval.original_args,
         "votes": [vote_record(v) for v in approval.votes],
         "grant_expires_at": _iso(approval.grant_expires_at),
         "claimed_at": _iso(approval.claimed_at),

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from bot import audit, escalation, expiry, steps, transitions
-from bot.audit import content_hash
+from bot import audit, edits, escalation, expiry, steps, transitions
+from bot.audit import row_hash
 from bot.errors import (
     AlreadyVoted,
     ApprovalChanged,
@@ -27,7 +27,8 @@ from bot.errors import (
     SelfApproval,
     SignoffError,
 )
-from bot.model import DECIDABLE, State
+from bot.grant import EDITED
+from bot.model import DECIDABLE, Kind, State
 from bot.outbox import jobs
 from bot.routing import Directory, Standing, keeping_authority
 from bot.steps import Outcome
@@ -61,7 +62,9 @@ class Actor:
 Decision = Transition
 
 # The events a decision records; `decision_text` words each of them.
-DECISION_EVENTS = frozenset({"approved", "voted", "rejected", "delegated", "cancelled"})
+DECISION_EVENTS = frozenset(
+    {"approved", "voted", "rejected", "delegated", "cancelled", State.ANSWERED.value}
+)
 
 
 def decision_text(approval: Approval, event: Event, directory: Directory) -> str:
@@ -74,13 +77,18 @@ def decision_text(approval: Approval, event: Event, directory: Directory) -> str
         return f"Your approval is recorded: {votes} of {needed}; the request waits for the rest."
     if event.type == "delegated":
         return f"Handed to {directory.name_of(str(event.data['to']))}."
+    if event.type == "approved" and approval.original_hash is not None:
+        return "Approved as edited."
     if event.type in DECISION_EVENTS:
-        return f"{event.type.capitalize()}."  # Approved. Rejected. Cancelled.
+        return f"{event.type.capitalize()}."  # Approved. Rejected. Cancelled. Answered.
     raise ValueError(f"a {event.type!r} event is not a decision")
 
 
 # Refused attempts of one actor on one request recorded as audit events; the rest are counted.
 RECORDED_REFUSALS = 3
+_QUESTION_APPROVED = "a question is answered, not approved: choose or write an answer"
+# The longest answer a person may give (it is stored, shown and sent to the agent).
+MAX_ANSWER = 4000
 
 
 class Operator(Transitioner):
@@ -104,6 +112,128 @@ class Operator(Transitioner):
         its own request through the API, not through a human's authority.)"""
         return await self._decide("cancel", approval_id, actor, note, None)
 
+    async def approve_edited(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        arguments: dict[str, Any],
+        edited_hash: str,
+        actor: Actor,
+        note: str | None = None,
+    ) -> Decision:
+        """Approve the call shown (`shown_hash`) with these arguments instead: a new revision
+        of it, whose hash the approver was shown with the difference (`edited_hash`). The
+        revision and the approval commit together (events `edited`, then `approved`, or
+        `voted` on a quorum, where the edit starts the count again)."""
+        for name, digest in (("shown", shown_hash), ("edited", edited_hash)):
+            if not _FULL_HASH.fullmatch(digest or ""):
+                raise ApprovalChanged(f"an edit must name the full 64-hex {name} hash")
+        self._check_decider(actor, note)
+
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
+            await self._standing(tx, row, "approve", actor, shown_hash, now)
+            if not _hash_intact(row):
+                raise _corrupt(row)
+            route = self.directory.route_for(row.tenant, row.capability)
+            revision = edits.revise(row, arguments, route)
+            if revision.hash != edited_hash:
+                raise ApprovalChanged(
+                    f"the edited call hashes to sha256:{revision.hash[:12]}, not the "
+                    f"sha256:{edited_hash[:12]} you confirmed; review the edit again"
+                )
+            if row.required_approvals > 1:
+                await tx.clear_votes(row.id)  # every vote is on the same revision
+            edited = await transitions.apply(
+                tx,
+                self.directory,
+                row,
+                {
+                    "state": State.PENDING.value,
+                    "tool_args": revision.arguments,
+                    "hash": revision.hash,
+                    # The call as the agent asked for it, from the first edit on.
+                    "original_args": row.original_args if row.original_hash else row.tool_args,
+                    "original_hash": row.original_hash or row.hash,
+                },
+                EDITED,
+                now=now,
+                actor=actor.label,
+                data={
+                    "from_hash": row.hash,
+                    "hash": revision.hash,
+                    "arguments": revision.arguments,
+                    "changes": [change.record() for change in revision.changes],
+                    "keys": revision.keys,
+                    "note": note,
+                },
+                shown_hash=shown_hash,
+            )
+            approved = await self._apply(
+                tx, "approve", edited.approval, actor, note, revision.hash, now
+            )
+            return Outcome([edited, approved], value=approved)
+
+        decided: Decision = await steps.run(
+            self, approval_id, step, admit=_check_decidable, noticed_by=actor.label
+        )
+        return decided
+
+    async def answer(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        actor: Actor,
+        *,
+        text: str | None = None,
+        option: str | None = None,
+    ) -> Decision:
+        """Answer instead of deciding: a reply in words to a tool call (it never runs) or to a
+        question, or one of a question's options. The request ends `answered`; one answer
+        ends it, whatever its quorum."""
+        if not _FULL_HASH.fullmatch(shown_hash or ""):
+            raise ApprovalChanged("an answer must name the full 64-hex hash that was shown")
+        if (text is None) == (option is None):
+            raise InvalidRequest("answer with either a text or one of the question's options")
+        if text is not None:
+            text = text.strip()
+            if not text:
+                raise InvalidRequest("the answer is empty: write what the agent should read")
+            if len(text) > MAX_ANSWER:
+                raise InvalidRequest(f"the answer is longer than {MAX_ANSWER} characters")
+        self._check_decider(actor, text)
+
+        async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
+            standing = await self._standing(tx, row, "answer", actor, shown_hash, now)
+            given = _answer_for(row, text, option)
+            data: dict[str, object] = {"answer": given, "shown_hash": shown_hash}
+            if standing.on_behalf_of is not None:
+                data["as_delegate_of"] = standing.on_behalf_of
+            if actor.break_glass:
+                data["break_glass"] = True
+            answered = await transitions.apply(
+                tx,
+                self.directory,
+                row,
+                {
+                    "state": State.ANSWERED.value,
+                    "answer": given,
+                    "decided_by": actor.principal,
+                    "decided_at": now,
+                    "decision_note": text,
+                },
+                State.ANSWERED.value,
+                now=now,
+                actor=actor.label,
+                data=data,
+                shown_hash=shown_hash,
+            )
+            return Outcome([answered], value=answered)
+
+        decided: Decision = await steps.run(
+            self, approval_id, step, admit=_check_decidable, noticed_by=actor.label
+        )
+        return decided
+
     async def precheck(
         self, approval_id: str, shown_hash: str, actor: Actor, action: Action
     ) -> None:
@@ -119,6 +249,8 @@ class Operator(Transitioner):
             _check_open(row)
             if expiry.expiry_due(row, now) is not None:
                 raise expiry.expired_error(row)
+            if action == "approve" and row.kind == Kind.QUESTION:
+                raise InvalidRequest(_QUESTION_APPROVED)
             await self._standing(tx, row, action, actor, shown_hash, now)
 
     async def _standing(
@@ -220,14 +352,7 @@ class Operator(Transitioner):
         *,
         to: str | None = None,
     ) -> Decision:
-        self.directory.principal(actor.principal)  # UnknownPrincipal before touching the row
-        if note is not None and "\x00" in note:
-            # PostgreSQL text cannot hold it and SQLite can: refuse it on both, in words.
-            raise InvalidRequest(
-                "the note contains a NUL character (U+0000), which cannot be stored; remove it"
-            )
-        if actor.break_glass and actor.via != "cli":
-            raise NotAnApprover("break-glass decisions are only for the CLI operator")
+        self._check_decider(actor, note)
         if action in ("approve", "reject") and not _FULL_HASH.fullmatch(shown_hash or ""):
             raise ApprovalChanged("a decision must name the full 64-hex hash that was shown")
 
@@ -244,6 +369,18 @@ class Operator(Transitioner):
         )
         return decided
 
+    def _check_decider(self, actor: Actor, note: str | None) -> None:
+        """What is refused before the row is touched: an unknown principal, a note that
+        cannot be stored, break-glass outside the CLI."""
+        self.directory.principal(actor.principal)  # UnknownPrincipal
+        if note is not None and "\x00" in note:
+            # PostgreSQL text cannot hold it and SQLite can: refuse it on both, in words.
+            raise InvalidRequest(
+                "the text contains a NUL character (U+0000), which cannot be stored; remove it"
+            )
+        if actor.break_glass and actor.via != "cli":
+            raise NotAnApprover("break-glass decisions are only for the CLI operator")
+
     async def _apply(
         self,
         tx: Tx,
@@ -255,11 +392,10 @@ class Operator(Transitioner):
         now: datetime,
     ) -> Decision:
         standing = await self._standing(tx, row, action, actor, shown_hash, now)
+        if action == "approve" and row.kind == Kind.QUESTION:
+            raise InvalidRequest(_QUESTION_APPROVED)
         if action == "approve" and not _hash_intact(row):
-            raise ApprovalCorrupt(
-                f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
-                "it was altered outside signoff and cannot be approved"
-            )
+            raise _corrupt(row)
         data: dict[str, object] = {"note": note}
         if shown_hash is not None:
             data["shown_hash"] = shown_hash
@@ -394,13 +530,35 @@ def _check_decidable(row: Approval) -> None:
         raise NotPending(state=row.state, decided_by=row.decided_by, decided_at=row.decided_at)
 
 
+def _corrupt(row: Approval) -> ApprovalCorrupt:
+    return ApprovalCorrupt(
+        f"approval {row.id}: stored fields no longer hash to {row.hash[:12]}; "
+        "it was altered outside signoff and cannot be approved"
+    )
+
+
+def _answer_for(row: Approval, text: str | None, option: str | None) -> dict[str, str]:
+    """The answer as stored and sent: {"text": ...} or {"option": ...}, checked against what
+    the request offers."""
+    options = list((row.question or {}).get("options") or [])
+    if option is not None:
+        if option not in options:
+            offered = ", ".join(repr(o) for o in options) or "none (answer in words)"
+            raise InvalidRequest(f"{option!r} is not one of this request's options: {offered}")
+        return {"option": option}
+    if options:
+        raise InvalidRequest(
+            "this question is answered by choosing one of its options: "
+            + ", ".join(repr(o) for o in options)
+        )
+    assert text is not None
+    return {"text": text}
+
+
 def _hash_intact(row: Approval) -> bool:
     """Whether the stored call still hashes to the row's hash (audit.content_hash: the same
     comparison claim, complete and `audit verify` make)."""
-    return (
-        content_hash(row.kind, row.capability, row.presentation, row.tool_name, row.tool_args)
-        == row.hash
-    )
+    return row_hash(row) == row.hash
 
 
 __all__ = ["DECISION_EVENTS", "Actor", "Decision", "Operator", "decision_text"]

@@ -68,9 +68,27 @@ class Route:
     escalation: tuple[Escalation, ...] = ()
     # How long before a pending request expires its assignees are reminded (None: never).
     remind_before: timedelta | None = None
+    # What an approver may change before approving: "none", "any", or these top-level
+    # argument keys (changed, added or removed).
+    edits: str | tuple[str, ...] = "none"
 
     def matches(self, tenant: str, capability: str) -> bool:
         return fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)
+
+    def edit_refusal(self, keys: Iterable[str]) -> str | None:
+        """Why this route does not let an approver change these top-level argument keys (None:
+        it does)."""
+        if self.edits == "any":
+            return None
+        if self.edits == "none":
+            return f'the route for {self.capability!r} allows no edits (edits = "none")'
+        locked = sorted(k for k in set(keys) if k not in self.edits)
+        if not locked:
+            return None
+        return (
+            f"the route for {self.capability!r} lets approvers change only "
+            f"{', '.join(self.edits)}; {', '.join(locked)} may not be changed"
+        )
 
 
 @dataclass(frozen=True)

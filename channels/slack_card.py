@@ -211,6 +211,7 @@ _SECTION: dict[Kind, Callable[[Card, Section], Blocks]] = {
     Kind.WHAT: _what,
     Kind.FIELDS: _fields,
     Kind.ARGUMENTS: _arguments,
+    Kind.CHANGES: _arguments,
     Kind.REASON: _reason,
     Kind.PEOPLE: _people,
     Kind.HASH: _hash,
@@ -226,6 +227,7 @@ _ICONS = {
     "executing": ":gear:",
     "failed": ":warning:",
     "unknown": ":grey_question:",
+    "answered": ":speech_balloon:",
 }
 
 

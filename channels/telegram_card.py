@@ -47,6 +47,7 @@ _ICONS = {
     "executing": "⚙️",
     "failed": "⚠️",
     "unknown": "❔",
+    "answered": "💬",
 }
 
 Action = Literal["approve", "reject"]
@@ -148,7 +149,7 @@ def html(card: Card, url: str | None = None) -> str:
                 f"{escape(item.label)}{item.sep}<code>{escape(_clip(item.value, 256))}</code>"
                 for item in section.items
             ]
-        elif kind in (Kind.FIELDS, Kind.ARGUMENTS):
+        elif kind in (Kind.FIELDS, Kind.ARGUMENTS, Kind.CHANGES):
             details.append(section)
         elif kind == Kind.REASON:
             tail += ["", f"{escape(section.heading)}: <i>{escape(_clip(section.text, _PROSE))}</i>"]

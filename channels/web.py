@@ -133,7 +133,7 @@ class WebChannel:
         return None
 
     def add_routes(self, app: web.Application) -> None:
-        from channels import web_dashboard, web_inbox
+        from channels import web_dashboard, web_edits, web_inbox
 
         aiohttp_jinja2.setup(
             app,
@@ -156,6 +156,7 @@ class WebChannel:
         # (bot/app.py serves a page naming the API and health paths when no surface claims it).
         app.router.add_get("/", self.home)
         web_inbox.add_routes(app, self)
+        web_edits.add_routes(app, self)
         web_dashboard.add_routes(app, self)
 
     # -- what every request under /web and /dashboard gets -----------------------------------

@@ -57,7 +57,9 @@ def add_routes(app: web.Application, channel: WebChannel) -> None:
     pages = InboxPages(channel)
     app.router.add_get("/web/inbox", pages.inbox)
     app.router.add_get("/web/approvals/{id}", pages.approval)
-    app.router.add_post("/web/approvals/{id}/{action:approve|reject|delegate}", pages.decide)
+    app.router.add_post(
+        "/web/approvals/{id}/{action:approve|reject|delegate|answer}", pages.decide
+    )
 
 
 async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
@@ -179,7 +181,7 @@ class InboxPages:
         allowed, why_not = await self._allowed(row, card, actor)
         if voted:
             # One vote per person (the Operator refuses a second, approve or reject alike).
-            allowed -= {"approve", "reject"}
+            allowed -= {"approve", "reject", "answer", "edit"}
             why_not = "Your vote is recorded; the request waits for the other approvals it needs."
         context: dict[str, Any] = {
             "card": card,
@@ -225,8 +227,19 @@ class InboxPages:
             else:
                 allowed.add(action)
         if "reject" in allowed:
-            allowed.add("delegate")
+            # Who may decide may answer instead (a question is only answered).
+            allowed |= {"delegate", "answer"}
+        if card.question:
+            allowed.discard("approve")
+        elif "approve" in allowed and self._editable(row):
+            allowed.add("edit")
         return allowed, why
+
+    def _editable(self, row: Approval) -> bool:
+        try:
+            return self.directory.route_for(row.tenant, row.capability).edits != "none"
+        except SignoffError:
+            return False
 
     def _choices(self, row: Approval, visitor: str) -> list[tuple[str, str]]:
         """Whom the request can be handed to: every other principal but its assignee."""
@@ -274,6 +287,11 @@ class InboxPages:
         """Decide what the page showed (its `hash`, never the current one). Raises the
         Operator's refusal."""
         shown = form.get("hash", "").strip()
+        if action == "answer":
+            # A question's option is its button's value; words come from the text field.
+            option = form.get("option")
+            text = None if option is not None else form.get("answer", "")
+            return await self.operator.answer(approval_id, shown, actor, text=text, option=option)
         note = form.get("note", "").strip() or None
         to = form.get("to", "").strip() if action == "delegate" else None
         # The form's own mistakes, in the page's words; the Operator judges the rest.

@@ -32,6 +32,11 @@ _APPROVAL_BY_KEY = select(approvals).where(
     approvals.c.run_id == bindparam("run_id"),
     approvals.c.hash == bindparam("hash"),
 )
+_EDITED_REQUEST = select(approvals).where(
+    approvals.c.tenant == bindparam("tenant"),
+    approvals.c.run_id == bindparam("run_id"),
+    approvals.c.original_hash == bindparam("hash"),
+)
 _LIVE_STEP_REQUESTS = (
     select(approvals.c.id)
     .where(
@@ -122,6 +127,12 @@ class ApprovalStatements(Statements):
     async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
         """The approval for one call in one run (the idempotency key)."""
         row = await self._one(_APPROVAL_BY_KEY, {"tenant": tenant, "run_id": run_id, "hash": hash_})
+        return await with_votes(self, Approval.from_row(row) if row else None)
+
+    async def edited_request(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
+        """The request of one run that was asked for with this hash and approved as edited
+        (it has another hash now), if any."""
+        row = await self._one(_EDITED_REQUEST, {"tenant": tenant, "run_id": run_id, "hash": hash_})
         return await with_votes(self, Approval.from_row(row) if row else None)
 
     async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:

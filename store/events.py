@@ -73,6 +73,9 @@ class EventStatements(Statements):
             approvals.c.presentation,
             approvals.c.tool_name,
             approvals.c.tool_args,
+            approvals.c.question,
+            approvals.c.original_args,
+            approvals.c.original_hash,
         ]
         stmt = select(approval_events, *head).join(
             approvals, approvals.c.id == approval_events.c.approval_id
@@ -106,6 +109,9 @@ class EventStatements(Statements):
                     r["presentation"],
                     r["tool_name"],
                     r["tool_args"],
+                    r["question"],
+                    r["original_args"],
+                    r["original_hash"],
                 ),
             )
             for r in rows

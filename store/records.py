@@ -64,6 +64,11 @@ class Approval(_FromRow):
     step_key: str | None = None
     superseded_by: str | None = None
     follow_up_id: str | None = None
+    question: Any = None
+    answer: Any = None
+    input_schema: Any = None
+    original_args: Any = None
+    original_hash: str | None = None
     # The votes cast towards a quorum (N-of-M), oldest first, from `votes`: every approval
     # the store returns carries them (store/votes.py attach_votes); () with one approver.
     votes: tuple[Vote, ...] = ()
@@ -113,6 +118,10 @@ class ChainHead:
     presentation: Any
     tool_name: str
     args: Any
+    question: Any = None
+    # Approved as edited: the call as first requested (its arguments, and their hash).
+    original_args: Any = None
+    original_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,18 @@ approvals = Table(
     # For an outcome_unknown approval: the interrupted_side_effect approval raised for it.
     Column("follow_up_id", String(36)),
     Column("version", Integer, nullable=False, server_default=text("1")),
+    # A question (kind "question"): what it offers, as the agent sent it (hashed in place of
+    # the tool; tool_name and tool_args are then "" and {}); the answer a person gave, to a
+    # question or instead of running a call: {"text": ...} or {"option": ...} (0012).
+    Column("question", _json()),
+    Column("answer", _json()),
+    # The JSON Schema of the tool's arguments, if the agent sent it: an approver's edit of
+    # the arguments must satisfy it. Not hashed: it judges edits, it is never shown (0012).
+    Column("input_schema", _json()),
+    # Approved as edited: the call as the agent asked for it (its arguments and hash) before
+    # the first edit; tool_args and hash are the revision that was approved (0012).
+    Column("original_args", _json()),
+    Column("original_hash", String(64)),
     # The head of this approval's audit chain, moved in the same statement as every
     # transition: a chain whose newest events were deleted no longer reaches it.
     Column("audit_seq", Integer, nullable=False, server_default=text("0")),
@@ -207,6 +219,15 @@ approvals = Table(
         "step_key",
         sqlite_where=text("state IN ('pending', 'approved')"),
         postgresql_where=text("state IN ('pending', 'approved')"),
+    ),
+    # A create of a call that was approved as edited finds the edited request (0012).
+    Index(
+        "ix_approvals_original",
+        "tenant",
+        "run_id",
+        "original_hash",
+        sqlite_where=text("original_hash IS NOT NULL"),
+        postgresql_where=text("original_hash IS NOT NULL"),
     ),
     # The dashboard's recent decisions and its time-to-decide chart (index-only).
     Index(

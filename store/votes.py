@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, delete, select
 
 from store.records import Approval, Vote
 from store.schema import votes
@@ -23,6 +23,7 @@ _VOTES_OF = select(votes).order_by(votes.c.approval_id, votes.c.at, votes.c.prin
 _VOTES_FOR = (
     select(votes).where(votes.c.approval_id == bindparam("approval_id")).order_by(votes.c.at)
 )
+_CLEAR_VOTES = delete(votes).where(votes.c.approval_id == bindparam("approval_id"))
 
 
 @functools.cache
@@ -75,3 +76,8 @@ class VoteStatements(Statements):
     async def votes_for(self, approval_id: str) -> list[Vote]:
         """The votes cast on an approval, oldest first."""
         return list((await read_votes(self, [approval_id])).get(approval_id, ()))
+
+    async def clear_votes(self, approval_id: str) -> None:
+        """Forget the votes cast on an approval: its call was edited, and every vote must be
+        on the same revision (the audit trail keeps the earlier ones)."""
+        await self.conn.execute(_CLEAR_VOTES, {"approval_id": approval_id})

@@ -7,11 +7,12 @@ other surface (recorded as `cli:NAME`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.cli.rendering import APPROVALS_HEADER, approval_row, emit_json, render_card
+from bot.cli.rendering import APPROVALS_HEADER, approval_row, emit_json, render_card, safe
 from bot.errors import InvalidRequest, NotFound
 from bot.model import State, public_record
 
@@ -103,7 +104,109 @@ def _actor(args: argparse.Namespace) -> Actor:
 
 
 async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
-    decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
+    if not _edits(args):
+        decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
+        return _report(ctx, args, decision)
+    if args.edited_hash is None:
+        raise InvalidRequest(
+            "an edited approval names the hash of the edited call: preview it with "
+            f"`signoff approvals edit {args.id} ...` and pass --edited-hash"
+        )
+    arguments = _edited_arguments(await _get(ctx, args.id), args)
+    decision = await ctx.operator.approve_edited(
+        args.id, args.hash, arguments, args.edited_hash, _actor(args), args.note
+    )
+    return _report(ctx, args, decision)
+
+
+async def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
+    """The edit as its approver reviews it: every changed key and the new hash. Nothing is
+    written; `approvals approve --edited-hash` approves it."""
+    from bot.edits import revise
+
+    row = await _get(ctx, args.id)
+    if not _edits(args):
+        raise InvalidRequest("say what to change: --set KEY=VALUE, --unset KEY or --args FILE")
+    route = ctx.directory.route_for(row.tenant, row.capability)
+    revision = revise(row, _edited_arguments(row, args), route)
+    if args.json:
+        emit_json(
+            {
+                "hash": revision.hash,
+                "from_hash": row.hash,
+                "arguments": revision.arguments,
+                "changes": [change.record() for change in revision.changes],
+            }
+        )
+        return 0
+    print(f"Edit of {row.id} (the call shown hashes to sha256:{row.hash[:12]})")
+    for change in revision.changes:
+        kept = change.record()
+        if change.kind == "changed":
+            words = f"{_json(kept['before'])} -> {_json(kept['after'])}"
+        elif change.kind == "added":
+            words = f"added: {_json(kept['after'])}"
+        else:
+            words = f"removed (was {_json(kept['before'])})"
+        print(f"  {safe(change.key)}: {safe(words)}")
+    print(f"Edited hash   sha256:{revision.hash}")
+    print(
+        f"approve it: signoff approvals approve {row.id} --hash {row.hash} "
+        f"--edited-hash {revision.hash} --as NAME {_edit_flags(args)}".rstrip()
+    )
+    return 0
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _edits(args: argparse.Namespace) -> bool:
+    return bool(args.set or args.unset or args.args)
+
+
+def _edit_flags(args: argparse.Namespace) -> str:
+    import shlex
+
+    flags = [f"--set {shlex.quote(pair)}" for pair in args.set or ()]
+    flags += [f"--unset {shlex.quote(key)}" for key in args.unset or ()]
+    if args.args:
+        flags.append(f"--args {shlex.quote(args.args)}")
+    return " ".join(flags)
+
+
+def _edited_arguments(row: Approval, args: argparse.Namespace) -> dict[str, object]:
+    """The arguments an edit asks for: --args FILE's object (else the call's own), then each
+    --set KEY=VALUE (VALUE read as JSON where it is JSON, else as a string: amount=120 is a
+    number, memo=hello a string, 'id="007"' the string 007), then each --unset KEY."""
+    if args.args:
+        try:
+            arguments = json.loads(_read_file(args.args))
+        except ValueError as exc:
+            raise InvalidRequest(f"--args {args.args}: not JSON ({exc})") from None
+        if not isinstance(arguments, dict):
+            raise InvalidRequest(f"--args {args.args}: the arguments must be a JSON object")
+    else:
+        arguments = dict(row.tool_args or {})
+    for pair in args.set or ():
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"--set {pair!r}: expected KEY=VALUE")
+        try:
+            arguments[key] = json.loads(text)
+        except ValueError:
+            arguments[key] = text
+    for key in args.unset or ():
+        if key not in arguments:
+            raise InvalidRequest(f"--unset {key!r}: the call has no argument {key!r}")
+        del arguments[key]
+    return arguments
+
+
+async def cmd_answer(ctx: Context, args: argparse.Namespace) -> int:
+    decision = await ctx.operator.answer(
+        args.id, args.hash, _actor(args), text=args.text, option=args.option
+    )
     return _report(ctx, args, decision)
 
 

@@ -14,8 +14,10 @@ import re
 from pathlib import Path
 
 from bot.cli.approvals import (
+    cmd_answer,
     cmd_approve,
     cmd_cancel,
+    cmd_edit,
     cmd_hand_off,
     cmd_list,
     cmd_reject,
@@ -55,6 +57,20 @@ def _hash_arg(text: str) -> str:
             "expected the full 64-hex-digit hash printed by `signoff approvals show`"
         )
     return match.group(1)
+
+
+def _edit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change or add an argument (VALUE is JSON where it parses: 120 is a number, "
+        "hello a string, '\"120\"' the string 120)",
+    )
+    p.add_argument("--unset", action="append", metavar="KEY", help="remove an argument")
+    p.add_argument(
+        "--args", metavar="FILE", help="the edited arguments as a JSON object; - = stdin"
+    )
 
 
 def installed_version() -> str:
@@ -160,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_show)
 
     for name, handler, takes, help_text in (
-        ("approve", cmd_approve, "--hash", "approve as a principal"),
+        ("approve", cmd_approve, "--hash", "approve as a principal (as edited: --set, --args)"),
         ("reject", cmd_reject, "--hash", "reject as a principal"),
+        ("answer", cmd_answer, "--hash", "answer instead of deciding (the call does not run)"),
         ("cancel", cmd_cancel, None, "cancel as a principal"),
         ("delegate", cmd_hand_off, "--to", "hand one pending request to another principal"),
     ):
@@ -171,8 +188,20 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--hash", required=True, type=_hash_arg, help="the hash you reviewed")
         elif takes == "--to":
             p.add_argument("--to", required=True, metavar="NAME", help="who takes it over")
+        if name == "approve":
+            _edit_arguments(p)
+            p.add_argument(
+                "--edited-hash",
+                type=_hash_arg,
+                help="the edited call's hash, as `signoff approvals edit` printed it",
+            )
+        if name == "answer":
+            given = p.add_mutually_exclusive_group(required=True)
+            given.add_argument("--text", help="your reply, for the agent to read")
+            given.add_argument("--option", help="one of the question's options")
         p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
-        p.add_argument("--note", help="why (recorded in the audit trail)")
+        if name != "answer":
+            p.add_argument("--note", help="why (recorded in the audit trail)")
         p.add_argument(
             "--break-glass",
             action="store_true",
@@ -187,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
             "object per line, for the same log pipeline); default: no log line",
         )
         p.set_defaults(handler=handler)
+
+    p = approvals.add_parser(
+        "edit", parents=[common], help="preview an edit: every change and the edited hash"
+    )
+    p.add_argument("id", help="the approval's id")
+    _edit_arguments(p)
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
+    p.set_defaults(handler=cmd_edit)
 
     p = commands.add_parser(
         "delegate", parents=[common], help="let someone decide for a principal for a while"

@@ -50,7 +50,7 @@ def render_card(card: Card) -> str:
             lines += [_block(section.text), ""]
         elif kind == Kind.FIELDS:
             lines += [f"  {safe(item.line)}" for item in section.items]
-        elif kind == Kind.ARGUMENTS:
+        elif kind in (Kind.ARGUMENTS, Kind.CHANGES):
             lines.append(section.heading)
             lines += [f"  {safe(item.line)}" for item in section.items]
         elif kind == Kind.REASON:

@@ -44,6 +44,7 @@ WEBHOOK_STATES = frozenset(
         State.CANCELLED,
         State.SUPERSEDED,
         State.OUTCOME_UNKNOWN,
+        State.ANSWERED,
     }
 )
 

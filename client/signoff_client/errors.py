@@ -139,6 +139,12 @@ class SelfApproval(NotAnApprover):
     code = "self_approval"
 
 
+class EditRefused(SignoffError):
+    """The route does not let approvers change these arguments."""
+
+    code = "edit_refused"
+
+
 class Unauthorized(SignoffError):
     """Missing or unknown API key."""
 

@@ -193,3 +193,45 @@ async def test_0011_gives_earlier_votes_the_surface_their_events_name(empty_url:
         assert found == {"alice": "web", "bob": "slack", "carol": None}
     finally:
         await engine.dispose()
+
+
+async def test_0012_down_and_up_again_keeps_requests_readable_and_verified(
+    empty_url: str,
+) -> None:
+    """A request stored before 0012 reads back after it as what it was (a tool call, not
+    edited, unanswered), its hash and audit chain intact: made at the head, taken down to
+    0011 (which drops the new columns) and up again."""
+    from bot import audit
+    from bot.clock import FakeClock
+    from bot.config import parse_config
+    from bot.intake import create_request
+    from bot.model import public_record
+    from store.repository import Store
+    from tests.support.samples import TEST_CONFIG, make_request
+
+    engine = create_engine(empty_url)
+    await upgrade(engine)
+    store = Store.from_url(empty_url)
+    try:
+        directory = parse_config(TEST_CONFIG).directory()
+        created = await create_request(store, directory, FakeClock(), "acme", make_request())
+
+        def to_0011(connection: Connection) -> None:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = connection
+            command.downgrade(cfg, "0011")
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to_0011)
+        assert await upgrade(engine) == ("0011", head_revision())
+        async with store.read() as tx:
+            row = await tx.get_approval(created.approval.id)
+        assert row is not None
+        record = public_record(row)
+        assert record["kind"] == "tool_call" and record["tool"] is not None
+        assert record["edited"] is False and record["answer"] is None
+        assert record["hash"] == created.approval.hash
+        assert (await audit.verify(store, row.id)).ok
+    finally:
+        await store.close()
+        await engine.dispose()

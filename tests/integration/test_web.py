@@ -391,7 +391,7 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
         record["hash"],
     ):
         assert expected in text, (expected, text)
-    assert page.forms() == ["approve", "reject", "delegate"]
+    assert page.forms() == ["approve", "reject", "answer", "delegate"]
     reject = page.doc.find("form", classes="decide reject")
     label = reject.find("label")
     assert label.text == "Your reason for rejecting"
@@ -554,7 +554,7 @@ async def test_the_requester_may_reject_but_not_approve_their_own_request(rig: R
     record = await rig.create()  # requested by sam, a member of finance
     sam = await rig.signed_in("sam")
     page = await sam.get(f"/web/approvals/{record['id']}")
-    assert page.forms() == ["reject", "delegate"]
+    assert page.forms() == ["reject", "answer", "delegate"]
     assert "sam requested this and may not approve it" in page.doc.find(classes="why-not").text
 
 

@@ -171,7 +171,9 @@ def test_every_state_has_an_execution_answer() -> None:
         "outcome_unknown",
         "executed",
         "failed",
+        "answered",
     }
+    assert execution_of("answered") == Execution.NOT_STARTED  # an answer never runs the call
 
 
 def test_unknown_state_is_not_silently_not_started() -> None:
