@@ -57,9 +57,7 @@ def add_routes(app: web.Application, channel: WebChannel) -> None:
     pages = InboxPages(channel)
     app.router.add_get("/web/inbox", pages.inbox)
     app.router.add_get("/web/approvals/{id}", pages.approval)
-    app.router.add_post(
-        "/web/approvals/{id}/{action:approve|reject|delegate|answer}", pages.decide
-    )
+    app.router.add_post("/web/approvals/{id}/{action:approve|reject|delegate|answer}", pages.decide)
 
 
 async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
@@ -217,7 +215,8 @@ class InboxPages:
             return set(), "This request's time ran out; it can no longer be decided."
         allowed: set[str] = set()
         why: str | None = None
-        for action in ("reject", "approve"):
+        # A question is answered, never approved: only whether the visitor may decide it.
+        for action in ("reject",) if card.question else ("reject", "approve"):
             try:
                 await self.operator.precheck(row.id, row.hash, actor, action)
             except SignoffError as error:

@@ -60,7 +60,8 @@ def service_config(database_url: str, webhook_url: str, **sections: Any) -> dict
         ],
     )
     for name, value in sections.items():
-        config[name] = {**config.get(name, {}), **value}
+        # A table is merged into the default's; an array of tables (routes) replaces it.
+        config[name] = value if isinstance(value, list) else {**config.get(name, {}), **value}
     return config
 
 
