@@ -141,6 +141,13 @@ class Operator(Transitioner):
                     f"the edited call hashes to sha256:{revision.hash[:12]}, not the "
                     f"sha256:{edited_hash[:12]} you confirmed; review the edit again"
                 )
+            twin = await tx.approval_by_key(row.tenant, row.run_id, revision.hash)
+            if twin is not None and twin.id != row.id:
+                # One request per call in a run: the edit would make this one a copy of it.
+                raise InvalidRequest(
+                    f"the edited call is exactly request {twin.id} of the same run "
+                    f"({twin.state}); decide that one instead"
+                )
             if row.required_approvals > 1:
                 await tx.clear_votes(row.id)  # every vote is on the same revision
             edited = await transitions.apply(

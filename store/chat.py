@@ -37,6 +37,7 @@ _MARK_CARD_RENDERED = (
     .where(card_messages.c.id == bindparam("w_id"))
     .values(
         rendered_state=bindparam("v_state", type_=card_messages.c.rendered_state.type),
+        shown_hash=bindparam("v_hash", type_=card_messages.c.shown_hash.type),
         updated_at=bindparam("v_at", type_=card_messages.c.updated_at.type),
     )
 )
@@ -99,8 +100,12 @@ class ChatStatements(Statements):
         rows = await self._rows(_CARD_MESSAGE_AT, where, card_messages)
         return CardMessage.from_row(rows[0]) if rows else None
 
-    async def mark_card_rendered(self, card_message_id: int, *, state: str, now: datetime) -> None:
-        params = {"w_id": card_message_id, "v_state": state, "v_at": now}
+    async def mark_card_rendered(
+        self, card_message_id: int, *, state: str, shown_hash: str, now: datetime
+    ) -> None:
+        """The card now shows `state` and `shown_hash` (a new hash after an edit that left
+        the request pending: a click on the card then decides what it shows)."""
+        params = {"w_id": card_message_id, "v_state": state, "v_hash": shown_hash, "v_at": now}
         await self.conn.execute(_MARK_CARD_RENDERED, params)
 
     async def move_card_messages(self, channel: str, old_address: str, new_address: str) -> int:

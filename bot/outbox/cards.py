@@ -113,7 +113,9 @@ class CardJobs:
         now = self.clock.now()
 
         async def record(tx: Tx) -> None:
-            await tx.mark_card_rendered(message.id, state=approval.state, now=now)
+            await tx.mark_card_rendered(
+                message.id, state=approval.state, shown_hash=approval.hash, now=now
+            )
 
         return Record(record, (approval.id, 1))
 

@@ -271,6 +271,20 @@ async def test_the_agent_asking_again_for_its_original_call_gets_the_edited_requ
     assert [a["id"] for a in listed["approvals"]] == [record["id"]]
 
 
+async def test_an_edit_into_another_request_of_the_same_run_is_refused_in_words(
+    world: tuple[Rig, SignInLinks],
+) -> None:
+    rig, _ = world
+    record = await rig.create()
+    other = {"charge": "ch_1", "amount": 100}
+    twin = await rig.create(tool={"name": "stripe.refunds.create", "arguments": other})
+    with pytest.raises(InvalidRequest, match=f"exactly request {twin['id']} of the same run"):
+        await _operator(rig).approve_edited(
+            record["id"], record["hash"], other, _revised(record, other), Actor("alice", "web")
+        )
+    assert (await rig.state(record["id"])).hash == record["hash"]
+
+
 async def test_audit_verify_finds_a_revision_altered_behind_signoffs_back(
     world: tuple[Rig, SignInLinks],
 ) -> None:
