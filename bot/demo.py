@@ -231,9 +231,15 @@ class Agent:
             if state == "approved":
                 claim = await self.claim(approval["tenant"], approval["id"])
                 tool = claim["tool"]
+                exactly = (
+                    f"the arguments as {who} edited them ({json.dumps(tool['arguments'])}; "
+                    f"it asked for sha256:{claim['original_hash'][:12]})"
+                    if claim["edited"]
+                    else "exactly the stored arguments"
+                )
                 self.say(
                     f"agent: {title!r} approved by {who}: claimed it and ran "
-                    f"{tool['name']} with exactly the stored arguments (simulated)"
+                    f"{tool['name']} with {exactly} (simulated)"
                 )
                 await self.call(
                     approval["tenant"],
@@ -253,6 +259,11 @@ class Agent:
                     + (f" ({note})" if note else "")
                     + "; it will not run"
                 )
+            elif state == "answered":
+                answer = approval["answer"]
+                given = answer.get("option") or answer.get("text")
+                ran = "" if approval["kind"] == "question" else "; the tool did not run"
+                self.say(f"agent: {title!r} answered by {who}: {given!r}{ran}")
             elif state == "outcome_unknown":
                 self.say(
                     f"agent: {title!r}: signoff says the outcome is unknown (the claim's lease "
@@ -314,6 +325,9 @@ async def file_requests(agent: Agent, core: Core) -> list[Filed]:
 
     refund = await agent.file("support", requests["refund"])
     filed.append(Filed("support", refund, "for group finance (Alice or Bob)"))
+
+    question = await agent.file("support", requests["question"])
+    filed.append(Filed("support", question, "a question for group finance: pick an answer"))
 
     contract = await agent.file("ops", requests["contract_cancellation"])
     filed.append(Filed("ops", contract, "for Carol, who is away: delegated to Bob"))

@@ -39,6 +39,7 @@ DEMO_TITLES = (
     "Cancel the Globex Logistics contract (CTR-2024-0193)",
     "Run migration 0042 on orders-prod",
     "Outcome unknown: Pay invoice INV-4471: €3,480.00 to Northwind Traders",
+    "Replace or refund order 8815?",
 )
 
 
@@ -126,6 +127,18 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
         "the demo agent running the approved refund",
     )
 
+    # The support agent's question: one press answers it, and the agent reads the answer.
+    page.get_by_role("link", name="Back to your inbox").click()
+    page.get_by_role("link", name=DEMO_TITLES[4]).click()
+    page.get_by_role("button", name="Send a replacement").click()
+    expect(page.get_by_role("status")).to_have_text("Answered.")
+    wait_until(
+        lambda: "agent: 'Replace or refund order 8815?' answered by bob: 'Send a replacement'"
+        in demo.output,
+        15,
+        "the demo agent reading the answer",
+    )
+
     # The re-asked payout names the request it re-asks: a link to that request's page.
     page.get_by_role("link", name="Back to your inbox").click()
     page.get_by_role("link", name=DEMO_TITLES[3]).click()
@@ -149,7 +162,7 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
     operator.wait_for_url("**/dashboard")
     expect(operator.locator("header .who")).to_have_text("Alice Ng")
     rows = operator.locator("#pending tbody tr")
-    expect(rows).to_have_count(len(DEMO_TITLES) - 1)  # the refund is decided
+    expect(rows).to_have_count(len(DEMO_TITLES) - 2)  # the refund and the question are decided
     expect(operator.locator("#pending")).to_contain_text("ops")
     expect(operator.locator("#pending")).to_contain_text("support")
     expect(operator.locator("#recent")).to_contain_text("Bob Stone")
