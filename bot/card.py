@@ -97,6 +97,8 @@ class Card:
     # (key, what it was and became), shown beside the arguments approved.
     original_hash: str | None = None
     changes: tuple[tuple[str, str], ...] = ()
+    # Approved at once by a standing grant (its id) of `decided_by`.
+    by_grant: str | None = None
 
     @property
     def progress(self) -> str | None:
@@ -184,6 +186,7 @@ class Card:
             answer=_answer_text(approval.answer),
             original_hash=approval.original_hash,
             changes=_changes(approval, max_value),
+            by_grant=approval.grant_id,
         )
 
 

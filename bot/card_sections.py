@@ -225,6 +225,8 @@ def outcome_lines(card: Card) -> list[Line]:
     """What happened to the request, for a decided card: the human decision first, then what
     the agent or the clock did after it, each naming who and when where the row records it."""
     who = f" by {card.decided_by}" if card.decided_by else ""
+    if card.by_grant and card.decided_by:
+        who = f" by a standing grant of {card.decided_by}"
     state = State(card.state)
     if state == State.ANSWERED:
         instead = "" if card.question else " instead of running"

@@ -223,6 +223,11 @@ class RouteConfig(Strict):
     # What an approver may change before approving: "none", "any", or a list of top-level
     # argument keys.
     edits: Literal["none", "any"] | Annotated[list[str], Field(min_length=1)] = "none"
+    # Standing grants from its cards ("approve, and allow the same for ..."): None allows them
+    # unless the route needs a quorum; how long one may last; whether its uses post cards.
+    grants: bool | None = None
+    max_grant_lifetime: DurationText = "8h"
+    notify_grant_uses: bool = True
 
     @model_validator(mode="after")
     def _edit_keys(self) -> RouteConfig:
@@ -370,6 +375,9 @@ class Config(Strict):
                         parse_duration(r.remind_before) if r.remind_before is not None else None
                     ),
                     edits=r.edits if isinstance(r.edits, str) else tuple(r.edits),
+                    grants=r.grants if r.grants is not None else r.required_approvals == 1,
+                    max_grant_lifetime=parse_duration(r.max_grant_lifetime),
+                    notify_grant_uses=r.notify_grant_uses,
                     escalation=tuple(
                         Escalation(after=parse_duration(e.after), to=e.to) for e in r.escalation
                     ),

@@ -192,6 +192,13 @@ class EditRefused(SignoffError):
     http_status = 403
 
 
+class GrantRefused(SignoffError):
+    """The route does not let its approvers give this standing grant."""
+
+    code = "grant_refused"
+    http_status = 403
+
+
 class Unauthorized(SignoffError):
     """Missing or unknown API key."""
 

@@ -9,8 +9,9 @@ reported), it is judged once more, from the database and today's configuration:
   (since the last edit: an edit is a new revision, approved anew).
   A row edited outside signoff fails here, whether or not its hash column was edited too.
 - **Policy**: a route still matches the request's tenant and capability, it still allows the
-  edits a call approved as edited was made with, and everyone whose approval counted (the
-  decider, or each approving voter of a quorum, of the revision that was approved) may still
+  edits a call approved as edited was made with, a standing grant that approved it has not
+  been revoked, and everyone whose approval counted (the decider, or each approving voter of
+  a quorum, of the revision that was approved; the giver of a standing grant) may still
   decide it under today's config and the delegations active now (see `authority`).
 
 A break-glass approval was never judged by the route's approvers, so its approver is not
@@ -26,6 +27,7 @@ from bot.audit import chain_problem, row_hash
 from bot.errors import NoRoute
 from bot.model import Kind
 from bot.routing import Directory, Route, covers
+from bot.standing import revoked_problem
 from store.records import Approval, Event
 from store.repository import Tx
 
@@ -96,6 +98,9 @@ async def policy_problem(
     locked = edits_refused(route, events)
     if locked is not None:
         return locked
+    revoked = await revoked_problem(tx, row, now)
+    if revoked is not None:
+        return revoked
     entitled = await _authority(tx, directory, route, row, events)
     for approver in approvers_of(events):
         if approver.break_glass:

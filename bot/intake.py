@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
 
-from bot import audit, edits, transitions
+from bot import audit, edits, standing, transitions
 from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical, sha256_hex
 from bot.clock import Clock, utc_iso
 from bot.destinations import url_problem
@@ -444,6 +444,12 @@ async def _insert(
             raise _AskedBefore(edited)
         await tx.insert_event(requested)
         superseded = await _replace_older(tx, directory, approval, now)
+        # Inside a person's standing grant: approved by it at once, in this transaction.
+        granted = await standing.approve_by_grant(tx, directory, approval, route, now)
+        if granted is not None:
+            approval = granted.approval
+            if not route.notify_grant_uses:
+                return Created(approval, created=True, superseded=superseded)
         await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
         # Approvers who are away: their delegates get the card too; if the assignee is one
         # of them, the card and the trail say who decides in their place.

@@ -138,6 +138,8 @@ def public_record(approval: Approval) -> dict[str, Any]:
         "edited": approval.original_hash is not None,
         "original_hash": approval.original_hash,
         "original_arguments": approval.original_args,
+        # Approved at once by a person's standing grant (its id; `decided_by` gave it).
+        "approved_by_grant": approval.grant_id,
         "votes": [vote_record(v) for v in approval.votes],
         "grant_expires_at": _iso(approval.grant_expires_at),
         "claimed_at": _iso(approval.claimed_at),

@@ -71,6 +71,11 @@ class Route:
     # What an approver may change before approving: "none", "any", or these top-level
     # argument keys (changed, added or removed).
     edits: str | tuple[str, ...] = "none"
+    # Standing grants from its cards: allowed (config default: unless a quorum is needed),
+    # for at most this long, and whether a request a grant approves still posts its cards.
+    grants: bool = True
+    max_grant_lifetime: timedelta = timedelta(hours=8)
+    notify_grant_uses: bool = True
 
     def matches(self, tenant: str, capability: str) -> bool:
         return fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)

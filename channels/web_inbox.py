@@ -42,6 +42,7 @@ from bot.errors import (
 from bot.model import State
 from bot.operator import DECISION_EVENTS, Action, Actor, Decision, decision_text
 from bot.routing import Principal, Standing, covers
+from channels import web_grants
 from channels.conversation import refusal_text
 from store.records import Approval, Delegation
 from store.repository import Tx
@@ -57,7 +58,9 @@ def add_routes(app: web.Application, channel: WebChannel) -> None:
     pages = InboxPages(channel)
     app.router.add_get("/web/inbox", pages.inbox)
     app.router.add_get("/web/approvals/{id}", pages.approval)
-    app.router.add_post("/web/approvals/{id}/{action:approve|reject|delegate|answer}", pages.decide)
+    app.router.add_post(
+        "/web/approvals/{id}/{action:approve|reject|delegate|answer|allow}", pages.decide
+    )
 
 
 async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
@@ -179,7 +182,7 @@ class InboxPages:
         allowed, why_not = await self._allowed(row, card, actor)
         if voted:
             # One vote per person (the Operator refuses a second, approve or reject alike).
-            allowed -= {"approve", "reject", "answer", "edit"}
+            allowed -= {"approve", "reject", "answer", "edit", "allow"}
             why_not = "Your vote is recorded; the request waits for the other approvals it needs."
         context: dict[str, Any] = {
             "card": card,
@@ -188,6 +191,7 @@ class InboxPages:
             "allowed": allowed,
             "why_not": why_not,
             "choices": self._choices(row, visitor.principal.key),
+            "grant": web_grants.offer(self.directory, row) if "allow" in allowed else None,
             "status_message": status_message,
             "alert": alert,
         }
@@ -230,8 +234,11 @@ class InboxPages:
             allowed |= {"delegate", "answer"}
         if card.question:
             allowed.discard("approve")
-        elif "approve" in allowed and self._editable(row):
-            allowed.add("edit")
+        elif "approve" in allowed:
+            if self._editable(row):
+                allowed.add("edit")
+            if web_grants.offer(self.directory, row) is not None:
+                allowed.add("allow")
         return allowed, why
 
     def _editable(self, row: Approval) -> bool:
@@ -286,6 +293,12 @@ class InboxPages:
         """Decide what the page showed (its `hash`, never the current one). Raises the
         Operator's refusal."""
         shown = form.get("hash", "").strip()
+        if action == "allow":
+            scope = web_grants.scope_from(form)
+            decided, _ = await self.operator.approve_and_allow(
+                approval_id, shown, actor, scope, form.get("note", "").strip() or None
+            )
+            return decided
         if action == "answer":
             # A question's option is its button's value; words come from the text field.
             option = form.get("option")

@@ -69,6 +69,7 @@ class Approval(_FromRow):
     input_schema: Any = None
     original_args: Any = None
     original_hash: str | None = None
+    grant_id: str | None = None
     # The votes cast towards a quorum (N-of-M), oldest first, from `votes`: every approval
     # the store returns carries them (store/votes.py attach_votes); () with one approver.
     votes: tuple[Vote, ...] = ()
@@ -218,3 +219,34 @@ class RefusalCount(_FromRow):
     last_at: datetime
     last_action: str
     last_code: str
+
+
+@dataclass(frozen=True, slots=True)
+class StandingGrant(_FromRow):
+    """A person's "approve, and allow the same for ...": later requests of this tenant,
+    capability and tool (of `run_id` only, if set) whose arguments meet `conditions` are
+    approved by it until `expires_at`, at most `max_uses` times, unless it is revoked."""
+
+    id: str
+    tenant: str
+    capability: str
+    tool_name: str
+    run_id: str | None
+    conditions: Any
+    granted_by: str
+    as_delegate_of: str | None
+    approval_id: str
+    created_at: datetime
+    expires_at: datetime
+    max_uses: int | None
+    uses: int
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+    def live_at(self, now: datetime) -> bool:
+        return (
+            self.revoked_at is None
+            and now < self.expires_at
+            and (self.max_uses is None or self.uses < self.max_uses)
+        )
+

@@ -41,6 +41,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
+from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
 from store.votes import VoteStatements
 from store.web_logins import WebLoginStatements
@@ -114,5 +115,6 @@ class Tx(
     ChatStatements,
     DelegationStatements,
     WebLoginStatements,
+    StandingGrantStatements,
 ):
     """The statements, bound to one connection: a write transaction, or a read (`Store`)."""

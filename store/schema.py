@@ -143,6 +143,9 @@ approvals = Table(
     # the first edit; tool_args and hash are the revision that was approved (0012).
     Column("original_args", _json()),
     Column("original_hash", String(64)),
+    # Approved at once by a person's standing grant (its id), not by a decision of its own
+    # (0013).
+    Column("grant_id", String(36)),
     # The head of this approval's audit chain, moved in the same statement as every
     # transition: a chain whose newest events were deleted no longer reaches it.
     Column("audit_seq", Integer, nullable=False, server_default=text("0")),
@@ -372,6 +375,32 @@ refusal_counts = Table(
     Column("last_code", String(64), nullable=False),
 )
 
+# A standing grant: "approve, and allow the same for ...", given from a request's card by a
+# person entitled to decide it. A later request of the same tenant, capability and tool whose
+# arguments meet `conditions` (bot/conditions.py; None: any) is approved by it at once while
+# it lasts, up to `max_uses`, and only while its giver may still decide such a request (a
+# delegate's grant, `as_delegate_of`, only while the delegation lasts) (0013).
+standing_grants = Table(
+    "standing_grants",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("capability", String(256), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("run_id", String(256)),  # only this run's requests; None: any run
+    Column("conditions", _json()),
+    Column("granted_by", String(128), nullable=False),
+    Column("as_delegate_of", String(128)),
+    Column("approval_id", String(36), ForeignKey("approvals.id"), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("max_uses", Integer),
+    Column("uses", Integer, nullable=False, server_default=text("0")),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", String(200)),
+    Index("ix_standing_grants_call", "tenant", "capability", "tool_name", "expires_at"),
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     approvals,
     approval_events,
@@ -383,4 +412,5 @@ ALL_TABLES: tuple[Table, ...] = (
     reply_prompts,
     web_logins,
     refusal_counts,
+    standing_grants,
 )

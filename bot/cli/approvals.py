@@ -19,6 +19,7 @@ from bot.model import State, public_record
 if TYPE_CHECKING:
     from bot.cli.context import Context
     from bot.operator import Actor, Decision
+    from bot.standing import GrantScope
     from store.records import Approval
 
 
@@ -104,6 +105,18 @@ def _actor(args: argparse.Namespace) -> Actor:
 
 
 async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
+    scope = _grant_scope(args)
+    if scope is not None:
+        if _edits(args):
+            raise InvalidRequest("approve as edited or allow the same, not both at once")
+        decision, grant = await ctx.operator.approve_and_allow(
+            args.id, args.hash, _actor(args), scope, args.note
+        )
+        if not args.json:
+            from bot.cli.grants import describe
+
+            print(f"standing grant {grant.id}: {describe(grant)}")
+        return _report(ctx, args, decision)
     if not _edits(args):
         decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
         return _report(ctx, args, decision)
@@ -155,6 +168,31 @@ async def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
         f"--edited-hash {revision.hash} --as NAME {_edit_flags(args)}".rstrip()
     )
     return 0
+
+
+def _grant_scope(args: argparse.Namespace) -> GrantScope | None:
+    from bot.durations import parse_duration
+    from bot.standing import GrantScope
+
+    bounds = args.allow_run or args.allow_equal or args.allow_at_most or args.allow_uses
+    if args.allow_for is None:
+        if bounds:
+            raise InvalidRequest(
+                "--allow-run, --allow-equal, --allow-at-most, --allow-uses "
+                "bound a standing grant: give it with --allow-for DURATION"
+            )
+        return None
+    try:
+        lifetime = parse_duration(args.allow_for)
+    except ValueError as exc:
+        raise InvalidRequest(f"--allow-for: {exc}") from None
+    return GrantScope(
+        lifetime=lifetime,
+        this_run=args.allow_run,
+        equal=tuple(args.allow_equal or ()),
+        at_most=tuple(args.allow_at_most or ()),
+        max_uses=args.allow_uses,
+    )
 
 
 def _json(value: object) -> str:

@@ -31,6 +31,7 @@ from bot.cli.deployment import (
     cmd_telegram_set_webhook,
     cmd_webhook_secret,
 )
+from bot.cli.grants import cmd_grants_list, cmd_grants_revoke
 from bot.cli.operations import (
     cmd_audit_verify,
     cmd_db_upgrade,
@@ -71,6 +72,29 @@ def _edit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--args", metavar="FILE", help="the edited arguments as a JSON object; - = stdin"
     )
+
+
+def _grant_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-for",
+        metavar="DURATION",
+        help="also allow the same call for this long (a standing grant; at most the route's "
+        "max_grant_lifetime)",
+    )
+    p.add_argument("--allow-run", action="store_true", help="the grant: only in this run")
+    p.add_argument(
+        "--allow-equal",
+        action="append",
+        metavar="KEY",
+        help="the grant: only where this argument equals its value here",
+    )
+    p.add_argument(
+        "--allow-at-most",
+        action="append",
+        metavar="KEY",
+        help="the grant: only where this number is at most its value here",
+    )
+    p.add_argument("--allow-uses", type=_positive, metavar="N", help="the grant: at most N uses")
 
 
 def installed_version() -> str:
@@ -190,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--to", required=True, metavar="NAME", help="who takes it over")
         if name == "approve":
             _edit_arguments(p)
+            _grant_arguments(p)
             p.add_argument(
                 "--edited-hash",
                 type=_hash_arg,
@@ -249,6 +274,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = delegation_cmds.add_parser("revoke", parents=[common], help="end one now")
     p.add_argument("id", help="the delegation's id")
     p.set_defaults(handler=cmd_delegations_revoke)
+
+    grant_cmds = commands.add_parser(
+        "grants", help="standing grants given from cards"
+    ).add_subparsers(dest="grants_command", required=True, metavar="COMMAND")
+    p = grant_cmds.add_parser("list", parents=[common], help="live ones, newest first")
+    p.add_argument("--all", action="store_true", help="also revoked, used up and ended ones")
+    p.add_argument("--tenant", help="only this tenant")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
+    p.set_defaults(handler=cmd_grants_list)
+    p = grant_cmds.add_parser("revoke", parents=[common], help="end one now")
+    p.add_argument("id", help="the grant's id")
+    p.add_argument(
+        "--as", dest="as_", required=True, metavar="NAME", help="who gave it, or an operator"
+    )
+    p.set_defaults(handler=cmd_grants_revoke)
 
     outbox_cmds = commands.add_parser("outbox", help="webhook and card jobs").add_subparsers(
         dest="outbox_command", required=True, metavar="COMMAND"

@@ -145,6 +145,12 @@ class EditRefused(SignoffError):
     code = "edit_refused"
 
 
+class GrantRefused(SignoffError):
+    """The route does not let its approvers give this standing grant."""
+
+    code = "grant_refused"
+
+
 class Unauthorized(SignoffError):
     """Missing or unknown API key."""
 

@@ -3,7 +3,8 @@
 An approver opens a request's page, edits an argument in the editor (a number stays a
 number), reviews every change and the edited hash, and approves the revision; the agent's
 record then holds the edited call. A question's options are buttons: one press answers it.
-Screenshots in tests/browser/artifacts/ (web-edit-*.png, web-question-*.png).
+Approve and allow the same covers the next smaller refund, and no larger one. Screenshots in
+tests/browser/artifacts/ (web-edit-*.png, web-question-*.png, web-grant-*.png).
 """
 
 from __future__ import annotations
@@ -93,3 +94,34 @@ def test_a_question_is_answered_with_one_press_of_its_option(
     shoot(page, "web-question-answered")
     record = _record(service, approval_id)
     assert record["state"] == "answered" and record["answer"] == {"option": "Store credit"}
+
+
+def test_approve_and_allow_the_same_covers_the_next_smaller_refund(
+    start_web: Callable[..., WebService], contexts: Contexts
+) -> None:
+    service = start_web()
+    api = service.api()
+    created = api.post("/v1/approvals", request_body(run_id="run-web-grant"))
+    assert created.status == 201, created
+    page = service.sign_in(contexts(), "alice")
+    page.goto(f"{service.url}/web/approvals/{created.body['id']}")
+    form = page.locator("form.decide.allow")
+    form.get_by_label("How long").select_option("1h")
+    form.get_by_label("amount").select_option("at_most")
+    shoot(page, "web-grant-form")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Approve and allow").click()
+    expect(page.get_by_role("status")).to_have_text("Approved.")
+
+    smaller = {"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "amount": 500}}
+    covered = api.post("/v1/approvals", request_body(run_id="run-web-grant-2", tool=smaller))
+    assert covered.status == 201, covered
+    assert covered.body["state"] == "approved" and covered.body["approved_by_grant"]
+    larger = {"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "amount": 99999}}
+    outside = api.post("/v1/approvals", request_body(run_id="run-web-grant-3", tool=larger))
+    assert outside.body["state"] == "pending"
+    page.goto(f"{service.url}/web/approvals/{covered.body['id']}")
+    expect(page.locator("article.card")).to_contain_text(
+        "Approved by a standing grant of Alice Ng (alice)"
+    )
+    shoot(page, "web-grant-used")

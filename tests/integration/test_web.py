@@ -391,7 +391,7 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
         record["hash"],
     ):
         assert expected in text, (expected, text)
-    assert page.forms() == ["approve", "reject", "answer", "delegate"]
+    assert page.forms() == ["approve", "allow", "reject", "answer", "delegate"]
     reject = page.doc.find("form", classes="decide reject")
     label = reject.find("label")
     assert label.text == "Your reason for rejecting"
