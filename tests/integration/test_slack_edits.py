@@ -163,10 +163,11 @@ async def test_an_edit_is_confirmed_in_the_modal_then_approved_as_edited(rig: Ri
         ({"new_key": "currency", "new_value": "EUR"}, "new_key", "currency may not be changed"),
         ({"arg_0": "50000"}, "arg_0", "50000 is greater than the maximum of 20000"),
         ({"arg_0": "lots"}, "arg_0", "Expected a number"),
+        ({"arg_0": '"9000"'}, "arg_0", "Expected a number"),  # JSON, but text
         ({"new_key": "charge", "new_value": "ch_2"}, "new_key", "already an argument"),
         ({}, "arg_0", "changes nothing"),
     ],
-    ids=["key the route locks", "schema", "type kept", "existing key", "no change"],
+    ids=["key the route locks", "schema", "not JSON", "type kept", "existing key", "no change"],
 )
 async def test_a_refused_edit_is_an_error_under_its_field_and_changes_nothing(
     rig: Rig, filled: dict[str, str], block: str, words: str
