@@ -99,6 +99,9 @@ class Card:
     changes: tuple[tuple[str, str], ...] = ()
     # Approved at once by a standing grant (its id) of `decided_by`.
     by_grant: str | None = None
+    # A pending tool call whose route lets approvers edit it (`edits` other than "none"):
+    # chat surfaces offer their editor, or a link to the web page's.
+    editable: bool = False
 
     @property
     def progress(self) -> str | None:
@@ -234,7 +237,20 @@ def card_for(
     """The Card for `approval` as every surface shows it (a quorum's votes come with the
     approval), with the confirmation its route asks for."""
     card = Card.from_approval(approval, now, directory, max_value)
-    return replace(card, confirm=True) if confirms(directory, approval) else card
+    return replace(
+        card, confirm=confirms(directory, approval), editable=editable(directory, approval)
+    )
+
+
+def editable(directory: Directory, approval: Approval) -> bool:
+    """Whether approvers may edit `approval`'s call before approving (its route's `edits`, as
+    the config says now; the edit itself is judged again by bot.edits)."""
+    if approval.kind != Kind.TOOL_CALL or approval.state != State.PENDING:
+        return False
+    try:
+        return directory.route_for(approval.tenant, approval.capability).edits != "none"
+    except NoRoute:
+        return False
 
 
 def confirms(directory: Directory, approval: Approval) -> bool:

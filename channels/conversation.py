@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.delegations import Delegations, parse_delegate
 from bot.errors import (
@@ -156,15 +156,67 @@ class Conversation:
             await self.refuse(approval_id, actor.label, action, error, tell_refusal)
             return None
 
+    async def answer(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        actor: Actor,
+        tell_refusal: Tell,
+        *,
+        text: str | None = None,
+        option: str | None = None,
+    ) -> str | None:
+        """Answer instead of deciding (words, or a question's option) through the Operator;
+        what happened in every surface's words, or None once a refusal is recorded and told."""
+        try:
+            decision = await self.operator.answer(
+                approval_id, shown_hash, actor, text=text, option=option
+            )
+            return decision_text(decision.approval, decision.event, self.directory)
+        except SignoffError as error:
+            await self.refuse(approval_id, actor.label, "answer", error, tell_refusal)
+            return None
+
+    async def approve_edited(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        arguments: dict[str, Any],
+        edited_hash: str,
+        actor: Actor,
+        tell_refusal: Tell,
+        *,
+        note: str | None = None,
+    ) -> str | None:
+        """Approve the revision the person confirmed (bot.operator.Operator.approve_edited);
+        like `decide`, the outcome in words or None after a refusal is recorded and told."""
+        try:
+            decision = await self.operator.approve_edited(
+                approval_id, shown_hash, arguments, edited_hash, actor, note
+            )
+            return decision_text(decision.approval, decision.event, self.directory)
+        except SignoffError as error:
+            await self.refuse(approval_id, actor.label, "approve", error, tell_refusal)
+            return None
+
     async def precheck(
-        self, approval_id: str, shown_hash: str, actor: Actor, action: Action, tell: Tell
+        self,
+        approval_id: str,
+        shown_hash: str,
+        actor: Actor,
+        action: Action,
+        tell: Tell,
+        *,
+        recorded_as: str | None = None,
     ) -> bool:
         """Whether `actor` could take `action` now, asked before a dialog or a question that
-        would otherwise be answered only to be refused; a refusal is recorded and told."""
+        would otherwise be answered only to be refused; a refusal is recorded (as
+        `recorded_as`, when the press was for something judged like `action`: an answer is
+        judged as a rejection) and told."""
         try:
             await self.operator.precheck(approval_id, shown_hash, actor, action)
         except SignoffError as error:
-            await self.refuse(approval_id, actor.label, action, error, tell)
+            await self.refuse(approval_id, actor.label, recorded_as or action, error, tell)
             return False
         return True
 

@@ -8,8 +8,9 @@ refusal is answered with an ephemeral message saying exactly why, and recorded i
 approval's audit trail. Cards are posted and updated from the outbox (bot.outbox.cards), so Slack
 being down delays a card, never loses it.
 
-"Delegate…" hands one request to another person (a modal with a user picker); the slash
-command `/signoff delegate|delegations|revoke` manages standing delegations.
+"Delegate…" hands one request to another person (a modal with a user picker); "Edit…",
+"Answer…" and a question's options are channels.slack_edits_answers'. The slash command
+`/signoff delegate|delegations|revoke` manages standing delegations.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from channels import conversation, slack_card, slack_home, web_inbox
 from channels.answer_cap import CappedResponse
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
+from channels.slack_edits_answers import EditsAndAnswers
 from channels.slack_gate import SlackGate
 from channels.slack_surface import SlackConfig
 
@@ -138,6 +140,7 @@ class SlackChannel:
         self.app.action(slack_card.APPROVE)(self._on_approve)
         self.app.action(slack_card.REJECT)(self._on_reject)
         self.app.action(slack_card.DELEGATE)(self._on_delegate)
+        EditsAndAnswers(self).register(self.app)
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
         self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
         self.app.command(COMMAND)(self._on_command)
@@ -344,10 +347,11 @@ class SlackChannel:
         return principal.key
 
     async def _actor_for(
-        self, user_id: str, value: str, action: Action, tell: conversation.Tell
+        self, user_id: str, value: str, action: str, tell: conversation.Tell
     ) -> tuple[Actor, tuple[str, str]] | None:
-        """The verified principal behind a click and what its button carried. A click from
-        a Slack user who is no principal is refused (and audited) here."""
+        """The verified principal behind a click and what its button carried (`action`, as
+        the audit trail names a refusal). A click from a Slack user who is no principal is
+        refused (and audited) here."""
         parsed = slack_card.parse_button_value(value)
         if parsed is None:
             await tell("This button was not made by signoff.")
@@ -465,11 +469,7 @@ PERMANENT_ERRORS = frozenset(
 """Web API `error` codes that no retry can change (the outbox buries the job at once)."""
 
 
-def _channel_of(body: dict[str, Any]) -> str | None:
-    """The channel a press came from; slack_home.HOME for the Home tab."""
-    if slack_home.from_home(body):
-        return slack_home.HOME
-    return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+_channel_of = slack_home.channel_of
 
 
 def _metadata(view: dict[str, Any]) -> dict[str, Any] | None:

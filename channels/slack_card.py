@@ -24,6 +24,13 @@ from bot.visible import visible
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
 DELEGATE = "signoff_delegate"
+# Approve as edited (a modal editor, then a confirmation: channels.slack_edit), answer in
+# words, and a question's options: one action id each (`signoff_option_0` ...), as Slack
+# wants an action id once per block; the value is the card's, as on every button.
+EDIT = "signoff_edit"
+ANSWER = "signoff_answer"
+OPTION = "signoff_option_"
+OPTION_ACTION = re.compile(r"signoff_option_([0-9])")
 REJECT_MODAL = "signoff_reject_modal"
 DELEGATE_MODAL = "signoff_delegate_modal"
 REASON_BLOCK = "reason"
@@ -91,6 +98,9 @@ def _approve_button(card: Card) -> dict[str, Any]:
 def fallback_text(card: Card) -> str:
     """The notification text (mrkdwn-parsed by Slack, hence escaped)."""
     what = "requested" if card.state == State.PENDING else card.state.replace("_", " ")
+    if card.question:
+        what = "asked" if card.state == State.PENDING else what
+        return escape(f"Question {what}: {card.title}"[:300])
     return escape(f"Approval {what}: {card.title}"[:300])
 
 
@@ -111,29 +121,41 @@ def blocks(card: Card, url: str | None = None) -> Blocks:
             link = f"<{escape(url)}|{OPEN_IN_BROWSER}>"
             result.append({"type": "context", "elements": [_mrkdwn(link)]})
     if card.state == State.PENDING and not card.overdue:
-        result.append(
-            {
-                "type": "actions",
-                "block_id": "signoff_decision",
-                "elements": [
-                    _approve_button(card),
-                    {
-                        "type": "button",
-                        "action_id": REJECT,
-                        "style": "danger",
-                        "text": _plain("Reject"),
-                        "value": button_value(card),
-                    },
-                    {
-                        "type": "button",
-                        "action_id": DELEGATE,
-                        "text": _plain("Delegate…"),
-                        "value": button_value(card),
-                    },
-                ],
-            }
-        )
+        elements = decision_elements(card, delegate=True)
+        result.append({"type": "actions", "block_id": "signoff_decision", "elements": elements})
     return result
+
+
+def _button(card: Card, action_id: str, label: str, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": _plain(label, 75),
+        "value": button_value(card),
+    }
+    if style is not None:
+        button["style"] = style
+    return button
+
+
+def decision_elements(card: Card, *, delegate: bool) -> Blocks:
+    """The buttons of a card that can be decided (also the App Home's, without Delegate…).
+    A tool call: Approve, Edit… (where its route allows edits), Reject, Answer… (words for
+    the agent instead of running the call). A question: one button per option, or Answer…
+    for words; then Reject. Every button carries the approval id and the full hash shown."""
+    if card.question:
+        elements = [_button(card, f"{OPTION}{i}", option) for i, option in enumerate(card.options)]
+        if not card.options:
+            elements.append(_button(card, ANSWER, "Answer…", "primary"))
+        elements.append(_button(card, REJECT, "Reject", "danger"))
+    else:
+        elements = [_approve_button(card)]
+        if card.editable:
+            elements.append(_button(card, EDIT, "Edit…"))
+        elements += [_button(card, REJECT, "Reject", "danger"), _button(card, ANSWER, "Answer…")]
+    if delegate:
+        elements.append(_button(card, DELEGATE, "Delegate…"))
+    return elements
 
 
 def _title(card: Card, section: Section) -> Blocks:

@@ -4,7 +4,8 @@ The Home tab of the app shows the person who opens it (a verified Slack user id,
 principal) what they may decide now, soonest deadline first: the title, the time left, who
 it is assigned to (and whom they stand in for, as a delegate), the short hash, Approve and
 Reject buttons (the card's own action ids and button values, so a press from the Home
-decides exactly like a press on the card, bound to the hash shown) and, with [web]
+decides exactly like a press on the card, bound to the hash shown: a question's options, or
+Answer…, on a question; Edit… where the route allows edits, and Answer…) and, with [web]
 configured, an "Open in browser" link to the approval's page; then their live delegations,
 made or received. Which requests are listed is the web inbox's rule (bot.inbox).
 
@@ -257,7 +258,8 @@ def _item(
         if card.expires_in is not None
         else "past its deadline"
     )
-    facts = [_plain(f"{card.capability} · {when}"), _plain(f"Assigned to {card.assignee}")]
+    what = f"Question · {card.capability}" if card.question else card.capability
+    facts = [_plain(f"{what} · {when}"), _plain(f"Assigned to {card.assignee}")]
     if standing_in_for:
         facts.append(_plain(f"You decide for {standing_in_for}"))
     if card.progress:
@@ -273,20 +275,14 @@ def _item(
         {"type": "context", "elements": facts},
     ]
     if card.expires_in is not None:
+        # The card's own buttons (a question's options, Edit… where the route allows it),
+        # without Delegate….
+        elements = slack_card.decision_elements(card, delegate=False)
         out.append(
             {
                 "type": "actions",
                 "block_id": f"signoff_home_{card.approval_id}",
-                "elements": [
-                    slack_card._approve_button(card),
-                    {
-                        "type": "button",
-                        "action_id": slack_card.REJECT,
-                        "style": "danger",
-                        "text": _plain("Reject"),
-                        "value": slack_card.button_value(card),
-                    },
-                ],
+                "elements": elements,
             }
         )
     out.append({"type": "divider"})
@@ -307,6 +303,13 @@ def _plain(text: str, limit: int = 2000) -> dict[str, Any]:
 
 def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text}
+
+
+def channel_of(body: dict[str, Any]) -> str | None:
+    """The channel a press came from; HOME for the Home tab."""
+    if from_home(body):
+        return HOME
+    return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
 
 
 def from_home(body: dict[str, Any]) -> bool:

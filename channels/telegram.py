@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from telegram import (
     CallbackQuery,
-    ForceReply,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
@@ -41,10 +40,10 @@ from bot.card import Card, card_for, confirms
 from bot.chat_memory import ChatMemory
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
-from bot.operator import Operator
+from bot.operator import Actor, Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
-from channels import conversation, telegram_card, web_inbox
+from channels import conversation, telegram_answers, telegram_card, telegram_migration, web_inbox
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.telegram_bot import Migrated, TelegramBot
@@ -172,6 +171,9 @@ class TelegramChannel:
         if actor is None:
             await self._answer(query, self.chat.unlinked(user_id), alert=True)
             return
+        if pressed.action == "answer":
+            await self._answer_pressed(query, card, actor, pressed)
+            return
         if pressed.action == "approve" and pressed.step == "press" and await self._confirms(card):
             # The route asks for a confirmation: Approve only turns the buttons into "Confirm
             # approve / Cancel" (refused at once if the press could not decide anyway).
@@ -195,36 +197,44 @@ class TelegramChannel:
         ):
             await self._answer(query, None)
             assert message is not None  # _card_of found a card for it
-            await self._ask_reason(message, card, user_id, query.from_user.first_name)
+            prompt = telegram_card.reason_prompt(card.shown_hash)
+            await self._ask(query, message, card, "reject", prompt)
 
-    async def _ask_reason(
-        self,
-        card_message: MaybeInaccessibleMessage,
-        card: CardMessage,
-        user_id: int,
-        first_name: str,
+    async def _answer_pressed(
+        self, query: CallbackQuery, card: CardMessage, actor: Actor, pressed: telegram_card.Pressed
     ) -> None:
-        """A ForceReply bound to the card: the answer to it is the reason (or `skip`)."""
-        text = telegram_card.reason_prompt(card.shown_hash)
-        if card_message.chat.type != "private":
-            # In a group, address the clicker: a selective ForceReply opens only for them.
-            mention = telegram_card.escape(first_name)
-            text = f'<a href="tg://user?id={user_id}">{mention}</a>, {text[0].lower()}{text[1:]}'
-        prompt = await self.bot.send_message(
-            chat_id=card_message.chat.id,
-            text=text,
-            parse_mode=ParseMode.HTML,
-            reply_markup=ForceReply(selective=True, input_field_placeholder="Reason, or skip"),
-            reply_parameters=ReplyParameters(card_message.message_id),
-            message_thread_id=_topic(card_message),
-        )
-        await self.memory.ask(
-            "telegram",
-            str(prompt.chat.id),
-            str(prompt.message_id),
-            card,
-            asked=str(user_id),
-            action="reject",
+        """A question's option answers at once; Answer asks for the words in a reply (after
+        the same check as Reject: who may reject may answer instead)."""
+        tell = self._answerer(query)
+        question, options = await telegram_answers.options_of(self.memory, card.approval_id)
+        if pressed.option is not None:
+            if pressed.option >= len(options):
+                await self._answer(query, "This button was not made by signoff.", alert=True)
+                return
+            option = options[pressed.option]
+            done = await self.chat.answer(
+                card.approval_id, card.shown_hash, actor, tell, option=option
+            )
+            if done is not None:
+                await self._answer(query, done)
+        elif await self.chat.precheck(
+            card.approval_id, card.shown_hash, actor, "reject", tell, recorded_as="answer"
+        ):
+            await self._answer(query, None)
+            prompt = telegram_card.answer_prompt(card.shown_hash, question)
+            await self._ask(query, query.message, card, "answer", prompt)  # type: ignore[arg-type]
+
+    async def _ask(
+        self,
+        query: CallbackQuery,
+        message: MaybeInaccessibleMessage,
+        card: CardMessage,
+        action: str,
+        prompt: str,
+    ) -> None:
+        who = query.from_user
+        await telegram_answers.ask_for_reply(
+            self.bot, self.memory, message, card, who.id, who.first_name, action, prompt
         )
 
     async def _on_reply(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -273,8 +283,9 @@ class TelegramChannel:
                     message, "That question was for someone else; reply to the card itself."
                 )
                 return
-            action = "reject"
-            note = None if text.strip().casefold() == "skip" else text.strip() or None
+            action = "answer" if prompt.action == "answer" else "reject"
+            skip = action == "reject" and text.strip().casefold() == "skip"
+            note = None if skip else text.strip() or None
         if anonymous:
             await self._refuse_anonymous(card.approval_id, action, self._replier(message))
             return
@@ -283,15 +294,28 @@ class TelegramChannel:
         if actor is None:
             await self._say(message, self.chat.unlinked(user_id))
             return
-        done = await self.chat.decide(
-            action,
-            card.approval_id,
-            card.shown_hash,
-            actor,
-            self._replier(message),
-            note=note,
-            to=to,
-        )
+        if action == "answer":
+            words, option = await telegram_answers.answer_of(
+                self.memory, card.approval_id, note or ""
+            )
+            done = await self.chat.answer(
+                card.approval_id,
+                card.shown_hash,
+                actor,
+                self._replier(message),
+                text=words,
+                option=option,
+            )
+        else:
+            done = await self.chat.decide(
+                action,
+                card.approval_id,
+                card.shown_hash,
+                actor,
+                self._replier(message),
+                note=note,
+                to=to,
+            )
         if done is not None:
             await self._say(message, done)
 
@@ -374,32 +398,7 @@ class TelegramChannel:
             await self._moved(message.migrate_from_chat_id, message.chat.id)
 
     async def _moved(self, old: int | str | None, new: int, *, announce: bool = False) -> None:
-        """Move the card records of chat `old` to `new`, and tell the operator when a route
-        still names the old id (every new card would otherwise first fail there): when cards
-        moved, or when `announce` (once per migration, not for each of its two messages)."""
-        if old is None or str(old) == str(new):
-            return
-        moved = await self.memory.move_cards("telegram", str(old), str(new))
-        stale = sorted(
-            {
-                str(target)
-                for route in self.directory.routes
-                for target in route.notify
-                if target.surface == "telegram" and target.chat == str(old)
-            }
-        )
-        if moved or (stale and announce):
-            log.warning(
-                "Telegram group %s was upgraded to a supergroup with chat id %s; %d card(s) "
-                "moved there.%s",
-                old,
-                new,
-                moved,
-                f" The configured notify target(s) {', '.join(stale)} name the old id: change "
-                f"them to telegram:{new}."
-                if stale
-                else "",
-            )
+        await telegram_migration.moved(self.memory, self.directory, old, new, announce=announce)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update could not be handled", exc_info=context.error)
@@ -499,7 +498,7 @@ class TelegramChannel:
                 ),
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
                 # Stay in the forum topic even if the message answered is gone meanwhile.
-                message_thread_id=_topic(message),
+                message_thread_id=telegram_answers.topic(message),
             )
         except TelegramError as exc:
             log.warning("could not reply in Telegram chat %s: %s", message.chat.id, exc)
@@ -572,14 +571,6 @@ class TelegramChannel:
     def _page(self, card: Card) -> str | None:
         """The approval's page on the web surface, if there is one."""
         return self.web.approval_url(card.approval_id) if self.web is not None else None
-
-
-def _topic(message: MaybeInaccessibleMessage) -> int | None:
-    """The forum topic a message is in (None outside forums: a supergroup's reply threads
-    also carry a message_thread_id, which is not a topic)."""
-    if isinstance(message, Message) and message.is_topic_message:
-        return message.message_thread_id
-    return None
 
 
 def _topic_root(message: Message, replied: Message) -> bool:

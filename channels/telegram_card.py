@@ -49,23 +49,29 @@ _ICONS = {
     "unknown": "❔",
     "answered": "💬",
 }
+EDIT_IN_BROWSER = "Edit in browser"
 
-Action = Literal["approve", "reject"]
+Action = Literal["approve", "reject", "answer"]
 # A press is the button itself, or, on a route with `confirm = true`, the second keyboard that
 # Approve brings up: "Confirm approve" (which decides) or "Cancel" (which puts Approve back).
 Step = Literal["press", "confirm", "cancel"]
 
 # callback_data is at most 64 bytes: a version tag, the action, the approval id as 32 hex
-# digits and the 12 hex digits of the short hash the card shows (51 bytes). The full hash is
-# not in the button: it is read from card_messages for the message the button is on.
+# digits and the 12 hex digits of the short hash the card shows (51 bytes; 52 for an option,
+# named by its place: a question's option may be longer than the whole button's data). The
+# full hash is not in the button: it is read from card_messages for the message the button
+# is on, and the shown hash covers a question's options, so the place names one option.
 _CALLBACK_VERSION = "s1"
 _CODES: dict[str, tuple[Action, Step]] = {
     "a": ("approve", "press"),
     "r": ("reject", "press"),
     "c": ("approve", "confirm"),
     "n": ("approve", "cancel"),
+    "w": ("answer", "press"),  # answer in words: asks for a reply
 }
-_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([arcn]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([arcnw]|o[0-4]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+ANSWER_LABEL = "Answer instead"  # a tool call's: words for the agent, and the call never runs
+OPTION_LABEL = 64  # characters of an option shown on its button
 
 
 def _data(code: str, approval_id: str, short: str) -> str:
@@ -73,17 +79,24 @@ def _data(code: str, approval_id: str, short: str) -> str:
 
 
 def callback_data(action: Action, card: Card) -> str:
-    return _data(action[0], card.approval_id, card.hash[:12])
+    code = "w" if action == "answer" else action[0]
+    return _data(code, card.approval_id, card.hash[:12])
+
+
+def option_data(index: int, card: Card) -> str:
+    return _data(f"o{index}", card.approval_id, card.hash[:12])
 
 
 @dataclass(frozen=True, slots=True)
 class Pressed:
-    """What a button says it is: an action on an approval, showing a hash starting so."""
+    """What a button says it is: an action on an approval, showing a hash starting so; for
+    a question's option, its place among the options."""
 
     action: Action
     approval_id: str
     short_hash: str
     step: Step = "press"
+    option: int | None = None
 
 
 def parse_callback(data: str | None) -> Pressed | None:
@@ -92,16 +105,30 @@ def parse_callback(data: str | None) -> Pressed | None:
     if match is None:
         return None
     code, id_hex, short = match.groups()
+    approval_id = str(uuid.UUID(hex=id_hex))
+    if code.startswith("o"):
+        return Pressed("answer", approval_id, short, option=int(code[1:]))
     action, step = _CODES[code]
-    return Pressed(action, str(uuid.UUID(hex=id_hex)), short, step)
+    return Pressed(action, approval_id, short, step)
 
 
 def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
-    """(label, callback_data) rows while the card can be decided; None once it cannot."""
+    """(label, callback_data) rows while the card can be decided; None once it cannot. A
+    tool call: Approve and Reject, then "Answer instead" (asks for a reply). A question: a
+    row per option, or "Answer" (asks for a reply), then Reject; never Approve."""
     if card.state != State.PENDING or card.overdue:
         return None
+    reject = ("Reject", callback_data("reject", card))
+    if card.question:
+        if card.options:
+            rows = [
+                [(_clip(o, OPTION_LABEL), option_data(i, card))] for i, o in enumerate(card.options)
+            ]
+            return [*rows, [reject]]
+        return [[("Answer", callback_data("answer", card)), reject]]
     return [
-        [("Approve", callback_data("approve", card)), ("Reject", callback_data("reject", card))]
+        [("Approve", callback_data("approve", card)), reject],
+        [(ANSWER_LABEL, callback_data("answer", card))],
     ]
 
 
@@ -126,7 +153,8 @@ def html(card: Card, url: str | None = None) -> str:
     short hash always the last line: a press on a card whose text does not end in it is not
     adopted as that request's card (channels/telegram.py). The outcome thus comes before it,
     and `url`, the approval's page on the web surface (when it is configured), becomes an
-    "Open in browser" link between them.
+    "Open in browser" link between them (and, where the route allows edits, "Edit in
+    browser": the page's editor).
 
     Every free text has an allowance, so the whole stays inside Telegram's 4,096 characters
     (counted in UTF-16 units, as Telegram counts): an agent writing a 4,000-character summary
@@ -170,7 +198,12 @@ def html(card: Card, url: str | None = None) -> str:
     if url is not None:
         # A text link, not a URL button: Telegram refuses a whole message whose button URL
         # it dislikes (a host without a dot), but only drops a text link it dislikes.
-        tail += ["", f'<a href="{_html_escape(url, quote=True)}">{OPEN_IN_BROWSER}</a>']
+        links = f'<a href="{_html_escape(url, quote=True)}">{OPEN_IN_BROWSER}</a>'
+        if card.editable and card.state == State.PENDING and not card.overdue:
+            # Approve as edited is the web page's: its editor, then the review of the edit.
+            edit = _html_escape(f"{url}/edit", quote=True)
+            links += f' · <a href="{edit}">{EDIT_IN_BROWSER}</a>'
+        tail += ["", links]
     tail += ["", hash_line]
 
     budget = _TEXT_BUDGET - sum(_shown(line) + 1 for line in head + tail)
@@ -258,20 +291,22 @@ _REPLY = re.compile(r"\s*([^\s.,:;!]+)[.,:;!]*(?:\s+(.*))?", re.DOTALL)
 
 HELP = (
     "Reply to the card with approve (or yes, ok) and an optional note, reject (or no) and a "
-    "reason, or delegate NAME to hand it to someone else."
+    "reason, answer and your words for the agent instead of running it, or delegate NAME to "
+    "hand it to someone else."
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    action: Literal["approve", "reject", "delegate"]
+    action: Literal["approve", "reject", "answer", "delegate"]
     note: str | None
     to: str | None = None  # for delegate: the principal named
 
 
 def parse_reply(text: str) -> Reply | None:
     """`approve looks fine` -> approve with note "looks fine"; `no budget exhausted` ->
-    reject with that reason; `delegate carol she owns vendors` -> hand the request to
+    reject with that reason; `answer refund only 60` -> answer with those words (the call
+    does not run); `delegate carol she owns vendors` -> hand the request to
     carol with that note; None for anything else (the sender gets HELP)."""
     match = _REPLY.fullmatch(text or "")
     if match is None:
@@ -281,6 +316,8 @@ def parse_reply(text: str) -> Reply | None:
         return Reply("approve", rest)
     if word in _REJECT_WORDS:
         return Reply("reject", rest)
+    if word == "answer" and rest:
+        return Reply("answer", rest)
     if word == "delegate" and rest:
         to, *note = rest.split(None, 1)  # any whitespace after the name, as after the verb
         name = to.lstrip("@")
@@ -295,4 +332,16 @@ def reason_prompt(shown_hash: str) -> str:
     return (
         f"Why reject this request (<code>{short_hash(shown_hash)}</code>)? Reply to this "
         "message with the reason, or <code>skip</code> for none."
+    )
+
+
+def answer_prompt(shown_hash: str, question: bool) -> str:
+    """The question after Answer: the card it is about is the message it replies to."""
+    what = (
+        "Your answer to this question"
+        if question
+        else "What should the agent read instead of running this call"
+    )
+    return (
+        f"{what} (<code>{short_hash(shown_hash)}</code>)? Reply to this message with your answer."
     )

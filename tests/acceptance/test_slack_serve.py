@@ -199,6 +199,7 @@ def test_a_card_posted_by_serve_is_approved_by_a_signed_click(
         assert [(b["action_id"], b.get("style")) for b in buttons(card.args["blocks"])] == [
             (APPROVE, "primary"),
             (REJECT, "danger"),
+            ("signoff_answer", None),
             ("signoff_delegate", None),
         ]
         assert {b["value"] for b in buttons(card.args["blocks"])} == {

@@ -102,7 +102,7 @@ def card_recorded(db: Path, message_id: int, timeout: float = 10.0) -> None:
 
 
 def approve_button(card: dict[str, Any]) -> str:
-    [row] = card["reply_markup"]["inline_keyboard"]
+    row, _answer = card["reply_markup"]["inline_keyboard"]  # Approve, Reject; Answer instead
     return str(row[0]["callback_data"])
 
 

@@ -48,6 +48,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from tests.fakes import slack_views
 from tests.fakes.recording import Call, RecordingFake
 
 __all__ = [
@@ -278,6 +279,53 @@ class FakeSlack(RecordingFake):
             team_domain=self.team_domain,
         )
 
+    def submit_filled(
+        self, view_id: str, user_id: str, filled: Mapping[str, Any] | None = None
+    ) -> bytes:
+        """The view_submission of `user_id` submitting the view as Slack holds it: every input
+        with its initial value, unless `filled` gives a block's new one
+        (tests/fakes/slack_views.submitted_state)."""
+        opened = self.view(view_id)
+        if opened is None:
+            raise LookupError(f"no view {view_id}")
+        return self.submit_body(
+            view_id, user_id, slack_views.submitted_state(opened, dict(filled or {}))
+        )
+
+    def respond(self, view_id: str, answer: str) -> dict[str, Any]:
+        """What Slack does with the app's HTTP answer to a view_submission of `view_id`: an
+        empty answer (or `clear`) closes the modal, `errors` keep it open with them (naming
+        only its input blocks), `update` replaces it in place (same id, new hash). Returns
+        the answer as parsed; raises AssertionError where Slack would show its own error."""
+        parsed: dict[str, Any] = json.loads(answer) if answer.strip() else {}
+        with self._lock:
+            current = self._views.get(view_id)
+            if current is None:
+                raise AssertionError(f"no open view {view_id}")
+            refused = slack_views.response_problems(current, parsed)
+            if refused:
+                raise AssertionError(f"Slack would refuse the response: {refused}")
+            action = parsed.get("response_action")
+            if action in (None, "clear"):
+                del self._views[view_id]
+            elif action == "update":
+                view = parsed["view"]
+                current.update(
+                    {
+                        "blocks": view.get("blocks", []),
+                        "private_metadata": view.get("private_metadata", ""),
+                        "callback_id": view.get("callback_id", ""),
+                        "title": view.get("title"),
+                        "submit": view.get("submit"),
+                        "close": view.get("close"),
+                        "state": {"values": {}},
+                        "hash": hashlib.sha1(f"{view_id}:{self._next_ts()}".encode()).hexdigest()[
+                            :20
+                        ],
+                    }
+                )
+        return parsed
+
     # ----------------------------------------------------------------------------------------
     # the HTTP side
 
@@ -462,6 +510,9 @@ class FakeSlack(RecordingFake):
         view = args.get("view")
         if not isinstance(view, dict) or view.get("type") not in ("modal", "home"):
             raise _SlackError("invalid_arguments")
+        refused = slack_views.problems(view)
+        if refused:
+            raise _SlackError("invalid_arguments", response_metadata={"messages": refused})
         view_id = f"V{next(self._view_seq):08d}"
         opened = {
             "id": view_id,

@@ -61,12 +61,17 @@ async def slack_rig(
             await close()
 
 
+# A pending tool call's Telegram buttons (the confirm route allows no edits).
+PENDING = ["Approve", "Reject", "Answer instead"]
+
+
 async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
     slack_rig: SlackRig,
 ) -> None:
     risky = await slack_rig.create()
     plain = await slack_rig.create(**CONTRACT)
-    [approve, reject, delegate] = slack_buttons((await slack_rig.card_for(risky["id"]))["blocks"])
+    card = await slack_rig.card_for(risky["id"])
+    [approve, reject, answer, delegate] = slack_buttons(card["blocks"])
     assert approve["action_id"] == "signoff_approve"
     confirm = approve["confirm"]
     assert confirm["title"] == {
@@ -77,7 +82,7 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
     assert "Refund €120.00 to Zoë" in confirm["text"]["text"]
     assert f"sha256:{risky['hash'][:12]}" in confirm["text"]["text"]
     assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Approve", "Cancel")
-    assert "confirm" not in reject and "confirm" not in delegate
+    assert not any("confirm" in button for button in (reject, answer, delegate))
     buttons = slack_buttons((await slack_rig.card_for(plain["id"]))["blocks"])
     assert buttons[0]["action_id"] == "signoff_approve"
     assert all("confirm" not in b for b in buttons)
@@ -123,7 +128,7 @@ async def _confirming(rig: TelegramRig) -> tuple[dict[str, Any], dict[str, Any]]
     """A request on the confirm route whose Approve Alice has pressed: (record, card now)."""
     record = await rig.create()
     card = await rig.card_for(record["id"])
-    assert _labels(card) == ["Approve", "Reject"]
+    assert _labels(card) == PENDING
     assert await rig.click(ALICE, card) == 200
     shown = rig.tg.message(GROUP, card["message_id"])
     assert shown is not None
@@ -163,7 +168,7 @@ async def test_telegram_cancel_puts_the_buttons_back_and_decides_nothing(
     record, shown = await _confirming(tg_rig)
     assert await tg_rig.click(ALICE, shown, button=1) == 200
     back = tg_rig.tg.message(GROUP, shown["message_id"])
-    assert _labels(back) == ["Approve", "Reject"]
+    assert _labels(back) == PENDING
     assert "nothing was decided" in tg_rig.tg.calls_to("answerCallbackQuery")[-1].args["text"]
     assert (await tg_rig.state(record["id"])).state == "pending"
     assert [e.type for e in await tg_rig.events(record["id"])] == ["requested"]
@@ -178,7 +183,7 @@ async def test_telegram_approve_from_someone_who_may_not_decide_is_refused_at_on
     record = await tg_rig.create()
     card = await tg_rig.card_for(record["id"])
     assert await tg_rig.click(ERIN, card) == 200
-    assert _labels(tg_rig.tg.message(GROUP, card["message_id"])) == ["Approve", "Reject"]
+    assert _labels(tg_rig.tg.message(GROUP, card["message_id"])) == PENDING
     assert tg_rig.tg.calls_to("answerCallbackQuery", ok=True)[-1].args.get("show_alert")
     assert (await tg_rig.state(record["id"])).state == "pending"
 
@@ -255,7 +260,7 @@ async def test_a_press_on_the_unrecorded_copy_after_the_decision_updates_it(
     second = await rig.card_for(record["id"])
     assert await rig.click(ALICE, second) == 200  # decided on the recorded copy
     await rig.drain()
-    assert _labels(rig.tg.message(GROUP, first["message_id"])) == ["Approve", "Reject"]
+    assert _labels(rig.tg.message(GROUP, first["message_id"])) == PENDING
     assert await rig.click(ALICE, first) == 200
     answer = rig.tg.calls_to("answerCallbackQuery", ok=True)[-1].args["text"]
     assert "does not match" not in answer

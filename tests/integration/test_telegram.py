@@ -2,13 +2,13 @@
 (tests/fakes/telegram.py), updates shaped exactly as Telegram sends them and posted over real
 HTTP with the secret token to signoff's own server, on SQLite and PostgreSQL, with a FakeClock.
 
-Proves: a request becomes an HTML card with the short hash and two buttons whose data fits 64
-bytes; a button or a reply from an entitled user decides (and the card is edited without its
-buttons); Reject asks for the reason with a ForceReply; every refusal (wrong secret,
-redelivered update, tampered button, non-approver in a group, unknown user, after expiry,
-second decision) is told, audited and changes nothing; an update on another server of the
-same database works; Telegram down or flood control delays a card without losing it; agent
-text reaches Telegram escaped.
+Proves: a request becomes an HTML card with the short hash and its buttons (Approve, Reject,
+Answer instead) whose data fits 64 bytes; a button or a reply from an entitled user decides
+(and the card is edited without its buttons); Reject asks for the reason with a ForceReply;
+every refusal (wrong secret, redelivered update, tampered button, non-approver in a group,
+unknown user, after expiry, second decision) is told, audited and changes nothing; an update
+on another server of the same database works; Telegram down or flood control delays a card
+without losing it; agent text reaches Telegram escaped.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ async def test_a_request_becomes_an_html_card_with_the_short_hash_and_two_button
     assert card["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
     assert "Refund €120.00 to Zoë" in card["text"]
     buttons = buttons_in(card)
-    assert [b["text"] for b in buttons] == ["Approve", "Reject"]
+    assert [b["text"] for b in buttons] == ["Approve", "Reject", "Answer instead"]
     for button in buttons:
         assert len(button["callback_data"].encode()) <= 64
         assert record["hash"][:12] in button["callback_data"]

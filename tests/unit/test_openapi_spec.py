@@ -289,9 +289,14 @@ def test_the_record_is_nullable_exactly_where_its_column_is() -> None:
     record = public_record(approval_record())
     check = component("Approval")
     # Keys that are not one column: `tool` (two NOT NULL columns, null for a question),
-    # `original_arguments` (the original_args column); the rest (`execution`, `edited`,
+    # `original_arguments` and `approved_by_grant` (the original_args and grant_id
+    # columns); the rest (`execution`, `edited`,
     # `votes`) are derived and never null.
-    derived = {"tool": True, "original_arguments": approvals.c.original_args.nullable}
+    derived = {
+        "tool": True,
+        "original_arguments": approvals.c.original_args.nullable,
+        "approved_by_grant": approvals.c.grant_id.nullable,
+    }
     for key in record:
         if key in derived:
             nullable = derived[key]

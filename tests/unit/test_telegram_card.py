@@ -40,6 +40,31 @@ def test_callback_data_fits_and_names_the_card(directory: Directory) -> None:
         assert pressed == telegram_card.Pressed(action, card.approval_id, HASH[:12])
 
 
+def test_a_questions_options_are_named_by_place_within_64_bytes(directory: Directory) -> None:
+    options = ["Refund in full", "Store credit", "x" * 200]
+    card = _card(
+        directory, kind="question", tool_name=None, tool_args=None, question={"options": options}
+    )
+    rows = telegram_card.keyboard(card)
+    assert rows is not None
+    assert [label for row in rows for label, _ in row][:2] == options[:2]
+    assert [label for row in rows for label, _ in row][3] == "Reject"  # never Approve
+    for index, row in enumerate(rows[:3]):
+        [(label, data)] = row
+        assert len(data.encode()) <= 64 and len(label) <= telegram_card.OPTION_LABEL
+        pressed = telegram_card.parse_callback(data)
+        assert pressed == telegram_card.Pressed("answer", card.approval_id, HASH[:12], option=index)
+    free = _card(directory, kind="question", tool_name=None, tool_args=None, question={})
+    assert [label for label, _ in (telegram_card.keyboard(free) or [[]])[0]] == ["Answer", "Reject"]
+
+
+def test_answer_in_a_reply_needs_words() -> None:
+    assert telegram_card.parse_reply("answer: refund only 60") == telegram_card.Reply(
+        "answer", "refund only 60"
+    )
+    assert telegram_card.parse_reply("answer") is None
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -51,6 +76,8 @@ def test_callback_data_fits_and_names_the_card(directory: Directory) -> None:
         f"s1:a:{'a' * 31}:{'b' * 12}",  # short id
         f"s1:a:{'a' * 32}:{'B' * 12}",  # not lower hex
         f"s1:a:{'a' * 32}:{'b' * 12}:extra",
+        f"s1:o5:{'a' * 32}:{'b' * 12}",  # at most five options: places 0 to 4
+        f"s1:o:{'a' * 32}:{'b' * 12}",
     ],
 )
 def test_callback_data_signoff_did_not_make_is_not_read(data: str | None) -> None:
