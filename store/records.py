@@ -249,4 +249,3 @@ class StandingGrant(_FromRow):
             and now < self.expires_at
             and (self.max_uses is None or self.uses < self.max_uses)
         )
-

@@ -133,8 +133,10 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
     page.get_by_role("button", name="Send a replacement").click()
     expect(page.get_by_role("status")).to_have_text("Answered.")
     wait_until(
-        lambda: "agent: 'Replace or refund order 8815?' answered by bob: 'Send a replacement'"
-        in demo.output,
+        lambda: (
+            "agent: 'Replace or refund order 8815?' answered by bob: 'Send a replacement'"
+            in demo.output
+        ),
         15,
         "the demo agent reading the answer",
     )
