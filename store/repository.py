@@ -11,7 +11,8 @@ errors (store.engine.translated_errors).
 (store/listings.py, store/dashboard.py), the audit trail (store/events.py), votes
 (store/votes.py), refusal counts (store/refusals.py), outbox jobs (store/outbox.py), chat
 messages (store/chat.py), delegations (store/delegations.py), sign-in links
-(store/web_logins.py) and the email surface's decision links (store/email_links.py); what they share is store/statements.py.
+(store/web_logins.py) and the email surface's decision links (store/email_links.py); what
+they share is store/statements.py.
 """
 
 from __future__ import annotations

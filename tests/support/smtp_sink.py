@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any, Literal
@@ -111,3 +113,37 @@ async def smtp_sink(credentials: tuple[str, str] | None = None) -> AsyncIterator
     finally:
         server.close()
         await server.wait_closed()
+
+
+@contextmanager
+def smtp_sink_in_thread() -> Iterator[SmtpSink]:
+    """The sink on an event loop of its own, in a daemon thread (for the browser tests,
+    which drive a `signoff serve` subprocess from plain synchronous code)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="smtp-sink", daemon=True)
+    thread.start()
+    running = smtp_sink()
+    try:
+        sink = asyncio.run_coroutine_threadsafe(running.__aenter__(), loop).result(timeout=10)
+        yield sink
+    finally:
+        try:
+            closing = running.__aexit__(None, None, None)
+            asyncio.run_coroutine_threadsafe(closing, loop).result(timeout=10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            if not thread.is_alive():
+                loop.close()
+
+
+def wait_for_mail(
+    sink: SmtpSink, address: str, count: int = 1, timeout: float = 10
+) -> list[Received]:
+    """The mails to `address` once there are `count` of them (the server's outbox sends
+    them a moment after the change); AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while len(sink.to(address)) < count:
+        assert time.monotonic() < deadline, f"{len(sink.to(address))} mail(s) to {address}"
+        time.sleep(0.02)
+    return sink.to(address)

@@ -3,11 +3,12 @@ and a new one plugs in without a change to the core.
 
 Proves: a notify target naming no registered surface is refused with the message that names
 every valid form; a surface registered by a test (memo, made up, declared here and nowhere
-else) gets its config table, its notify targets, its principals' accounts (validated and refused as it
-says, one account proving one person), the lookup by account, its channel built by its own
-factory, started and stopped with the server and serving its own route, and cards posted to it,
-personal ones included; and no core module in bot/ names Slack or Telegram outside the
-registry's list of declaration modules and the command line's own Telegram commands.
+else) gets its config table, its notify targets, its principals' accounts (validated and
+refused as it says, one account proving one person), the lookup by account, its channel
+built by its own factory, started and stopped with the server and serving its own route, and
+cards posted to it, personal ones included; and no core module in bot/ names Slack or
+Telegram outside the registry's list of declaration modules and the command line's own
+Telegram commands.
 """
 
 from __future__ import annotations
