@@ -39,7 +39,10 @@ _HEADERS = {
         "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
 }
+# What a browser says of a POST from our own page (or typed in); any other site's is refused.
+_OWN_SITE = (None, "same-origin", "none")
 
 
 def add_routes(app: web.Application, channel: EmailChannel) -> None:
@@ -71,6 +74,9 @@ class Pages:
     async def decide(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]
         link = await self.channel.links.peek(token)
+        if request.headers.get("Sec-Fetch-Site") not in _OWN_SITE:
+            # Only our confirmation page posts here: another site's form decides nothing.
+            return await self._page(link, "This form was sent from another site.", 403)
         refused = self._not_theirs(request, link)
         if refused is not None:
             return await self._page(link, refused[1], status=refused[0])

@@ -285,3 +285,14 @@ async def test_the_probe_says_which_step_fails() -> None:
     closed = await probe(table.model_copy(update={"port": port}), env)
     assert closed is not None and closed.startswith(f"connecting to 127.0.0.1:{port}")
     assert sink.received == []
+
+
+async def test_a_post_from_another_site_decides_nothing(rig: EmailRig) -> None:
+    record = await rig.create()
+    await rig.drain()
+    approve = rig.links(rig.mails_to("alice")[0])["approve"]
+    async with rig.http.post(approve, headers={"Sec-Fetch-Site": "cross-site"}) as response:
+        assert response.status == 403
+    assert (await rig.state(record["id"])).state == "pending"
+    status, _ = await _post(rig, approve)  # not used up: the real press still works
+    assert status == 200 and (await rig.state(record["id"])).state == "approved"
