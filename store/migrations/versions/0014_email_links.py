@@ -4,8 +4,8 @@ Each mailed card carries one link per action (approve, reject) for the principal
 mailed to and the revision it showed; only the SHA-256 of a link's token is stored, so the
 table holds nothing a reader could decide with.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-05 09:00:00
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from store.schema import UTCDateTime
 
-revision: str = "0013"
-down_revision: str | None = "0012"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
