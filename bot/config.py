@@ -306,6 +306,8 @@ class Config(Strict):
                 self._check_approver(approver, f"routes.{i}.approvers")
             for j, step in enumerate(route.escalation):
                 self._check_approver(step.to, f"routes.{i}.escalation.{j}.to")
+            for target in route.notify:
+                self._check_target(Target.parse(target), f"routes.{i}.notify")
             possible = directory.expand(route.approvers)
             if route.required_approvals > len(possible):
                 raise ValueError(
@@ -313,6 +315,17 @@ class Config(Strict):
                     f"{len(possible)} distinct approver(s) exist"
                 )
         return self
+
+    def _check_target(self, target: Target, key: str) -> None:
+        surface = surfaces.find(target.surface)
+        if surface is None or not surface.targets_principals or target.every_approver:
+            return
+        name = target.principal or target.where
+        principal = self.principals.get(name)
+        if principal is None:
+            raise ValueError(f"{key}: {str(target)!r} names no configured principal")
+        if getattr(principal, surface.name, None) is None:
+            raise ValueError(f"{key}: {str(target)!r}: principals.{name} has no {surface.name}")
 
     def _check_approver(self, approver: str, key: str) -> None:
         if approver.startswith(GROUP_PREFIX):

@@ -37,6 +37,7 @@ BUILT_IN = (
     "channels.slack_surface",
     "channels.telegram_surface",
     "channels.web_surface",
+    "channels.email_surface",
 )
 
 
@@ -81,6 +82,10 @@ class Surface:
     where: str = ""
     # What may follow `name:` in a notify target (a regular expression); None: the bare name.
     target_pattern: str | None = None
+    # Whether a notify target `name:WHERE` other than `name:dm` names a principal by key
+    # (`email:alice`): the config then refuses one naming nobody, or someone without an
+    # account here, so a route can reach only configured people.
+    targets_principals: bool = False
     # The annotation (pydantic) of a principal's account on it (`name = ...` in their
     # table); None: nobody has an account here and no card is personal.
     account: Any = None

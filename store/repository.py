@@ -10,8 +10,9 @@ errors (store.engine.translated_errors).
 (store/approvals.py) and their clocks (store/clocks.py), reads of many approvals
 (store/listings.py, store/dashboard.py), the audit trail (store/events.py), votes
 (store/votes.py), refusal counts (store/refusals.py), outbox jobs (store/outbox.py), chat
-messages (store/chat.py), delegations (store/delegations.py) and sign-in links
-(store/web_logins.py); what they share is store/statements.py.
+messages (store/chat.py), delegations (store/delegations.py), sign-in links
+(store/web_logins.py) and the email surface's decision links (store/email_links.py); what
+they share is store/statements.py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from store.clocks import ClockStatements
 from store.commits import CommitSignal, watch_commits
 from store.dashboard import DashboardStatements
 from store.delegations import DelegationStatements
+from store.email_links import EmailLinkStatements
 from store.engine import (
     BEGIN_MODE,
     NO_BEGIN,
@@ -116,5 +118,6 @@ class Tx(
     DelegationStatements,
     WebLoginStatements,
     StandingGrantStatements,
+    EmailLinkStatements,
 ):
     """The statements, bound to one connection: a write transaction, or a read (`Store`)."""

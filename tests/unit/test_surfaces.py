@@ -2,12 +2,13 @@
 and a new one plugs in without a change to the core.
 
 Proves: a notify target naming no registered surface is refused with the message that names
-every valid form; a surface registered by a test (email, declared here and nowhere else) gets
-its config table, its notify targets, its principals' accounts (validated and refused as it
-says, one account proving one person), the lookup by account, its channel built by its own
-factory, started and stopped with the server and serving its own route, and cards posted to it,
-personal ones included; and no core module in bot/ names Slack or Telegram outside the
-registry's list of declaration modules and the command line's own Telegram commands.
+every valid form; a surface registered by a test (memo, made up, declared here and nowhere
+else) gets its config table, its notify targets, its principals' accounts (validated and
+refused as it says, one account proving one person), the lookup by account, its channel
+built by its own factory, started and stopped with the server and serving its own route, and
+cards posted to it, personal ones included; and no core module in bot/ names Slack or
+Telegram outside the registry's list of declaration modules and the command line's own
+Telegram commands.
 """
 
 from __future__ import annotations
@@ -63,27 +64,28 @@ REFUND = {
 }
 
 TODAYS_FORMS = (
-    "slack:CHANNEL, slack:dm, telegram:CHAT_ID, telegram:CHAT_ID/TOPIC_ID, telegram:dm or web"
+    "slack:CHANNEL, slack:dm, telegram:CHAT_ID, telegram:CHAT_ID/TOPIC_ID, telegram:dm, web, "
+    "email:dm or email:NAME"
 )
 
 
-class EmailConfig(Strict):
+class MemoConfig(Strict):
     sender: str = "signoff@example.com"
-    password_env: EnvVar = "EMAIL_PASSWORD"
+    password_env: EnvVar = "MEMO_PASSWORD"
 
 
-class FakeEmail:
-    """An email channel that keeps what it was asked to send."""
+class FakeMemo:
+    """A memo channel that keeps what it was asked to send."""
 
-    name = "email"
+    name = "memo"
 
-    def __init__(self, table: EmailConfig) -> None:
+    def __init__(self, table: MemoConfig) -> None:
         self.table = table
         self.cards: list[tuple[str, str]] = []  # (target, approval id)
         self.running = False
 
     def add_routes(self, app: web.Application) -> None:
-        app.router.add_get("/email/bounces", self.bounces)
+        app.router.add_get("/memo/bounces", self.bounces)
 
     async def bounces(self, request: web.Request) -> web.Response:
         return web.Response(text=f"bounces for {self.table.sender}")
@@ -96,7 +98,7 @@ class FakeEmail:
 
     async def post_card(self, card: Card, target: Target) -> MessageRef:
         self.cards.append((str(target), card.approval_id))
-        return MessageRef("email", target.where, f"<{len(self.cards)}@example.com>")
+        return MessageRef("memo", target.where, f"<{len(self.cards)}@example.com>")
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:
         return None
@@ -114,16 +116,16 @@ def _refused(address: str) -> str | None:
     return None
 
 
-def _check(table: EmailConfig | None, options: StartupCheck) -> None:
+def _check(table: MemoConfig | None, options: StartupCheck) -> None:
     if table is not None and table.sender.endswith(".invalid"):
-        raise ConfigError("[email] sender: mail from a .invalid domain is never delivered")
+        raise ConfigError("[memo] sender: mail from a .invalid domain is never delivered")
 
 
-EMAIL = Surface(
-    name="email",
-    config=EmailConfig,
-    factory=lambda services: FakeEmail(services.table),
-    target_forms=("email:LIST", "email:dm"),
+MEMO = Surface(
+    name="memo",
+    config=MemoConfig,
+    factory=lambda services: FakeMemo(services.table),
+    target_forms=("memo:LIST", "memo:dm"),
     target_pattern=r"dm|[a-z][a-z0-9-]*",
     account=Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")],
     refuse_account=_refused,
@@ -132,8 +134,8 @@ EMAIL = Surface(
 
 
 @pytest.fixture
-def email() -> Iterator[Surface]:
-    with surfaces.registering(EMAIL) as surface:
+def memo() -> Iterator[Surface]:
+    with surfaces.registering(MEMO) as surface:
         yield surface
 
 
@@ -143,12 +145,12 @@ def _error(data: dict[str, Any]) -> str:
     return info.value.message
 
 
-def _email_config(**principal_accounts: str) -> dict[str, Any]:
+def _memo_config(**principal_accounts: str) -> dict[str, Any]:
     data = copy.deepcopy(CONFIG)
-    data["email"] = {"sender": "approvals@example.com"}
+    data["memo"] = {"sender": "approvals@example.com"}
     for key, address in principal_accounts.items():
-        data["principals"][key]["email"] = address
-    data["routes"][0]["notify"] = ["email:dm", "email:finance-desk", "slack:C0FIN"]
+        data["principals"][key]["memo"] = address
+    data["routes"][0]["notify"] = ["memo:dm", "memo:finance-desk", "slack:C0FIN"]
     return data
 
 
@@ -157,13 +159,13 @@ def _email_config(**principal_accounts: str) -> dict[str, Any]:
 
 def test_a_target_on_an_unregistered_surface_is_refused_naming_every_valid_form() -> None:
     data = copy.deepcopy(CONFIG)
-    data["routes"][0]["notify"] = ["slack:dm", "email:x"]
-    assert _error(data) == f"config: routes.0: notify target 'email:x': expected {TODAYS_FORMS}"
+    data["routes"][0]["notify"] = ["slack:dm", "memo:x"]
+    assert _error(data) == f"config: routes.0: notify target 'memo:x': expected {TODAYS_FORMS}"
 
 
-def test_the_built_in_surfaces_are_slack_telegram_and_web() -> None:
-    assert [s.name for s in surfaces.registered()] == ["slack", "telegram", "web"]
-    assert [s.name for s in surfaces.personal()] == ["slack", "telegram"]
+def test_the_built_in_surfaces_are_slack_telegram_web_and_email() -> None:
+    assert [s.name for s in surfaces.registered()] == ["slack", "telegram", "web", "email"]
+    assert [s.name for s in surfaces.personal()] == ["slack", "telegram", "email"]
     assert surfaces.target_forms() == TODAYS_FORMS
 
 
@@ -185,87 +187,87 @@ def test_a_principal_may_not_have_an_account_on_a_surface_without_accounts() -> 
 # -- a surface added by registering it, and nothing else -----------------------------------
 
 
-def test_a_registered_surface_has_its_table_targets_and_accounts(email: Surface) -> None:
-    config = parse_config(_email_config(alice="alice@example.com", bob="bob@example.com"))
-    table = config.surface_table("email")
-    assert isinstance(table, EmailConfig) and table.sender == "approvals@example.com"
+def test_a_registered_surface_has_its_table_targets_and_accounts(memo: Surface) -> None:
+    config = parse_config(_memo_config(alice="alice@example.com", bob="bob@example.com"))
+    table = config.surface_table("memo")
+    assert isinstance(table, MemoConfig) and table.sender == "approvals@example.com"
     directory = config.directory()
     assert [str(t) for t in directory.routes[0].notify] == [
-        "email:dm",
-        "email:finance-desk",
+        "memo:dm",
+        "memo:finance-desk",
         "slack:C0FIN",
     ]
     alice = directory.principal("alice")
-    assert directory.principal_for("email", "alice@example.com") == alice
-    assert alice.accounts == {"slack": "U0ALICE", "telegram": 111, "email": "alice@example.com"}
+    assert directory.principal_for("memo", "alice@example.com") == alice
+    assert alice.accounts == {"slack": "U0ALICE", "telegram": 111, "memo": "alice@example.com"}
     # One lookup by (surface, account): an address is no Slack id, nor anyone unconfigured.
     assert directory.principal_for("slack", "alice@example.com") is None
-    assert directory.principal_for("email", "mallory@example.com") is None
-    assert directory.reaches("bob", "email") and not directory.reaches("sam", "email")
+    assert directory.principal_for("memo", "mallory@example.com") is None
+    assert directory.reaches("bob", "memo") and not directory.reaches("sam", "memo")
     # Every valid form is named, the new surface's included.
-    assert surfaces.target_forms().endswith("telegram:dm, web, email:LIST or email:dm")
+    assert surfaces.target_forms().endswith("web, email:dm, email:NAME, memo:LIST or memo:dm")
 
 
 def test_a_registered_surface_validates_and_refuses_accounts_as_it_declares(
-    email: Surface,
+    memo: Surface,
 ) -> None:
-    assert "principals.alice.email: String should match pattern" in _error(
-        _email_config(alice="not an address")
+    assert "principals.alice.memo: String should match pattern" in _error(
+        _memo_config(alice="not an address")
     )
-    assert _error(_email_config(alice="noreply@example.com")) == (
-        "config: principals.alice.email: noreply@example.com is nobody's mailbox; use the "
+    assert _error(_memo_config(alice="noreply@example.com")) == (
+        "config: principals.alice.memo: noreply@example.com is nobody's mailbox; use the "
         "person's own address"
     )
-    assert _error(_email_config(alice="desk@example.com", bob="desk@example.com")) == (
-        "config: principals.bob.email: 'desk@example.com' is also principals.alice.email"
+    assert _error(_memo_config(alice="desk@example.com", bob="desk@example.com")) == (
+        "config: principals.bob.memo: 'desk@example.com' is also principals.alice.memo"
     )
-    assert _error({**_email_config(), "email": {"sendr": "x@example.com"}}) == (
-        "config: email.sendr: unknown key, did you mean sender?"
+    assert _error({**_memo_config(), "memo": {"sendr": "x@example.com"}}) == (
+        "config: memo.sendr: unknown key, did you mean sender?"
     )
-    data = _email_config()
-    data["routes"][0]["notify"] = ["email:Finance"]
-    assert "notify target 'email:Finance': expected" in _error(data)
+    data = _memo_config()
+    data["routes"][0]["notify"] = ["memo:Finance"]
+    assert "notify target 'memo:Finance': expected" in _error(data)
 
 
 def test_without_the_registration_its_table_and_accounts_are_unknown_keys() -> None:
-    assert _error({**copy.deepcopy(CONFIG), "email": {}}) == "config: email: unknown key"
+    assert _error({**copy.deepcopy(CONFIG), "memo": {}}) == "config: memo: unknown key"
     data = copy.deepcopy(CONFIG)
-    data["principals"]["alice"]["email"] = "alice@example.com"
-    assert _error(data) == "config: principals.alice.email: unknown key"
+    data["principals"]["alice"]["memo"] = "alice@example.com"
+    assert _error(data) == "config: principals.alice.memo: unknown key"
 
 
-def test_a_registered_surface_checks_its_own_credentials(email: Surface) -> None:
-    config = parse_config({**_email_config(), "email": {"sender": "x@mail.invalid"}})
+def test_a_registered_surface_checks_its_own_credentials(memo: Surface) -> None:
+    config = parse_config({**_memo_config(), "memo": {"sender": "x@mail.invalid"}})
     with pytest.raises(ConfigError) as info:
         check_channels(config)
-    assert info.value.message == "[email] sender: mail from a .invalid domain is never delivered"
+    assert info.value.message == "[memo] sender: mail from a .invalid domain is never delivered"
 
 
 async def test_a_registered_surface_gets_its_channel_and_its_cards(
-    email: Surface, store: Store, clock: FakeClock
+    memo: Surface, store: Store, clock: FakeClock
 ) -> None:
-    config = parse_config(_email_config(alice="alice@example.com", carol="carol@example.com"))
+    config = parse_config(_memo_config(alice="alice@example.com", carol="carol@example.com"))
     core = bootstrap(config, store, clock=clock)
-    channel = core.channels["email"]
-    assert isinstance(channel, FakeEmail) and isinstance(channel, Channel)
-    assert list(core.channels) == ["email"]  # no other surface has a table here
+    channel = core.channels["memo"]
+    assert isinstance(channel, FakeMemo) and isinstance(channel, Channel)
+    assert list(core.channels) == ["memo"]  # no other surface has a table here
 
     created = await create_request(store, core.directory, clock, "acme", validate_request(REFUND))
     approval = created.approval
     runner = core.outbox_runner(core.handlers(kinds=[JobKind.POST_CARD]))
     while await runner.run_once():
         pass
-    # `email:dm`: each approver of group finance with an address (sam has none); and the list.
+    # `memo:dm`: each approver of group finance with an address (sam has none); and the list.
     assert sorted(channel.cards) == [
-        ("email:@alice", approval.id),
-        ("email:finance-desk", approval.id),
+        ("memo:@alice", approval.id),
+        ("memo:finance-desk", approval.id),
     ]
-    # Handed to carol (say, an escalation): her personal card goes out on email too.
+    # Handed to carol (say, an escalation): her personal card goes out on memo too.
     async with store.write() as tx:
         await jobs.enqueue_personal_cards(tx, core.directory, approval, "carol", clock.now())
     while await runner.run_once():
         pass
-    assert ("email:@carol", approval.id) in channel.cards
+    assert ("memo:@carol", approval.id) in channel.cards
 
     # The server adds its route and runs its lifecycle, as it does every channel's.
     app = build_app(config, store, core=core, background=False)
@@ -274,7 +276,7 @@ async def test_a_registered_surface_gets_its_channel_and_its_cards(
     try:
         assert channel.running
         await web.TCPSite(site, "127.0.0.1", 0).start()
-        url = f"http://127.0.0.1:{site.addresses[0][1]}/email/bounces"
+        url = f"http://127.0.0.1:{site.addresses[0][1]}/memo/bounces"
         async with aiohttp.ClientSession() as http, http.get(url) as response:
             assert await response.text() == "bounces for approvals@example.com"
     finally:
@@ -284,9 +286,9 @@ async def test_a_registered_surface_gets_its_channel_and_its_cards(
 
 def test_a_surface_may_not_be_registered_twice_nor_shadow_a_config_key() -> None:
     with pytest.raises(ValueError, match="registered already"):
-        with surfaces.registering(Surface("slack", EmailConfig, FakeEmail, ("slack:X",))):
+        with surfaces.registering(Surface("slack", MemoConfig, FakeMemo, ("slack:X",))):
             pass
-    with surfaces.registering(Surface("routes", EmailConfig, FakeEmail, ("routes",))):
+    with surfaces.registering(Surface("routes", MemoConfig, FakeMemo, ("routes",))):
         with pytest.raises(ValueError, match="shadow"):
             parse_config(copy.deepcopy(CONFIG))
 
