@@ -261,3 +261,34 @@ async def cmd_cancel(ctx: Context, args: argparse.Namespace) -> int:
 async def cmd_hand_off(ctx: Context, args: argparse.Namespace) -> int:
     decision = await ctx.operator.delegate(args.id, _actor(args), args.to, args.note)
     return _report(ctx, args, decision)
+
+
+async def cmd_bulk(ctx: Context, args: argparse.Namespace) -> int:
+    """Decide every `ID HASH` line of --file, each against its own hash; say what was decided
+    and what was refused and why. Exit 1 if anything was refused."""
+    from bot.bulk import decide_each, read_pairs
+
+    pairs = read_pairs(_read_file(args.file).decode("utf-8", "replace"))
+    outcomes = await decide_each(ctx.operator, args.action, pairs, _actor(args), args.note)
+    if args.json:
+        emit_json(
+            {
+                "decided": [public_record(o.decision.approval) for o in outcomes if o.decision],
+                "refused": [
+                    {"id": o.approval_id, "code": o.refused.code, "message": o.refused.message}
+                    for o in outcomes
+                    if o.refused
+                ],
+            }
+        )
+    else:
+        for outcome in outcomes:
+            if outcome.decision is not None:
+                approval = outcome.decision.approval
+                print(f"{outcome.approval_id}  {approval.state}")
+            else:
+                assert outcome.refused is not None
+                print(f"{outcome.approval_id}  refused: {safe(outcome.refused.message)}")
+    refused = sum(1 for o in outcomes if not o.ok)
+    print(f"{len(outcomes) - refused} decided, {refused} refused", file=sys.stderr)
+    return 1 if refused else 0

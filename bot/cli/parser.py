@@ -16,6 +16,7 @@ from pathlib import Path
 from bot.cli.approvals import (
     cmd_answer,
     cmd_approve,
+    cmd_bulk,
     cmd_cancel,
     cmd_edit,
     cmd_hand_off,
@@ -241,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
             "object per line, for the same log pipeline); default: no log line",
         )
         p.set_defaults(handler=handler)
+
+    p = approvals.add_parser(
+        "bulk", parents=[common], help="approve or reject many, each against its own hash"
+    )
+    p.add_argument("action", choices=["approve", "reject"])
+    p.add_argument("--file", required=True, help="one 'ID HASH' per line; - = stdin")
+    p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
+    p.add_argument("--note", help="recorded with each decision")
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
+    p.set_defaults(handler=cmd_bulk, break_glass=False)
 
     p = approvals.add_parser(
         "edit", parents=[common], help="preview an edit: every change and the edited hash"
