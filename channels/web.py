@@ -395,7 +395,7 @@ FORM_UNREADABLE = (
     "was done. Reload the page and try again."
 )
 _FORM = "application/x-www-form-urlencoded"
-_MAX_FIELDS = 50  # signoff's forms have a handful
+_MAX_FIELDS = 120  # a handful, or the inbox's bulk form: a page of 50 picks and its own fields
 
 
 async def read_form(request: web.Request) -> dict[str, str] | None:

@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from bot import inbox
+from bot import bulk, inbox
 from bot.card import Card, card_for
 from bot.errors import (
     InvalidRequest,
@@ -58,6 +58,7 @@ def add_routes(app: web.Application, channel: WebChannel) -> None:
     pages = InboxPages(channel)
     app.router.add_get("/web/inbox", pages.inbox)
     app.router.add_get("/web/approvals/{id}", pages.approval)
+    app.router.add_post("/web/bulk", pages.bulk)
     app.router.add_post(
         "/web/approvals/{id}/{action:approve|reject|delegate|answer|allow}", pages.decide
     )
@@ -259,6 +260,48 @@ class InboxPages:
         )
 
     # -- deciding -----------------------------------------------------------------------------
+
+    async def bulk(self, request: web.Request) -> web.StreamResponse:
+        """Approve or reject the requests picked in the inbox, each against the hash its
+        card showed; a page saying what was decided and what was refused and why (each
+        refusal recorded in that request's trail, as a refused click is)."""
+        posted = await self.channel.form(request)
+        if isinstance(posted, web.StreamResponse):
+            return posted
+        visitor, form = posted
+        action = form.get("action", "")
+        # `pick.ID` = the hash that request's card showed: one field per picked request.
+        picks = [f"{k[5:]} {v}" for k, v in form.items() if k.startswith("pick.")]
+        actor = self.conversation.actor(visitor.principal)
+        if action not in ("approve", "reject") or not picks:
+            return self.channel.refusal(
+                request, visitor, 422, "Pick at least one request, then Approve or Reject."
+            )
+        try:
+            pairs = bulk.read_pairs("\n".join(picks))
+        except InvalidRequest as error:
+            return self.channel.refusal(request, visitor, 422, error.message)
+        note = form.get("note", "").strip() or None
+        outcomes = await bulk.decide_each(self.operator, action, pairs, actor, note)  # type: ignore[arg-type]
+        rows = []
+        for outcome in outcomes:
+            if outcome.refused is not None:
+                told: list[str] = []
+
+                async def tell(text: str, *, firmly: bool = False, told: list[str] = told) -> None:
+                    told.append(text)
+
+                await self.conversation.refuse(
+                    outcome.approval_id, actor.label, action, outcome.refused, tell
+                )
+                rows.append((outcome.approval_id, None, " ".join(told)))
+            else:
+                assert outcome.decision is not None
+                row = outcome.decision.approval
+                said = decision_text(row, outcome.decision.event, self.directory)
+                rows.append((outcome.approval_id, row.presentation.get("title"), said))
+        context = {"action": action, "rows": rows}
+        return self.channel.page(request, visitor, "bulk_result.html", context)
 
     async def decide(self, request: web.Request) -> web.StreamResponse:
         posted = await self.channel.form(request)  # signed in, and the CSRF token is right

@@ -11,6 +11,8 @@
 
   function refresh() {
     if (document.hidden || list.contains(document.activeElement)) return;
+    // Requests picked for a bulk decision stay picked: no refresh while any is.
+    if (list.querySelector('input[name^="pick."]:checked')) return;
     fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
         if (response.status === 401) {

@@ -110,7 +110,7 @@ def test_approve_and_allow_the_same_covers_the_next_smaller_refund(
     form.get_by_label("amount").select_option("at_most")
     shoot(page, "web-grant-form")
     with page.expect_navigation():
-        form.get_by_role("button", name="Approve and allow").click()
+        form.get_by_role("button", name="Allow the same").click()
     expect(page.get_by_role("status")).to_have_text("Approved.")
 
     smaller = {"name": "stripe.refunds.create", "arguments": {"charge": "ch_1", "amount": 500}}

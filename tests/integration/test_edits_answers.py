@@ -447,3 +447,44 @@ async def test_a_question_that_cannot_be_asked_is_refused_by_field(
     assert status == 422, refused
     fields = refused["error"]["fields"]
     assert any(f["field"] == field and words in f["message"] for f in fields), fields
+
+
+# -- bulk decisions from the inbox -------------------------------------------------------------
+
+
+async def test_requests_picked_in_the_inbox_are_decided_one_by_one(
+    world: tuple[Rig, SignInLinks],
+) -> None:
+    rig, links = world
+    made = [await rig.create(run_id=f"bulk-{i}") for i in range(3)]
+    alice = await _browser(rig, links, "alice")
+    try:
+        inbox = await alice.get("/web/inbox")
+        picks = {
+            node.attrs["name"]: node.attrs["value"]
+            for node in inbox.doc.find_all("input")
+            if node.attrs.get("name", "").startswith("pick.")
+        }
+        assert picks == {f"pick.{r['id']}": r["hash"] for r in made}
+        # Bob rejects one while Alice's page is open: her bulk approval refuses that one only.
+        await _operator(rig).reject_shown(made[1]["id"], made[1]["hash"], Actor("bob", "web"))
+        form = inbox.doc.find("form", id="bulk")
+        result = await alice.post(
+            form.attrs["action"],
+            {"csrf": form.field("csrf"), "action": "approve", "note": "batch", **picks},
+        )
+        assert result.status == 200, result.html
+        assert result.doc.find(role="status").text == "2 decided, 1 refused."
+        said = {
+            li.find("a").attrs["href"].rsplit("/", 1)[1]: li.text
+            for li in result.doc.find("ul", classes="bulk-result").find_all("li")
+        }
+        assert said[made[0]["id"]].endswith("Approved.")
+        assert said[made[2]["id"]].endswith("Approved.")
+        assert "Already rejected by Bob Stone" in said[made[1]["id"]]
+    finally:
+        await alice.http.close()
+    states = [(await rig.state(r["id"])).state for r in made]
+    assert states == ["approved", "rejected", "approved"]
+    refused = [e for e in await rig.events(made[1]["id"]) if e.type == "refused"]
+    assert refused and refused[0].actor == "web:alice"
