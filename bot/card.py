@@ -248,7 +248,7 @@ def editable(directory: Directory, approval: Approval) -> bool:
     if approval.kind != Kind.TOOL_CALL or approval.state != State.PENDING:
         return False
     try:
-        return directory.route_for(approval.tenant, approval.capability).edits != "none"
+        return directory.route_of(approval).edits != "none"
     except NoRoute:
         return False
 
@@ -257,6 +257,6 @@ def confirms(directory: Directory, approval: Approval) -> bool:
     """Whether the route of `approval` asks for a confirmation before Approve decides (as the
     config says now: a card posted before `confirm = true` was set asks too)."""
     try:
-        return directory.route_for(approval.tenant, approval.capability).confirm
+        return directory.route_of(approval).confirm
     except NoRoute:  # the route was removed from the config since the request came
         return False

@@ -8,12 +8,8 @@ or a bad value is a ConfigError naming the key.
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import tomllib
-import types
-import typing
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -27,12 +23,14 @@ from pydantic import (
     Field,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 
-from bot import surfaces
+from bot import conditions, surfaces
+from bot.config_errors import format_errors
 from bot.durations import parse_duration
-from bot.errors import ConfigError
+from bot.errors import ConfigError, InvalidRequest
 from bot.model import MAX_LEASE
 from bot.routing import GROUP_PREFIX, Directory, Escalation, Principal, Route, Tenant
 from bot.target import Target
@@ -228,6 +226,19 @@ class RouteConfig(Strict):
     grants: bool | None = None
     max_grant_lifetime: DurationText = "8h"
     notify_grant_uses: bool = True
+    # Only calls whose arguments meet this (bot/conditions.py's text form), e.g.
+    # 'amount > 10000'; a request it does not hold for goes on to the next route.
+    when: str | None = None
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                conditions.text(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message.removeprefix("when: ")) from None
+        return value
 
     @model_validator(mode="after")
     def _edit_keys(self) -> RouteConfig:
@@ -391,6 +402,7 @@ class Config(Strict):
                     grants=r.grants if r.grants is not None else r.required_approvals == 1,
                     max_grant_lifetime=parse_duration(r.max_grant_lifetime),
                     notify_grant_uses=r.notify_grant_uses,
+                    when=conditions.text(r.when) if r.when is not None else None,
                     escalation=tuple(
                         Escalation(after=parse_duration(e.after), to=e.to) for e in r.escalation
                     ),
@@ -484,95 +496,13 @@ def _mask(node: Any) -> None:
             _mask(item)
 
 
-def _model_at(loc: tuple[int | str, ...], model: type[Config]) -> type[BaseModel] | None:
-    """The config table (model) that the key at `loc` sits in, following the path through
-    tables, lists of tables (`tenants.0`) and named tables (`principals.alice`)."""
-    node: Any = model
-    for part in loc[:-1]:
-        origin = typing.get_origin(node)
-        if isinstance(node, type) and issubclass(node, BaseModel):
-            field = node.model_fields.get(str(part))
-            if field is None:
-                return None
-            node = field.annotation
-        elif origin in (list, dict):
-            node = typing.get_args(node)[-1]  # the part is an index or a key: skip it
-        else:
-            return None
-        # Unwrap `X | None` (the tables that may be absent) to the table itself.
-        while typing.get_origin(node) in (typing.Union, types.UnionType):
-            node = next((arg for arg in typing.get_args(node) if arg is not type(None)), None)
-    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
-
-
-def _suggestion(loc: tuple[int | str, ...], config: type[Config]) -> str:
-    model = _model_at(loc, config)
-    if model is None or not loc:
-        return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
-    return f", did you mean {close[0]}?" if close else ""
-
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=")
-
-
-def _dotted(text: str) -> list[str]:
-    return [part.strip().strip("\"'") for part in text.split(".")]
-
-
-def key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """Where each table and key of a TOML text is written: its path as pydantic reports it
-    (`("tenants", "0", "name")`, list positions as digits) to its line number. Best effort,
-    for error messages: inline tables and multi-line values are not followed."""
-    found: dict[tuple[str, ...], int] = {}
-    counts: dict[tuple[str, ...], int] = {}
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
-        if header:
-            parts, path = _dotted(header.group(2)), []
-            for i, part in enumerate(parts):
-                path.append(part)
-                prefix = tuple(parts[: i + 1])
-                if header.group(1) == "[[" and i == len(parts) - 1:
-                    counts[prefix] = counts.get(prefix, -1) + 1
-                    path.append(str(counts[prefix]))
-                elif prefix in counts:  # a sub-table of the latest [[entry]]
-                    path.append(str(counts[prefix]))
-            table = tuple(path)
-            found.setdefault(table, number)
-            continue
-        key = _KEY.match(line)
-        if key:
-            found.setdefault((*table, *_dotted(key.group(1))), number)
-    return found
-
-
-def _format_errors(exc: ValidationError, model: type[Config], text: str | None = None) -> str:
-    lines = []
-    where = key_lines(text) if text is not None else {}
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        key = ".".join(str(part) for part in loc)
-        if err["type"] == "extra_forbidden":
-            message = "unknown key" + _suggestion(loc, model)
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-        line = where.get(tuple(str(part) for part in loc))
-        if line is not None:
-            key = f"{key} (line {line})"
-        lines.append(f"{key}: {message}" if key else message)
-    return "; ".join(lines)
-
-
 def parse_config(data: dict[str, Any], source: str = "config", text: str | None = None) -> Config:
     """The validated config; `text`, the TOML it was read from, lets errors name lines."""
     model = config_model()
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_format_errors(exc, model, text)}") from None
+        raise ConfigError(f"{source}: {format_errors(exc, model, text)}") from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:

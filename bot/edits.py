@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical
-from bot.errors import EditRefused, InvalidRequest
+from bot.errors import EditRefused, InvalidRequest, NoRoute
 from bot.model import Kind
-from bot.routing import Route
+from bot.routing import Directory, Route
 from store.records import Approval
 
 # jsonschema is imported where a schema is checked: most requests carry none, and every
@@ -95,7 +95,9 @@ class Revision:
         return [change.key for change in self.changes]
 
 
-def revise(row: Approval, arguments: Any, route: Route) -> Revision:
+def revise(
+    row: Approval, arguments: Any, route: Route, directory: Directory | None = None
+) -> Revision:
     """The revision of `row`'s call with these arguments, judged: a tool call still pending
     review, arguments that are a JSON object signoff can hash, something changed, the route
     allows changing those keys, the request's input_schema accepts them."""
@@ -116,8 +118,26 @@ def revise(row: Approval, arguments: Any, route: Route) -> Revision:
         raise EditRefused(refused)
     if row.input_schema is not None:
         _check_against(row.input_schema, arguments)
+    if _moves(directory, row, arguments, route):
+        raise EditRefused(
+            "the edited call would take another route than the request's (a route's `when` "
+            "judges the arguments): ask the agent for that call instead"
+        )
     digest = approval_hash(row.kind, row.capability, row.presentation, row.tool_name, arguments)
     return Revision(arguments, digest, tuple(changes))
+
+
+def _moves(
+    directory: Directory | None, row: Approval, arguments: dict[str, Any], route: Route
+) -> bool:
+    """Whether today's routes send the edited call elsewhere than the request's route: an
+    edit must not lift a call out of the route whose approvers decide it."""
+    if directory is None:
+        return False
+    try:
+        return directory.route_for(row.tenant, row.capability, arguments) != route
+    except NoRoute:
+        return True
 
 
 def _check_against(schema: dict[str, Any], arguments: dict[str, Any]) -> None:

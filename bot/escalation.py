@@ -84,7 +84,7 @@ def restarted(directory: Directory, row: Approval, now: datetime) -> datetime | 
 
 def _chain(directory: Directory, row: Approval) -> tuple[Escalation, ...]:
     try:
-        return directory.route_for(row.tenant, row.capability).escalation
+        return directory.route_of(row).escalation
     except NoRoute:
         return ()
 

@@ -94,7 +94,7 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
         )
     else:
         try:
-            route: Route | None = directory.route_for(row.tenant, row.capability)
+            route: Route | None = directory.route_of(row)
         except NoRoute:  # the config changed since: keep the original's approvers
             route = None
         follow_up, requested = new_approval(_interruption(row, route), now=now, actor="system")

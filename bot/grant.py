@@ -92,7 +92,7 @@ async def policy_problem(
 ) -> str | None:
     """What in today's configuration no longer allows this grant, or None if it still holds."""
     try:
-        route = directory.route_for(row.tenant, row.capability)
+        route = directory.route_of(row)
     except NoRoute:
         return f"no route matches {row.tenant}/{row.capability} any more"
     locked = edits_refused(route, events)

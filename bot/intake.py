@@ -336,7 +336,8 @@ async def create_request(
                 f"callback_url cannot be called back: {problem}",
                 fields=[{"field": "callback_url", "message": problem}],
             )
-    route = directory.route_for(tenant, body.capability)
+    # The route is the call's: a route with `when` judges the arguments the agent sent.
+    route = directory.route_for(tenant, body.capability, body.tool.arguments if body.tool else {})
     approvers = _narrow(directory, route, body.approvers)
     # One person answers a question, whatever the route's quorum.
     question = body.kind == Kind.QUESTION

@@ -47,7 +47,7 @@ class RichDecisions(Judging):
             raise GrantRefused("a break-glass approval gives no standing grant")
 
         async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
-            route = self.directory.route_for(row.tenant, row.capability)
+            route = self.directory.route_of(row)
             standing.check_scope(route, row, scope)
             who = await self._standing(tx, row, "approve", actor, shown_hash, now)
             values = standing.new_grant(row, scope, who, now)
@@ -90,8 +90,8 @@ class RichDecisions(Judging):
             await self._standing(tx, row, "approve", actor, shown_hash, now)
             if not hash_intact(row):
                 raise corrupt(row)
-            route = self.directory.route_for(row.tenant, row.capability)
-            revision = edits.revise(row, arguments, route)
+            route = self.directory.route_of(row)
+            revision = edits.revise(row, arguments, route, self.directory)
             if revision.hash != edited_hash:
                 raise ApprovalChanged(
                     f"the edited call hashes to sha256:{revision.hash[:12]}, not the "

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from fnmatch import fnmatchcase
+from typing import Any
 
+from bot.conditions import Condition
 from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
 from bot.target import Target
 from store.records import Approval, Candidate, Delegation
@@ -76,9 +78,17 @@ class Route:
     grants: bool = True
     max_grant_lifetime: timedelta = timedelta(hours=8)
     notify_grant_uses: bool = True
+    # Only calls whose arguments meet this condition (None: any call).
+    when: Condition | None = None
 
-    def matches(self, tenant: str, capability: str) -> bool:
-        return fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)
+    def matches(
+        self, tenant: str, capability: str, arguments: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Whether a request of `tenant` for `capability` with these arguments takes this
+        route. A route with `when` takes only calls whose arguments are known and meet it."""
+        if not (fnmatchcase(tenant, self.tenant) and fnmatchcase(capability, self.capability)):
+            return False
+        return self.when is None or (arguments is not None and self.when.holds(dict(arguments)))
 
     def edit_refusal(self, keys: Iterable[str]) -> str | None:
         """Why this route does not let an approver change these top-level argument keys (None:
@@ -142,15 +152,25 @@ class Directory:
         principal = self.principals.get(key)
         return principal is not None and principal.account(surface) is not None
 
-    def route_for(self, tenant: str, capability: str) -> Route:
-        """The first route matching tenant and capability; NoRoute when none does."""
+    def route_for(
+        self, tenant: str, capability: str, arguments: Mapping[str, Any] | None = None
+    ) -> Route:
+        """The first route matching tenant, capability and (for a route with `when`) the
+        call's arguments; NoRoute when none does. Without arguments, routes with `when` are
+        passed over."""
         for route in self.routes:
-            if route.matches(tenant, capability):
+            if route.matches(tenant, capability, arguments):
                 return route
         raise NoRoute(
             f"no route matches tenant {tenant!r} and capability {capability!r}; "
             "add a [[routes]] entry for it (requests nobody may decide are refused)"
         )
+
+    def route_of(self, row: Approval) -> Route:
+        """The route of a stored request: chosen by the call the agent asked for (an edit
+        may not move a request to another route: bot/edits.py)."""
+        asked = row.original_args if row.original_hash is not None else row.tool_args
+        return self.route_for(row.tenant, row.capability, asked or {})
 
     def members(self, approver: str) -> frozenset[str]:
         """The principals an approver entry stands for: itself, or a group's members."""

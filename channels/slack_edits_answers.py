@@ -94,7 +94,7 @@ class EditsAndAnswers:
 
     def _route(self, row: Approval) -> Route | None:
         try:
-            return self.directory.route_for(row.tenant, row.capability)
+            return self.directory.route_of(row)
         except NoRoute:
             return None
 

@@ -121,7 +121,7 @@ class EditPages:
         (advisory, as the page's forms are: the approval judges again)."""
         if row.kind != Kind.TOOL_CALL or row.state != State.PENDING:
             raise InvalidRequest("Only a pending tool call can be edited.")
-        route = self.directory.route_for(row.tenant, row.capability)
+        route = self.directory.route_of(row)
         if route.edits == "none":
             raise InvalidRequest(route.edit_refusal(()) or "This request cannot be edited.")
         actor = self.conversation.actor(visitor.principal)
@@ -148,7 +148,7 @@ class EditPages:
             await self._may_edit(visitor, row)
         except SignoffError as error:
             return self._refused(request, visitor, approval_id, error)
-        route = self.directory.route_for(row.tenant, row.capability)
+        route = self.directory.route_of(row)
         fields = []
         for key, value in (row.tool_args or {}).items():
             fields.append(
@@ -183,8 +183,10 @@ class EditPages:
                 raise InvalidRequest(
                     "The request changed since the editor was opened; here it is as it is now."
                 )
-            route = self.directory.route_for(row.tenant, row.capability)
-            revision = revise(row, edited_arguments(row.tool_args or {}, form), route)
+            route = self.directory.route_of(row)
+            revision = revise(
+                row, edited_arguments(row.tool_args or {}, form), route, self.directory
+            )
         except NotFound as error:
             return self._refused(request, visitor, approval_id, error)
         except SignoffError as error:

@@ -23,7 +23,7 @@ def offer(directory: Directory, row: Approval) -> dict[str, Any] | None:
     """What the form shows for `row`, or None where its route gives no grants (or this
     approval would be a vote short of its quorum, which gives none)."""
     try:
-        route = directory.route_for(row.tenant, row.capability)
+        route = directory.route_of(row)
     except SignoffError:
         return None
     approving = sum(1 for v in row.votes if v.decision == "approve")

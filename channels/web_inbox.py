@@ -244,7 +244,7 @@ class InboxPages:
 
     def _editable(self, row: Approval) -> bool:
         try:
-            return self.directory.route_for(row.tenant, row.capability).edits != "none"
+            return self.directory.route_of(row).edits != "none"
         except SignoffError:
             return False
 

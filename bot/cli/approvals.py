@@ -140,8 +140,8 @@ async def cmd_edit(ctx: Context, args: argparse.Namespace) -> int:
     row = await _get(ctx, args.id)
     if not _edits(args):
         raise InvalidRequest("say what to change: --set KEY=VALUE, --unset KEY or --args FILE")
-    route = ctx.directory.route_for(row.tenant, row.capability)
-    revision = revise(row, _edited_arguments(row, args), route)
+    route = ctx.directory.route_of(row)
+    revision = revise(row, _edited_arguments(row, args), route, ctx.directory)
     if args.json:
         emit_json(
             {

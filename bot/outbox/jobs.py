@@ -122,7 +122,7 @@ def route_notify(directory: Directory, approval: Approval) -> tuple[Target, ...]
     """Where the request's route sends cards, by today's config (nothing if no route
     matches any more)."""
     try:
-        return directory.route_for(approval.tenant, approval.capability).notify
+        return directory.route_of(approval).notify
     except NoRoute:
         return ()
 

@@ -227,7 +227,9 @@ async def _card_jobs(rig: EmailRig, approval_id: str) -> dict[str, Any]:
 
 
 async def test_a_permanent_refusal_buries_the_job_with_the_servers_words(rig: EmailRig) -> None:
-    rig.sink.refuse_next("550 5.1.1 <alice@example.com>: Recipient address rejected")
+    rig.sink.refuse_next(
+        "550 5.1.1 <alice@example.com>: Recipient address rejected", to="alice@example.com"
+    )
     record = await rig.create()
     await rig.drain()
     jobs = await _card_jobs(rig, record["id"])

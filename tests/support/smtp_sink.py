@@ -43,19 +43,24 @@ class SmtpSink:
     port: int
     received: list[Received] = field(default_factory=list)
     # Refusals to give, in order, each once: (stage, reply line).
-    refusals: list[tuple[Stage, str]] = field(default_factory=list)
+    refusals: list[tuple[Stage, str, str | None]] = field(default_factory=list)
     credentials: tuple[str, str] | None = None
     sessions: int = 0
 
-    def refuse_next(self, reply: str, stage: Stage = "rcpt") -> None:
-        self.refusals.append((stage, reply))
+    def refuse_next(self, reply: str, stage: Stage = "rcpt", to: str | None = None) -> None:
+        """Answer the next command of `stage` with `reply`: of any message, or (`to`) the
+        next one addressed to that recipient (the outbox sends several cards at once, in no
+        fixed order)."""
+        self.refusals.append((stage, reply, to))
 
     def to(self, address: str) -> list[Received]:
         return [r for r in self.received if address in r.rcpt_to]
 
-    def _refusal(self, stage: Stage) -> str | None:
+    def _refusal(self, stage: Stage, addresses: list[str]) -> str | None:
         if self.refusals and self.refusals[0][0] == stage:
-            return self.refusals.pop(0)[1]
+            to = self.refusals[0][2]
+            if to is None or to in addresses:
+                return self.refusals.pop(0)[1]
         return None
 
     # -- aiosmtpd's handler hooks ------------------------------------------------------------
@@ -63,14 +68,14 @@ class SmtpSink:
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
     ) -> str:
-        refusal = self._refusal("rcpt")
+        refusal = self._refusal("rcpt", [address])
         if refusal is not None:
             return refusal
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
-        refusal = self._refusal("data")
+        refusal = self._refusal("data", list(envelope.rcpt_tos))
         if refusal is not None:
             return refusal
         raw = envelope.original_content or envelope.content
