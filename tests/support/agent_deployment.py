@@ -3,8 +3,8 @@ real database, a webhook receiver on loopback, the humans deciding through the `
 
 The routes add two capabilities the integrations ask for: `mcp.*` (the MCP gateway's default
 capabilities are `mcp.<server>.<tool>`) and `tools.*` (the framework adapters' examples);
-alice and bob may decide, edit (any argument) and answer both. Requests filed by an agent are requested by `agent`, a
-principal who decides nothing.
+alice and bob may decide, edit (any argument) and answer both. Requests filed by an agent
+are requested by `agent`, a principal who decides nothing.
 """
 
 from __future__ import annotations
@@ -107,6 +107,16 @@ class Deployment:
         )
         assert result.returncode == 0, str(result)
         return result
+
+    async def approve_edited_async(
+        self, approval_id: str, shown_hash: str, edited_hash: str, **changes: Any
+    ) -> Result:
+        return await asyncio.to_thread(
+            lambda: self.approve_edited(approval_id, shown_hash, edited_hash, **changes)
+        )
+
+    async def answer_async(self, approval_id: str, shown_hash: str, **said: Any) -> Result:
+        return await asyncio.to_thread(lambda: self.answer(approval_id, shown_hash, **said))
 
     async def approve_async(self, approval_id: str, shown_hash: str, who: str = "alice") -> Result:
         return await asyncio.to_thread(self.approve, approval_id, shown_hash, who)
