@@ -304,7 +304,11 @@ class AskCall:
         if state in ("executed", "failed"):
             return replay(record, meta)
         if state == "answered":
-            # Not an error, and not the tool's result: the person's words, saying so.
+            # The person's words, saying the tool did not run: a plain result, unless the
+            # tool declares an outputSchema, which words cannot satisfy (MCP clients refuse
+            # a non-error result without conforming structuredContent).
+            if self.gateway.declares_output(self.name):
+                return error(answered_message(record), meta=meta)
             return text_result(answered_message(record), meta=meta)
         if state in ("executing", "outcome_unknown"):
             return error(

@@ -165,6 +165,11 @@ class Gateway:
             await self.list_tools()
         return self._known(name)
 
+    def declares_output(self, name: str) -> bool:
+        """Whether the tool as last listed declares an `outputSchema`."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.output_schema is not None
+
     def _known(self, name: str) -> types.Tool | None:
         if name in self._ambiguous:
             raise Ambiguous(name)
