@@ -5,8 +5,12 @@ exactly the approved call, once.
         approval = await client.request(run_id=..., capability=..., tool=..., presentation=...)
         ...  # end the turn; a signed webhook (verify_webhook) says when it was decided
         claim = await client.claim(approval.id)
+        # claim.tool is the call to run: an approver's revision if claim.edited
         outcome = run_tool(claim.tool, idempotency_key=claim.idempotency_key)
         await client.complete(approval.id, claim.claim_token, "succeeded", {"ref": outcome})
+
+A request may also end `answered`: a person replied in words instead of deciding, and the
+call never runs (`record.answer_text`). `ask()` asks a person a question with no call at all.
 
 Errors are the server's classes and codes (signoff_client.errors), rebuilt from the error
 code: NotPending, ApprovalExpired, NotFound, InvalidRequest (with `.fields`), Unauthorized...
@@ -41,6 +45,8 @@ from signoff_client.errors import Overloaded, SignoffError, error_from_code
 
 __all__ = ["ApprovalRecord", "ApprovalVote", "Claim", "SignoffClient"]
 
+QUESTION = "question"
+
 # States a waiting agent stops on: decided (or otherwise closed) one way or another.
 _WAITING = frozenset({"pending"})
 
@@ -73,7 +79,14 @@ class ApprovalVote:
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
     """An approval as the API returns it. `execution` tells a resumed agent whether the call
-    never ran (not_started), ran with an unknown outcome (started), or finished."""
+    never ran (not_started), ran with an unknown outcome (started), or finished.
+
+    `kind` is "tool_call" (or "interrupted_side_effect"), or "question": then `tool` is None
+    and `question` holds the options offered (`{}` for a reply in words). A request ends
+    `answered` when a person replied instead of deciding: `answer` is `{"text": ...}` or
+    `{"option": ...}`, and nothing ran. `edited`: an approver changed the arguments before
+    approving; `tool` and `hash` are that revision, `original_arguments` and
+    `original_hash` what the agent asked for."""
 
     id: str
     state: str
@@ -81,7 +94,7 @@ class ApprovalRecord:
     hash: str
     kind: str
     capability: str
-    tool: dict[str, Any]
+    tool: dict[str, Any] | None
     assignee: str
     decided_by: str | None
     decided_at: str | None
@@ -97,6 +110,29 @@ class ApprovalRecord:
     # Every vote counted towards a quorum, oldest first (empty where one decision decides,
     # and from a server older than the field).
     votes: tuple[ApprovalVote, ...] = ()
+    # Questions, answers and edits (None, None, False... from a server older than them).
+    question: dict[str, Any] | None = None
+    answer: dict[str, Any] | None = None
+    edited: bool = False
+    original_hash: str | None = None
+    original_arguments: dict[str, Any] | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.state == "answered"
+
+    @property
+    def answer_text(self) -> str | None:
+        """The person's answer in words, or the option they chose; None until answered."""
+        if not self.answer:
+            return None
+        value = self.answer.get("text", self.answer.get("option"))
+        return None if value is None else str(value)
+
+    @property
+    def options(self) -> list[str]:
+        """A question's options (empty for one answered in words, and for a tool call)."""
+        return list((self.question or {}).get("options") or [])
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ApprovalRecord:
@@ -107,7 +143,7 @@ class ApprovalRecord:
             hash=data["hash"],
             kind=data["kind"],
             capability=data["capability"],
-            tool=data["tool"],
+            tool=data.get("tool"),
             assignee=data["assignee"],
             decided_by=data.get("decided_by"),
             decided_at=data.get("decided_at"),
@@ -119,13 +155,22 @@ class ApprovalRecord:
             superseded_by=data.get("superseded_by"),
             lease_until=data.get("lease_until"),
             votes=tuple(ApprovalVote.from_json(v) for v in data.get("votes") or ()),
+            question=data.get("question"),
+            answer=data.get("answer"),
+            edited=bool(data.get("edited")),
+            original_hash=data.get("original_hash"),
+            original_arguments=data.get("original_arguments"),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     """The approved call, held by this caller until `lease_until`: execute `tool` exactly,
-    passing `idempotency_key` to the effect's API, then `complete()` with `claim_token`."""
+    passing `idempotency_key` to the effect's API, then `complete()` with `claim_token`.
+
+    When `edited`, `tool` is the approver's revision of the call (what was approved, and so
+    what must run), `original_hash` the hash of the call the agent asked for, and
+    `original_arguments` its arguments."""
 
     approval: ApprovalRecord
     claim_token: str
@@ -135,6 +180,12 @@ class Claim:
     step: Any
     resume: Any
     preconditions: Any
+    edited: bool = False
+    original_hash: str | None = None
+
+    @property
+    def original_arguments(self) -> dict[str, Any] | None:
+        return self.approval.original_arguments if self.edited else None
 
 
 class _Refused(Exception):
@@ -283,6 +334,47 @@ class SignoffClient:
         _, data = await self._call("POST", "/v1/approvals", body)
         return ApprovalRecord.from_json(data)
 
+    async def ask(
+        self,
+        question_title: str,
+        options: list[str] | None = None,
+        *,
+        capability: str,
+        run_id: str,
+        fields: list[dict[str, Any]] | None = None,
+        presentation: Mapping[str, Any] | None = None,
+        **body: Any,
+    ) -> ApprovalRecord:
+        """Ask a person a question (a request of kind "question", with no call to run): with
+        `options` (2-5 short strings) they choose one, without them they reply in words. It
+        is routed by `capability`, and delegated, escalated, reminded and expiring like an
+        approval. The title is what they read; `fields` (label/value) add context, or pass a
+        whole `presentation` instead. Asking again with the same run_id and question finds
+        the same request. Read the answer with `answer()` (or `wait()` and `answer_text`), or
+        on the decision webhook; the other create fields (reason, requested_by, approvers,
+        approval_ttl, callback_url, resume, ...) go in `body` as they are."""
+        shown: dict[str, Any] = (
+            dict(presentation) if presentation is not None else {"title": question_title}
+        )
+        if fields is not None:
+            shown["fields"] = list(fields)
+        question: dict[str, Any] = {"options": list(options)} if options else {}
+        return await self.request(
+            kind=QUESTION,
+            run_id=run_id,
+            capability=capability,
+            question=question,
+            presentation=shown,
+            **body,
+        )
+
+    async def answer(self, approval_id: str, max_wait: float = 60.0) -> str | None:
+        """The answer to a question (or to a call answered instead of run), polling up to
+        `max_wait` seconds as `wait` does; None if it is still unanswered then, or if the
+        request ended otherwise (expired, cancelled: `get()` says which)."""
+        record = await self.wait(approval_id, max_wait)
+        return record.answer_text if record.answered else None
+
     async def get(self, approval_id: str) -> ApprovalRecord:
         _, data = await self._call("GET", f"/v1/approvals/{approval_id}")
         return ApprovalRecord.from_json(data)
@@ -350,6 +442,8 @@ class SignoffClient:
             step=data["step"],
             resume=data["resume"],
             preconditions=data["preconditions"],
+            edited=bool(data.get("edited")),
+            original_hash=data.get("original_hash"),
         )
 
     async def renew(

@@ -1,5 +1,6 @@
 """The request hash a decision binds to: SHA-256 of the RFC 8785 (JCS) form of
-`{kind, capability, presentation, tool: {name, arguments}}`.
+`{kind, capability, presentation, tool: {name, arguments}}` (a question, kind "question":
+`{kind, capability, presentation, question}`).
 
 An agent computes it to check that what it is about to run is what a human approved (the
 server's `hash` field), and the adapters store it with their paused runs. The server keeps the
@@ -47,16 +48,29 @@ def _refuse_bare_integer_doubles(value: Any) -> None:
             )
 
 
+QUESTION = "question"
+
+
 def approval_hash(
-    kind: str, capability: str, presentation: Any, tool_name: str, arguments: Any
+    kind: str,
+    capability: str,
+    presentation: Any,
+    tool_name: str,
+    arguments: Any,
+    question: Any = None,
 ) -> str:
-    """SHA-256 hex of the canonical request: what the human is shown and what will run."""
-    document = {
+    """SHA-256 hex of the canonical request: what the human is shown and what will run. A
+    question has no call: its `question` (the options offered, or `{}`) is hashed in place
+    of the tool, and `tool_name` and `arguments` are ignored."""
+    document: dict[str, Any] = {
         "kind": kind,
         "capability": capability,
         "presentation": presentation,
-        "tool": {"name": tool_name, "arguments": arguments},
     }
+    if kind == QUESTION:
+        document["question"] = question
+    else:
+        document["tool"] = {"name": tool_name, "arguments": arguments}
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
@@ -64,10 +78,29 @@ def record_hash(record: Any) -> str:
     """The hash of an approval as the API returned it (an ApprovalRecord or its JSON): compare
     it with the record's `hash` before running its `tool`."""
     raw = record.raw if hasattr(record, "raw") else record
+    if raw["kind"] == QUESTION:
+        return approval_hash(
+            QUESTION, raw["capability"], raw["presentation"], "", {}, raw.get("question")
+        )
     return approval_hash(
         raw["kind"],
         raw["capability"],
         raw["presentation"],
         raw["tool"]["name"],
         raw["tool"]["arguments"],
+    )
+
+
+def original_hash(record: Any) -> str | None:
+    """For a call approved as edited, the hash of the call the agent asked for (its original
+    arguments), to compare with the record's `original_hash`; None if it was not edited."""
+    raw = record.raw if hasattr(record, "raw") else record
+    if not raw.get("edited"):
+        return None
+    return approval_hash(
+        raw["kind"],
+        raw["capability"],
+        raw["presentation"],
+        raw["tool"]["name"],
+        raw.get("original_arguments"),
     )

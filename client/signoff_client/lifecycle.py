@@ -45,6 +45,7 @@ __all__ = [
     "ClaimedCall",
     "Hold",
     "Outcome",
+    "asked_call",
     "claim_mismatch",
     "hashes_to",
     "hold",
@@ -56,8 +57,9 @@ __all__ = [
 log = logging.getLogger("signoff_client.lifecycle")
 
 Outcome = Literal["succeeded", "failed"]
-# States in which the call never ran and never will: the agent is told that outcome instead.
-CLOSED = frozenset({"rejected", "expired", "cancelled", "superseded"})
+# States in which the call never ran and never will: the agent is told that outcome instead
+# (for `answered`, the person's answer: `signoff_client.telling.answered_message`).
+CLOSED = frozenset({"rejected", "expired", "cancelled", "superseded", "answered"})
 # The server's bound on a completion's result, in canonical JSON bytes.
 RESULT_LIMIT = 16 * 1024
 # A completion the network lost is sent this many times in all before it is left to the
@@ -76,11 +78,21 @@ def resume_meta(approval: Mapping[str, Any], marker: str) -> Mapping[str, Any] |
 
 def hashes_to(record: ApprovalRecord, name: Any, arguments: Any) -> bool:
     """Whether the call `name(arguments)` hashes, with the approval's kind, capability and
-    presentation, to the hash the approval was decided on."""
-    return (
-        approval_hash(record.kind, record.capability, record.presentation, name, arguments)
-        == record.hash
-    )
+    presentation, to the hash the approval was decided on; for a call approved as edited,
+    the call the agent asked for may hash to `original_hash` instead (what runs is then the
+    revision, checked by `claim_mismatch`)."""
+    found = approval_hash(record.kind, record.capability, record.presentation, name, arguments)
+    return found == record.hash or (record.edited and found == record.original_hash)
+
+
+def asked_call(record: ApprovalRecord) -> dict[str, Any] | None:
+    """The call the agent asked for: the record's `tool`, or for one approved as edited the
+    same tool with its original arguments."""
+    if record.tool is None:
+        return None
+    if not record.edited:
+        return dict(record.tool)
+    return {"name": record.tool.get("name"), "arguments": record.original_arguments}
 
 
 def claim_mismatch(
@@ -89,13 +101,27 @@ def claim_mismatch(
     """Why the claimed call must not run, or None. The claimed call must hash to the
     approval's hash (which signoff's claim re-checks against what the humans were shown),
     that hash must be the one the caller checked before claiming (`approved_hash`), and the
-    call must be the one the agent asked for (`asked_tool`), whatever the server returned."""
+    call must be the one the agent asked for (`asked_tool`), whatever the server returned.
+    A call approved as edited runs the revision: then what the agent asked for must be the
+    original, hashing to `original_hash`, and the revision the same tool."""
     approval = claim.approval
-    if not hashes_to(approval, claim.tool.get("name"), claim.tool.get("arguments")):
+    name, arguments = claim.tool.get("name"), claim.tool.get("arguments")
+    hashed = approval_hash(
+        approval.kind, approval.capability, approval.presentation, name, arguments
+    )
+    if hashed != approval.hash:
         return f"approval {approval.id}: the claimed call does not hash to the approved hash"
     if approved_hash is not None and approval.hash != approved_hash:
         return f"approval {approval.id}: the claimed approval's hash changed since it was read"
-    if asked_tool is not None and canonical_json(claim.tool) != canonical_json(asked_tool):
+    asked = claim.tool
+    if claim.edited:
+        asked = {"name": name, "arguments": approval.original_arguments}
+        original = approval_hash(
+            approval.kind, approval.capability, approval.presentation, name, asked["arguments"]
+        )
+        if claim.original_hash is None or original != claim.original_hash:
+            return f"approval {approval.id}: the edited call's original does not hash to its hash"
+    if asked_tool is not None and canonical_json(asked) != canonical_json(asked_tool):
         return f"approval {approval.id}: the claimed call is not the call the agent asked for"
     return None
 

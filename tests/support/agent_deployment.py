@@ -3,13 +3,14 @@ real database, a webhook receiver on loopback, the humans deciding through the `
 
 The routes add two capabilities the integrations ask for: `mcp.*` (the MCP gateway's default
 capabilities are `mcp.<server>.<tool>`) and `tools.*` (the framework adapters' examples);
-alice and bob may decide both. Requests filed by an agent are requested by `agent`, a
-principal who decides nothing.
+alice and bob may decide, edit (any argument) and answer both. Requests filed by an agent
+are requested by `agent`, a principal who decides nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,8 @@ from tests.support.service import (
 )
 
 AGENT_ROUTES = [
-    {"tenant": "acme", "capability": "mcp.*", "approvers": ["alice", "bob"]},
-    {"tenant": "acme", "capability": "tools.*", "approvers": ["alice", "bob"]},
+    {"tenant": "acme", "capability": "mcp.*", "approvers": ["alice", "bob"], "edits": "any"},
+    {"tenant": "acme", "capability": "tools.*", "approvers": ["alice", "bob"], "edits": "any"},
 ]
 
 
@@ -71,6 +72,51 @@ class Deployment:
         )  # fmt: skip
         assert result.returncode == 0, str(result)
         return result
+
+    def approve_edited(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        edited_hash: str,
+        who: str = "alice",
+        **changes: Any,
+    ) -> Result:
+        """A human changes arguments (`changes`: key -> JSON value) and approves the revision
+        whose hash the preview showed them (`edited_hash`)."""
+        sets = [f"--set={key}={json.dumps(value)}" for key, value in changes.items()]
+        result = self.cli(
+            "approvals", "approve", approval_id, "--hash", shown_hash, "--as", who, *sets,
+            "--edited-hash", edited_hash,
+        )  # fmt: skip
+        assert result.returncode == 0, str(result)
+        return result
+
+    def answer(
+        self,
+        approval_id: str,
+        shown_hash: str,
+        who: str = "alice",
+        *,
+        text: str | None = None,
+        option: str | None = None,
+    ) -> Result:
+        """A human answers instead of deciding: in words (`text`) or with an option."""
+        said = ["--text", text] if text is not None else ["--option", str(option)]
+        result = self.cli(
+            "approvals", "answer", approval_id, "--hash", shown_hash, "--as", who, *said
+        )
+        assert result.returncode == 0, str(result)
+        return result
+
+    async def approve_edited_async(
+        self, approval_id: str, shown_hash: str, edited_hash: str, **changes: Any
+    ) -> Result:
+        return await asyncio.to_thread(
+            lambda: self.approve_edited(approval_id, shown_hash, edited_hash, **changes)
+        )
+
+    async def answer_async(self, approval_id: str, shown_hash: str, **said: Any) -> Result:
+        return await asyncio.to_thread(lambda: self.answer(approval_id, shown_hash, **said))
 
     async def approve_async(self, approval_id: str, shown_hash: str, who: str = "alice") -> Result:
         return await asyncio.to_thread(self.approve, approval_id, shown_hash, who)

@@ -20,6 +20,7 @@ that asks for it and ended when the run's controlling process ends.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import gc
 import importlib
@@ -211,7 +212,8 @@ def serve(folder: Path, watched: int) -> tuple[Program, list[int]]:
                 try:
                     conn.sendall(f"pid {pid}\n".encode())
                 except OSError:
-                    os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 children[pid] = conn
                 selector.register(conn, selectors.EVENT_READ)
             elif key.fileobj == wake_r:

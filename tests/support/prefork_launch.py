@@ -9,6 +9,7 @@ Run as `python -I -S prefork_launch.py SOCKET [python arguments...]`: the standa
 only, no site, so it starts in a few milliseconds.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +30,8 @@ def main() -> None:
 
     def forward(signum: int, _frame: object) -> None:
         if program:
-            os.kill(program[0], signum)
+            with contextlib.suppress(ProcessLookupError):  # it ended as the signal came
+                os.kill(program[0], signum)
         else:
             pending.append(signum)
 
@@ -67,7 +69,8 @@ def main() -> None:
         sys.exit(126)
     program.append(int(said[1]))
     for signum in pending:
-        os.kill(program[0], signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(program[0], signum)
 
     said = answers.readline().split()
     if said[:1] != ["exit"]:

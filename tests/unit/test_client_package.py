@@ -164,3 +164,15 @@ def test_importing_the_client_loads_no_server_module_nor_its_dependencies() -> N
               "slack_bolt", "slack_sdk", "telegram", "pydantic", "prometheus_client"}  # fmt: skip
     assert roots & server == set()
     assert roots & {"mcp", "agents", "langgraph"} == set()  # integrations load on demand
+
+
+@pytest.mark.parametrize("question", [{"options": ["Yes", "No"]}, {}])
+def test_a_question_hashes_as_the_server_hashes_it(question: dict[str, Any]) -> None:
+    shown = {"title": "Close ticket 8812?"}
+    expected = server_hash("question", "tools.ask", shown, "", {}, question)
+    assert client_hash("question", "tools.ask", shown, "", {}, question) == expected
+    # The question is what is hashed, not a call: other options are another hash.
+    assert client_hash("question", "tools.ask", shown, "", {}, {"options": ["A", "B"]}) != expected
+    record = {"kind": "question", "capability": "tools.ask", "presentation": shown,
+              "tool": None, "question": question}  # fmt: skip
+    assert record_hash(record) == expected

@@ -180,3 +180,15 @@ def test_a_name_is_shown_as_text_any_encoder_takes() -> None:
 
 def test_the_cli_defaults_are_the_gateways() -> None:
     assert (cli.CALL_TIMEOUT, cli.LIST_TIMEOUT) == (CALL_TIMEOUT, LIST_TIMEOUT)
+
+
+def test_ask_human_is_off_unless_the_policy_turns_it_on() -> None:
+    from signoff_client.mcp import PolicyError
+
+    assert parse_policy('[gateway]\nserver = "shop"\n').ask_human is None
+    on = parse_policy('[gateway]\nserver = "shop"\nask_human = true\n')
+    assert on.ask_human == "mcp.shop.ask_human"
+    routed = parse_policy('[gateway]\nserver = "shop"\nask_human = "support.questions"\n')
+    assert routed.ask_human == "support.questions"
+    with pytest.raises(PolicyError, match=r"policy:3: gateway.ask_human must be true"):
+        parse_policy('[gateway]\nserver = "shop"\nask_human = "not a capability"\n')

@@ -4,6 +4,7 @@ call once through the shared lifecycle (signoff_client.lifecycle)."""
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from signoff_client.lifecycle import (
     hold,
     recorded_outcome,
 )
+from signoff_client.telling import replaced_message
 
 if TYPE_CHECKING:
     from signoff_client.client import ApprovalRecord
@@ -78,8 +80,14 @@ class Decision:
     `approved` is True when the call was approved and claimed for this thread: execute
     `tool` (the stored call, which hashes to what the human approved, not the node's local
     arguments) with `run(fn)`/`arun(fn)`, which also record the outcome. Otherwise `state`
-    says why not (rejected, expired, cancelled, superseded) and `note` carries the decider's
-    note or the reason; the call never ran."""
+    says why not (rejected, expired, cancelled, superseded, answered) and `note` carries the
+    decider's note or the reason; the call never ran.
+
+    `edited`: an approver changed the arguments before approving; `tool` is their revision
+    (what `run` runs), `original_arguments` what the node asked for, and `message` tells the
+    model its call was replaced and how: put it in the tool's result. `answered`: a person
+    replied instead (`answer`), the call does not run, and `message` is the tool result to
+    give the model in its place."""
 
     approved: bool
     state: str
@@ -90,8 +98,44 @@ class Decision:
     decided_by: str | None = None
     note: str | None = None
     origin_id: str | None = None
+    edited: bool = False
+    original_hash: str | None = None
+    original_arguments: dict[str, Any] | None = None
+    answer: str | None = None
     _claim_token: str | None = field(default=None, repr=False, compare=False)
     _gate: SignoffGate | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def answered(self) -> bool:
+        return self.state == "answered"
+
+    @property
+    def message(self) -> str | None:
+        """What the model should read about this decision besides the tool's own output:
+        for an edited call, that its call was replaced (and how); for an answered one, the
+        person's answer and that the tool did not run; else None."""
+        if self.answered:
+            name = (self.tool or {}).get("name") or "the tool"
+            return (
+                f"[signoff] The tool {name} did NOT run: {self.decided_by or 'a person'} "
+                f"answered instead of approving the call. Their answer: {self.answer or ''}"
+            )
+        if self.edited and self.tool is not None:
+            return replaced_message(
+                str(self.tool.get("name")),
+                self.original_arguments,
+                self.tool.get("arguments"),
+                self.decided_by,
+            )
+        return None
+
+    def tool_result(self, output: Any = None) -> str:
+        """The text to give the model as the tool's result: `output` (the tool's, when it
+        ran) with `message` before it, or the message alone for an answered call."""
+        if self.answered:
+            return self.message or ""
+        text = output if isinstance(output, str) else json.dumps(output, default=str)
+        return f"{self.message}\n\nTool output: {text}" if self.message else text
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -209,7 +253,10 @@ class Decision:
             raise ClaimLost(
                 f"approval {self.approval_id} is {lost.state}; the call does not run"
             ) from lost
-        why = claim_mismatch(claim, self.tool)
+        asked = self.tool
+        if self.edited and self.tool is not None:
+            asked = {"name": self.tool.get("name"), "arguments": self.original_arguments}
+        why = claim_mismatch(claim, asked)
         if why is not None:
             await refuse(client, claim, why)
             raise CallMismatch(why)

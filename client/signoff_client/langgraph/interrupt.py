@@ -47,19 +47,27 @@ def signoff_interrupt(
     run_id: str | None = None,
     step: Any = _UNSET,
     gate: SignoffGate | None = None,
+    input_schema: Any = None,
 ) -> Decision:
     """Inside a sync node: file a signoff request for `tool` and pause the graph until the
     decision; on resume, return the `Decision`. The request's fields are the create body's
     (see the reference). `run_id` defaults to one naming this pause (the thread, the node,
     the superstep and which signoff_interrupt of the node this is), so the node's re-run on
     resume, and a retry of a run that failed before its pause was saved, find the request
-    already filed instead of filing another; `step` defaults to `{"langgraph_node": <node>}`."""
+    already filed instead of filing another; `step` defaults to `{"langgraph_node": <node>}`.
+
+    `input_schema`: the JSON Schema of the tool's arguments, which signoff checks an
+    approver's edit against: a dict, a Pydantic model class, or a LangChain tool (its args
+    schema). An approver may approve the call as edited where the route allows it: the
+    Decision then carries the revision, which `run` runs, and `decision.message` for the
+    model."""
     context = _Context.current(gate)
     body = context.body(
         tool, capability, presentation, run_id, step,
         reason=reason, requested_by=requested_by, approvers=approvers,
         approval_ttl=approval_ttl, grant_ttl=grant_ttl, required_approvals=required_approvals,
         preconditions=preconditions, callback_url=callback_url,
+        input_schema=json_schema_of(input_schema),
     )  # fmt: skip
     record = run_sync(lambda: _file(context.gate, body))
     value = interrupt(_payload(record, body, context))
@@ -85,6 +93,7 @@ async def asignoff_interrupt(
     run_id: str | None = None,
     step: Any = _UNSET,
     gate: SignoffGate | None = None,
+    input_schema: Any = None,
 ) -> Decision:
     """`signoff_interrupt` for async nodes."""
     context = _Context.current(gate)
@@ -93,6 +102,7 @@ async def asignoff_interrupt(
         reason=reason, requested_by=requested_by, approvers=approvers,
         approval_ttl=approval_ttl, grant_ttl=grant_ttl, required_approvals=required_approvals,
         preconditions=preconditions, callback_url=callback_url,
+        input_schema=json_schema_of(input_schema),
     )  # fmt: skip
     record = await _file(context.gate, body)
     value = interrupt(_payload(record, body, context))
@@ -173,6 +183,22 @@ class _Context:
         return body
 
 
+def json_schema_of(source: Any) -> dict[str, Any] | None:
+    """The JSON Schema of a tool's arguments from a dict, a Pydantic model class, or a
+    LangChain tool (the schema its model is shown, `tool_call_schema`, else `args_schema`)."""
+    if source is None or isinstance(source, Mapping):
+        return None if source is None else dict(source)
+    for attribute in ("tool_call_schema", "args_schema"):
+        schema = getattr(source, attribute, None)
+        if schema is not None:
+            return json_schema_of(schema)
+    if hasattr(source, "model_json_schema"):
+        return dict(source.model_json_schema())
+    raise TypeError(
+        "input_schema must be a JSON Schema (dict), a Pydantic model class or a LangChain tool"
+    )
+
+
 async def _file(gate: SignoffGate, body: dict[str, Any]) -> ApprovalRecord:
     """Create the request, or find it: signoff answers the same (run, call) with the request
     it already has, whatever its state, so a re-run of the node files nothing new."""
@@ -219,6 +245,10 @@ def _decision(
         decided_by=answer.get("decided_by"),
         note=answer.get("note"),
         origin_id=answer.get("origin_id"),
+        edited=bool(answer.get("edited")),
+        original_hash=answer.get("original_hash"),
+        original_arguments=answer.get("original_arguments"),
+        answer=answer.get("answer"),
         _claim_token=answer.get("claim_token"),
         _gate=gate,
     )

@@ -199,9 +199,14 @@ def _resume_value(record: ApprovalRecord, claim: Claim | None) -> dict[str, Any]
             "tool": claim.tool,
             "claim_token": claim.claim_token,
             "idempotency_key": claim.idempotency_key,
+            "edited": claim.edited,
+            "original_hash": claim.original_hash,
+            "original_arguments": claim.original_arguments,
         }
     else:
-        answer |= {"approved": False, "state": record.state}
+        answer |= {"approved": False, "state": record.state, "tool": record.tool}
+        if record.answered:
+            answer["answer"] = record.answer_text
     return {KEY: answer}
 
 

@@ -8,7 +8,8 @@
 
 The policy (`signoff_client.mcp.policy`) is plain standard library; the gateway
 (`gateway.py`, with `ask.py` for gated calls, `definition.py` for what an approval binds,
-`results.py` for answers, `relay.py` for the upstream's progress and log messages and
+`results.py` for answers, `human.py` for the optional `ask_human` tool, `relay.py` for the
+upstream's progress and log messages and
 `serve.py` for transports) needs the `mcp` SDK (`pip install signoff-client[mcp]`) and is
 imported only when used, so `signoff-mcp check` works without it (`routes.py`, which asks
 signoff whether the policy's capabilities have routes, needs only the signoff client).

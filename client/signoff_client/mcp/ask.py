@@ -42,7 +42,8 @@ from signoff_client.errors import (
     NotPending,
     SignoffError,
 )
-from signoff_client.hashing import record_hash
+from signoff_client.hashing import original_hash, record_hash
+from signoff_client.lifecycle import asked_call
 from signoff_client.mcp.definition import (
     Ambiguous,
     BadDefinition,
@@ -61,8 +62,10 @@ from signoff_client.mcp.results import (
     own,
     replay,
     stored,
+    text_result,
     upstream_failure,
 )
+from signoff_client.telling import answered_message, replaced_message
 
 if TYPE_CHECKING:
     from signoff_client.mcp.gateway import Gateway
@@ -217,7 +220,8 @@ class AskCall:
         to answer, not the gateway's to close or to answer from."""
         found, _ = await self.signoff.list(run_id=run_id, limit=100)
         call = {"name": self.name, "arguments": self.arguments}
-        return [r for r in found if r.kind == "tool_call" and r.tool == call]
+        # One approved as edited holds the revision in `tool`: it is this call's still.
+        return [r for r in found if r.kind == "tool_call" and asked_call(r) == call]
 
     async def _supersede_stale(
         self, earlier: list[ApprovalRecord], record: ApprovalRecord, definition: ToolDefinition
@@ -299,6 +303,13 @@ class AskCall:
             return await self._execute(record, definition)
         if state in ("executed", "failed"):
             return replay(record, meta)
+        if state == "answered":
+            # The person's words, saying the tool did not run: a plain result, unless the
+            # tool declares an outputSchema, which words cannot satisfy (MCP clients refuse
+            # a non-error result without conforming structuredContent).
+            if self.gateway.declares_output(self.name):
+                return error(answered_message(record), meta=meta)
+            return text_result(answered_message(record), meta=meta)
         if state in ("executing", "outcome_unknown"):
             return error(
                 f"Approved and started (approval {record.id}), but no outcome is recorded "
@@ -349,6 +360,7 @@ class AskCall:
             record_hash(approval) != approval.hash
             or tool != approval.tool
             or tool.get("name") != self.name
+            or (claim.edited and original_hash(approval) != claim.original_hash)
         ):
             await self.signoff.release(record.id, claim.claim_token)
             return error(
@@ -379,6 +391,12 @@ class AskCall:
         outcome: Literal["succeeded", "failed"] = "failed" if result.is_error else "succeeded"
         done, problem = await self._complete(claim, outcome, stored(result))
         meta = merge_meta(result.meta, approval_meta(done or approval))
+        if claim.edited:  # the model must know the call that ran is not the one it sent
+            said = replaced_message(
+                self.name, claim.original_arguments, tool["arguments"], approval.decided_by
+            )
+            notice = types.TextContent(type="text", text=said)
+            result = result.model_copy(update={"content": [notice, *result.content]})
         if problem:  # it ran: say so, with its result, and that signoff does not know yet
             notice = types.TextContent(type="text", text=_unrecorded(approval.id, problem))
             return result.model_copy(update={"content": [*result.content, notice], "meta": meta})

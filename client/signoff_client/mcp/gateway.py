@@ -38,6 +38,7 @@ from signoff_client.mcp.definition import (
     near_names,
     shown_name,
 )
+from signoff_client.mcp.human import ASK_HUMAN, ask_human, ask_human_tool
 from signoff_client.mcp.policy import Policy
 from signoff_client.mcp.relay import Relay
 from signoff_client.mcp.results import NO_ANSWER, error, no_answer, own, upstream_failure
@@ -141,6 +142,13 @@ class Gateway:
                 _shown(name),
             )
         self._tools, self._ambiguous = listed, ambiguous
+        if self.policy.ask_human:
+            if ASK_HUMAN in listed:
+                log.warning(
+                    "the upstream lists its own %s: the gateway's ask_human tool hides it",
+                    ASK_HUMAN,
+                )
+            tools = [t for t in tools if t.name != ASK_HUMAN] + [ask_human_tool()]
         return tools
 
     async def fresh_tool(self, name: str) -> types.Tool | None:
@@ -156,6 +164,11 @@ class Gateway:
         if name not in self._tools or name in self._ambiguous:
             await self.list_tools()
         return self._known(name)
+
+    def declares_output(self, name: str) -> bool:
+        """Whether the tool as last listed declares an `outputSchema`."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.output_schema is not None
 
     def _known(self, name: str) -> types.Tool | None:
         if name in self._ambiguous:
@@ -202,6 +215,8 @@ class Gateway:
                 "as its input schema describes; nothing was forwarded or asked."
             )
         arguments = dict(arguments or {})
+        if self.policy.ask_human and name == ASK_HUMAN:
+            return await ask_human(self, arguments)
         try:
             tool = await self.listed_tool(name)
         except Ambiguous as exc:

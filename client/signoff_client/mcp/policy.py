@@ -9,6 +9,8 @@ which wait for a human's signoff.
     approvers = ["alice"]                # optional: narrow the route's approvers
     approval_ttl = "4h"                  # optional: shorter than the route's
     default = "ask"                      # tools named nowhere below (default: ask)
+    ask_human = true                     # optional: offer an `ask_human` tool (default off;
+                                         # a string is its capability, else mcp.mail.ask_human)
 
     [tools]
     "read_*" = "allow"                   # forwarded as is
@@ -61,6 +63,7 @@ _GATEWAY_KEYS = {
     "approvers",
     "approval_ttl",
     "default",
+    "ask_human",
 }
 _RULE_KEYS = {"action", "capability", "approvers", "approval_ttl", "title"}
 
@@ -131,6 +134,8 @@ class Policy:
     approvers: tuple[str, ...] | None = None
     approval_ttl: str | None = None
     source: str = "policy"
+    # The capability of the gateway's own `ask_human` tool, or None: not offered.
+    ask_human: str | None = None
 
     def rule_for(self, tool: str) -> Rule | None:
         for rule in self.rules:
@@ -177,6 +182,8 @@ class Policy:
             lines.append(f"  approvers: {', '.join(self.approvers)}")
         if self.approval_ttl:
             lines.append(f"  approval_ttl: {self.approval_ttl}")
+        if self.ask_human:
+            lines.append(f"  ask_human: offered, capability {self.ask_human}")
         exact = [r for r in self.rules if not r.is_glob]
         globs = [r for r in self.rules if r.is_glob]
         for rule in [*exact, *globs]:
@@ -281,6 +288,23 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         gateway_value("approval_ttl"), "gateway.approval_ttl", ["gateway"], fail
     )
 
+    ask_human = gateway_value("ask_human")
+    if ask_human is True:
+        ask_human = default_capability(server, "ask_human")
+    elif ask_human is False:
+        ask_human = None
+    elif ask_human is not None and (
+        not isinstance(ask_human, str)
+        or len(ask_human) > _MAX_CAPABILITY
+        or not _CAPABILITY.fullmatch(ask_human)
+    ):
+        raise fail(
+            "gateway.ask_human must be true, false, or the capability its questions are "
+            "routed by (dotted segments of letters, digits, _ and -)",
+            ["gateway"],
+            "ask_human",
+        )
+
     tools = data.get("tools", {})
     if not isinstance(tools, dict):
         raise fail('tools must be a table: [tools] then `NAME_OR_GLOB = "allow"`', [], "tools")
@@ -298,6 +322,7 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         approvers=approvers,
         approval_ttl=approval_ttl,
         source=source,
+        ask_human=ask_human,
     )
 
 

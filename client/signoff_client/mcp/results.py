@@ -15,6 +15,7 @@ from signoff_client.client import ApprovalRecord
 from signoff_client.errors import NotCanonical
 from signoff_client.hashing import canonical_json
 from signoff_client.mcp.definition import cut, json_problem
+from signoff_client.telling import replaced_message
 
 __all__ = [
     "META_KEY",
@@ -27,6 +28,7 @@ __all__ = [
     "own",
     "replay",
     "stored",
+    "text_result",
     "upstream_failure",
 ]
 
@@ -71,6 +73,11 @@ def error(text: str, *, meta: Mapping[str, Any] | None = None) -> types.CallTool
         is_error=True,
         _meta={META_KEY: dict(meta)} if meta else None,
     )
+
+
+def text_result(text: str, *, meta: Mapping[str, Any] | None = None) -> types.CallToolResult:
+    """A result in words that is not an error: a person's answer instead of the tool's."""
+    return _text(text, False, meta or {})
 
 
 def own(result: types.CallToolResult) -> types.CallToolResult:
@@ -172,6 +179,14 @@ def replay(record: ApprovalRecord, meta: dict[str, Any]) -> types.CallToolResult
             f"The approved call ran once; its recorded result is unreadable.\n{note}", failed, meta
         )
     content = [*result.content, types.TextContent(type="text", text=note)]
+    if record.edited:
+        said = replaced_message(
+            str((record.tool or {}).get("name")),
+            record.original_arguments,
+            (record.tool or {}).get("arguments"),
+            record.decided_by,
+        )
+        content.insert(0, types.TextContent(type="text", text=said))
     update = {
         "content": content,
         "is_error": result.is_error or failed,

@@ -26,8 +26,13 @@ state, and the run goes on: the SDK runs each approved tool once and gives the m
 rejection text for the others. Each claimed call is completed with the tool's output as soon as
 the tool returns.
 
+A call approved as edited runs the approver's revision, and its output tells the model the
+call was replaced and what changed; a call answered instead is rejected in the state with
+the person's answer as the text the model reads (it never runs).
+
 The modules: `filing` (turn 1), `run_state` (where the paused state lives), `resume` (the
-resume helpers), `calls` (the gated calls while the run goes on), `errors`; the claim, check
+resume helpers), `calls` (the gated calls while the run goes on), `edits` (running a
+revision), `errors`; the claim, check
 and complete steps they share with the LangGraph adapter are `signoff_client.lifecycle`.
 
 Importing this package imports the `agents` package (the `openai-agents` extra);

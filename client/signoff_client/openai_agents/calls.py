@@ -22,6 +22,7 @@ from signoff_client.client import ApprovalRecord, SignoffClient
 from signoff_client.errors import NotCanonical
 from signoff_client.hashing import canonical_json
 from signoff_client.lifecycle import RESULT_LIMIT, ClaimedCall, Outcome
+from signoff_client.openai_agents.edits import Edit
 
 __all__ = [
     "ClaimHooks",
@@ -62,6 +63,12 @@ class GatedCall:
     outcome: Literal["succeeded", "failed"] | None = None
     output: Any = None
     message: str | None = None
+    # Approved as edited: `tool` is the revision that ran, `asked` the call the model made.
+    edited: bool = False
+    asked: dict[str, Any] | None = None
+    # Answered instead of run (decision "answered"): the person's words, which the model
+    # read as the tool's result (`message`).
+    answer: str | None = None
 
 
 @dataclass(eq=False)
@@ -79,6 +86,7 @@ class PausedCall:
     rejection: str | None = None
     failed: bool = False  # the tool raised; the SDK's handler made its error text for the model
     output: Any = None
+    edit: Edit | None = None  # approved as edited: the revision the tool runs instead
 
     @property
     def call_id(self) -> str:
@@ -104,6 +112,8 @@ class PausedCall:
         A failure to reach signoff is logged and retried once the run returns; the lease
         lapsing is the last resort (outcome_unknown)."""
         assert self.claim is not None
+        if self.edit is not None and self.edit.ran:
+            output = self.edit.output  # the tool's own, without the note for the model
         self.output = output
         await self.claim.record(client, *self.outcome())
 
@@ -114,15 +124,20 @@ class PausedCall:
         outcome: Literal["succeeded", "failed"] | None = None
         if self.finished:
             outcome = "failed" if self.failed else "succeeded"
+        asked = {"name": self.name, "arguments": self.arguments}
+        ran = asked if self.edit is None else {"name": self.name, "arguments": self.edit.arguments}
         return GatedCall(
             approval_id=self.record.id,
             call_id=self.call_id,
-            tool={"name": self.name, "arguments": self.arguments},
+            tool=ran,
             decision="approved" if self.claim is not None else self.record.state,
             execution=execution,
             outcome=outcome,
             output=self.output,
             message=self.rejection,
+            edited=self.edit is not None,
+            asked=asked if self.edit is not None else None,
+            answer=self.record.answer_text if self.record.answered else None,
         )
 
 

@@ -12,6 +12,7 @@ from agents.items import ToolApprovalItem
 
 from signoff_client.client import ApprovalRecord, SignoffClient
 from signoff_client.lifecycle import resume_meta
+from signoff_client.openai_agents.edits import input_schema_of
 from signoff_client.openai_agents.run_state import StateStore, save_state
 
 __all__ = [
@@ -29,7 +30,9 @@ __all__ = [
 # The key under `resume` that marks an approval as filed by this adapter.
 MARKER = "openai_agents"
 FORMAT = 1
-_RESERVED = frozenset({"run_id", "capability", "tool", "presentation", "resume", "kind", "step"})
+_RESERVED = frozenset(
+    {"run_id", "capability", "tool", "presentation", "resume", "kind", "step", "input_schema"}
+)
 
 Capability = str | Mapping[str, str] | Callable[[ToolApprovalItem], str]
 Presentation = Callable[[ToolApprovalItem, dict[str, Any]], Mapping[str, Any]]
@@ -175,6 +178,9 @@ async def file_interruptions(
             "resume": {MARKER: meta},
             **request_fields,
         }
+        schema = input_schema_of(item)
+        if schema is not None:  # what signoff checks an approver's edit against
+            body["input_schema"] = schema
         why = reason(item, arguments) if callable(reason) else reason
         if why is not None:
             body["reason"] = why

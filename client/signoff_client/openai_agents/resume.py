@@ -28,9 +28,11 @@ from signoff_client.openai_agents.calls import (
     release_unstarted,
     watch_failures,
 )
+from signoff_client.openai_agents.edits import Edit, edits_in_run, run_edited
 from signoff_client.openai_agents.errors import ResumeRefused
 from signoff_client.openai_agents.filing import MARKER, call_of, filed_meta, filed_together
 from signoff_client.openai_agents.run_state import StateStore, load_state
+from signoff_client.telling import answered_message, replaced_message
 from signoff_client.webhooks import verify_webhook
 
 __all__ = ["RejectionMessage", "ResumeResult", "resume", "resume_from_webhook"]
@@ -70,6 +72,8 @@ class ResumeResult:
 
 
 def _default_rejection(record: ApprovalRecord) -> str:
+    if record.answered:
+        return answered_message(record)
     note = record.raw.get("decision_note")
     suffix = f": {note}" if note else ""
     if record.kind == "interrupted_side_effect":
@@ -169,6 +173,7 @@ async def resume(
     by_call = {call.call_id: call for call in calls}
     keys = {c.call_id: c.claim.idempotency_key for c in calls if c.claim is not None}
     token = idempotency_keys.set(keys)
+    edited = edits_in_run.set({c.call_id: c.edit for c in calls if c.edit is not None})
     try:
         result = await Runner.run(
             agent,
@@ -182,6 +187,7 @@ async def resume(
         raise
     finally:
         idempotency_keys.reset(token)
+        edits_in_run.reset(edited)
 
     await after_run(client, calls, result)
     return ResumeResult(
@@ -262,8 +268,17 @@ async def _claim(
         call.claim = ClaimedCall.from_claim(claim)
         asked = {"name": call.name, "arguments": call.arguments}
         why = claim_mismatch(claim, asked, call.record.hash)
+        if why is None and claim.edited and not run_edited(call.item):
+            why = (
+                f"approval {claim.approval.id} was approved as edited, but {call.name} is not "
+                "a function tool of the agent: the revision cannot be run in its place"
+            )
         if why is not None:
             await refuse(client, calls, why)
+        if claim.edited:
+            revision = dict(claim.tool["arguments"])
+            note = replaced_message(call.name, call.arguments, revision, claim.approval.decided_by)
+            call.edit = Edit(revision, note)
     return None
 
 
