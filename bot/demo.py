@@ -48,6 +48,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from bot.app import build_app
 from bot.bootstrap import Core, bootstrap
 from bot.config import Config, parse_config
+from bot.demo_mailbox import MAILBOX_PATH, Mailbox
 from bot.durations import parse_duration
 from bot.errors import ConfigError, SignoffError
 from bot.operator import Actor
@@ -104,9 +105,22 @@ def _replace(text: str, key: str, value: str) -> str:
     return new
 
 
-def demo_config_text(*, listen: str, public_url: str, database_path: Path, agent_url: str) -> str:
+def demo_config_text(
+    *,
+    listen: str,
+    public_url: str,
+    database_path: Path,
+    agent_url: str,
+    mail_port: int | None = None,
+) -> str:
     """The shipped demo config with this run's addresses and database filled in."""
     text = shipped_config_text()
+    if mail_port is not None:
+        text, count = re.subn(r"^port = [0-9]+$", f"port = {mail_port}", text, flags=re.M)
+        if count != 1:
+            raise DemoFailed(
+                f"the demo config has no [email] port line; is bot/{DEMO_CONFIG} intact?"
+            )
     text = _replace(text, "listen", listen)
     text = _replace(text, "public_url", public_url)
     text = _replace(text, "url", f"sqlite+aiosqlite:///{database_path}")
@@ -405,6 +419,7 @@ async def run_demo(
         _workdir(keep) as (workdir, temporary),
         _bind(listen) as server_sock,
         _bind(f"{listen.rpartition(':')[0]}:0") as agent_sock,
+        _bind(f"{listen.rpartition(':')[0]}:0") as mail_sock,
     ):
         address = _address(server_sock)
         public_url = f"http://{address}"
@@ -413,27 +428,42 @@ async def run_demo(
             public_url=public_url,
             database_path=workdir / DATABASE,
             agent_url=f"http://{_address(agent_sock)}{AGENT_PATH}",
+            mail_port=mail_sock.getsockname()[1],
         )
         config_path = workdir / CONFIG_COPY
         config_path.write_text(text, "utf-8")
         config = parse_config(tomllib.loads(text), str(config_path))
         made = made_up_secrets(config)
-        await _serve(
-            config, config_path, temporary, server_sock, agent_sock, public_url, made, stop, out
-        )
+        mailbox = Mailbox()
+        await mailbox.start(mail_sock)
+        try:
+            await _serve(
+                config,
+                config_path,
+                temporary,
+                (server_sock, agent_sock),
+                public_url,
+                made,
+                stop,
+                out,
+                mailbox,
+            )
+        finally:
+            await mailbox.close()
 
 
 async def _serve(
     config: Config,
     config_path: Path,
     temporary: bool,
-    server_sock: socket.socket,
-    agent_sock: socket.socket,
+    socks: tuple[socket.socket, socket.socket],
     public_url: str,
     made: dict[str, str],
     stop: asyncio.Event,
     out: TextIO,
+    mailbox: Mailbox,
 ) -> None:
+    server_sock, agent_sock = socks
     web_table = config.surface_table("web")
     if web_table is None:
         raise ConfigError(f"{config_path}: the demo needs the [web] table")
@@ -463,12 +493,14 @@ async def _serve(
         log.info("signoff listening on %s", public_url)
         hooks = web.Application()
         hooks.router.add_post(AGENT_PATH, agent.webhook)
+        mailbox.add_routes(hooks)
         agent_runner = web.AppRunner(hooks, access_log=None, shutdown_timeout=1.0)
         await agent_runner.setup()
         runners.insert(0, agent_runner)
         await web.SockSite(agent_runner, agent_sock).start()
 
-        _print_header(out, public_url, config, config_path, temporary, made)
+        mail = f"http://{_address(agent_sock)}{MAILBOX_PATH}"
+        _print_header(out, public_url, config, config_path, temporary, made, mail)
         directory, clock = core.directory, core.clock
         story = asyncio.create_task(file_requests(agent, core))
         stopping = asyncio.create_task(stop.wait())
@@ -507,6 +539,7 @@ def _print_header(
     config_path: Path,
     temporary: bool,
     made: dict[str, str],
+    mailbox_url: str,
 ) -> None:
     lines = [
         "signoff demo",
@@ -514,6 +547,7 @@ def _print_header(
         f"  database  {config.database_url.removeprefix('sqlite+aiosqlite:///')}"
         + ("   (deleted when the demo stops; --dir DIR keeps it)" if temporary else ""),
         f"  config    {config_path}",
+        f"  mailbox   {mailbox_url}   (the cards finance gets by mail)",
     ]
     if made:
         lines.append(f"  made-up secrets for this run: {', '.join(sorted(made))}")

@@ -127,6 +127,18 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
         "the demo agent running the approved refund",
     )
 
+    # The demo's mailbox holds the cards finance got by mail; one opens with its decision
+    # links, which lead to the server's confirmation page.
+    mailbox = re.search(r"^  mailbox   (http://\S+)", printed, re.M).group(1)  # type: ignore[union-attr]
+    mail = contexts().new_page()
+    mail.goto(mailbox)
+    first_card = re.compile(r"^\[signoff\] Approval needed: Refund €120.00 to Zoë Martin")
+    refund_mail = mail.get_by_role("link", name=first_card).first  # not a reply in its thread
+    expect(refund_mail).to_be_visible()
+    refund_mail.click()
+    expect(mail.get_by_role("link", name=re.compile("Approve"))).to_have_count(1)
+    shoot(mail, "demo-mailbox-card")
+
     # The support agent's question: one press answers it, and the agent reads the answer.
     page.get_by_role("link", name="Back to your inbox").click()
     page.get_by_role("link", name=DEMO_TITLES[4]).click()
@@ -215,7 +227,8 @@ def test_the_shipped_demo_config_is_what_the_demo_promises(tmp_path: Path) -> No
     assert any(
         (route.required_approvals, len(route.approvers)) == (2, 3) for route in shipped.routes
     )
-    assert all(route.notify == ["web"] for route in shipped.routes)
+    assert all(route.notify[0] == "web" for route in shipped.routes)
+    assert shipped.surface_table("email") is not None  # finance's cards go by mail too
     assert shipped.web is not None
 
     text = demo_config_text(
