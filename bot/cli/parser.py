@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = approvals.add_parser(
         "bulk", parents=[common], help="approve or reject many, each against its own hash"
     )
-    p.add_argument("action", choices=["approve", "reject"])
+    p.add_argument("action", choices=["approve", "reject"], help="what to do with each")
     p.add_argument("--file", required=True, help="one 'ID HASH' per line; - = stdin")
     p.add_argument("--as", dest="as_", required=True, metavar="NAME", help="your principal")
     p.add_argument("--note", help="recorded with each decision")
