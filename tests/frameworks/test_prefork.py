@@ -142,7 +142,7 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone (FileNotFoundError), or exiting as it is read (ProcessLookupError)
         return False
 
 
