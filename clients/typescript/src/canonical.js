@@ -19,10 +19,6 @@ export const MAX_DEPTH = 64;
 const EXPONENT_FROM = 1e21; // from here up JCS, like ECMAScript, writes an exponent
 
 /**
- * @typedef {null | boolean | number | string | JsonValue[] | {[key: string]: JsonValue}} JsonValue
- */
-
-/**
  * RFC 8785 canonical text of a JSON value, or NotCanonical for what has no faithful canonical
  * form: NaN and infinities, numbers beyond ±(2^53 − 1) that JCS would write as bare integers
  * (below 1e21), lone surrogates, non-JSON values (undefined, functions, bigints, symbols, class

@@ -284,7 +284,7 @@ export async function filedTogether(client, trigger, meta, marker) {
       if (found.size === callIds.length) break;
     }
   }
-  return { found, missing: callIds.filter((c) => !found.has(c)) };
+  return { found, missing: callIds.filter((/** @type {string} */ c) => !found.has(c)) };
 }
 
 /**
