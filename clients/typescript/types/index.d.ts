@@ -1,0 +1,17 @@
+export { CLOSED } from "./records.js";
+export * from "./errors.js";
+export type ApprovalRecord = import("./records.js").ApprovalRecord;
+export type ApprovalState = import("./records.js").ApprovalState;
+export type ApprovalKind = import("./records.js").ApprovalKind;
+export type Answer = import("./records.js").Answer;
+export type Claim = import("./records.js").Claim;
+export type CreateBody = import("./records.js").CreateBody;
+export type Presentation = import("./records.js").Presentation;
+export type Question = import("./records.js").Question;
+export type ToolCall = import("./records.js").ToolCall;
+export type WebhookEvent = import("./records.js").WebhookEvent;
+export type HashedCall = import("./canonical.js").HashedCall;
+export type ClientOptions = import("./client.js").ClientOptions;
+export { SignoffClient, retryAfterSeconds } from "./client.js";
+export { approvalHash, canonicalHash, canonicalJson, shortHash, MAX_DEPTH } from "./canonical.js";
+export { verifyWebhook, secretProblem } from "./webhooks.js";
