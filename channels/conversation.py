@@ -224,8 +224,16 @@ class Conversation:
         self, approval_id: str, actor_label: str, action: str, error: SignoffError, tell: Tell
     ) -> None:
         """Record the refusal in the request's audit trail, then tell the person why."""
+        said = await self.recorded(approval_id, actor_label, action, error)
+        await tell(said, firmly=isinstance(error, NotAnApprover))
+
+    async def recorded(
+        self, approval_id: str, actor_label: str, action: str, error: SignoffError
+    ) -> str:
+        """Record the refusal in the request's audit trail; why, in every surface's words
+        (for a page that shows it rather than telling it)."""
         await self.record(approval_id, actor_label, action, error)
-        await tell(refusal_text(error, self.directory), firmly=isinstance(error, NotAnApprover))
+        return refusal_text(error, self.directory)
 
     async def record(
         self, approval_id: str, actor_label: str, action: str, error: SignoffError

@@ -241,14 +241,9 @@ class EditPages:
         except NotFound as error:
             return self._refused(request, visitor, approval_id, error)
         except SignoffError as error:
-            told: list[str] = []
-
-            async def tell(text: str, *, firmly: bool = False) -> None:
-                told.append(text)
-
-            await self.conversation.refuse(approval_id, actor.label, "approve", error, tell)
+            said = await self.conversation.recorded(approval_id, actor.label, "approve", error)
             return self.channel.refusal(
-                request, visitor, error.http_status, " ".join(told), title="Not approved"
+                request, visitor, error.http_status, said, title="Not approved"
             )
         location = f"/web/approvals/{approval_id}?done={decision.event.seq}"
         return web.Response(status=303, headers={"Location": location})

@@ -183,8 +183,12 @@ class InboxPages:
         allowed, why_not = await self._allowed(row, card, actor)
         if voted:
             # One vote per person (the Operator refuses a second, approve or reject alike).
-            allowed -= {"approve", "reject", "answer", "edit", "allow"}
+            allowed -= {"approve", "reject", "answer", "edit"}
             why_not = "Your vote is recorded; the request waits for the other approvals it needs."
+        # "Approve, and allow the same for ...": with Approve, where the route gives grants.
+        grant = web_grants.offer(self.directory, row) if "approve" in allowed else None
+        if grant is not None:
+            allowed.add("allow")
         context: dict[str, Any] = {
             "card": card,
             "origin_id": row.origin_id,
@@ -192,7 +196,7 @@ class InboxPages:
             "allowed": allowed,
             "why_not": why_not,
             "choices": self._choices(row, visitor.principal.key),
-            "grant": web_grants.offer(self.directory, row) if "allow" in allowed else None,
+            "grant": grant,
             "status_message": status_message,
             "alert": alert,
         }
@@ -235,18 +239,9 @@ class InboxPages:
             allowed |= {"delegate", "answer"}
         if card.question:
             allowed.discard("approve")
-        elif "approve" in allowed:
-            if self._editable(row):
-                allowed.add("edit")
-            if web_grants.offer(self.directory, row) is not None:
-                allowed.add("allow")
+        elif "approve" in allowed and card.editable:
+            allowed.add("edit")
         return allowed, why
-
-    def _editable(self, row: Approval) -> bool:
-        try:
-            return self.directory.route_of(row).edits != "none"
-        except SignoffError:
-            return False
 
     def _choices(self, row: Approval, visitor: str) -> list[tuple[str, str]]:
         """Whom the request can be handed to: every other principal but its assignee."""
@@ -286,15 +281,10 @@ class InboxPages:
         rows = []
         for outcome in outcomes:
             if outcome.refused is not None:
-                told: list[str] = []
-
-                async def tell(text: str, *, firmly: bool = False, told: list[str] = told) -> None:
-                    told.append(text)
-
-                await self.conversation.refuse(
-                    outcome.approval_id, actor.label, action, outcome.refused, tell
+                said = await self.conversation.recorded(
+                    outcome.approval_id, actor.label, action, outcome.refused
                 )
-                rows.append((outcome.approval_id, None, " ".join(told)))
+                rows.append((outcome.approval_id, None, said))
             else:
                 assert outcome.decision is not None
                 row = outcome.decision.approval
@@ -315,15 +305,10 @@ class InboxPages:
         except NotFound as error:
             return self.channel.refusal(request, visitor, 404, refusal_text(error, self.directory))
         except SignoffError as error:
-            told: list[str] = []
-
-            async def tell(text: str, *, firmly: bool = False) -> None:
-                told.append(text)
-
             # Recorded in the request's audit trail like a refused click in chat.
-            await self.conversation.refuse(approval_id, actor.label, action, error, tell)
+            said = await self.conversation.recorded(approval_id, actor.label, action, error)
             return await self.show(
-                request, visitor, approval_id, status=error.http_status, alert=" ".join(told)
+                request, visitor, approval_id, status=error.http_status, alert=said
             )
         # Post/redirect/get: a reload of the result does not post the form again. The URL
         # names the decision's event, which the page words as the chat surfaces do.
