@@ -4,7 +4,7 @@ Every card goes to one principal's mailbox: `email:@alice` (the outbox's expansi
 `email:dm` for each approver, and the card a new assignee or a delegate gets) or
 `email:alice` (a route naming her). It is a multipart message, plain text and HTML, showing
 the card every surface shows (channels/email_card.py) with an Approve and a Reject link,
-each good once, for that principal, for that revision (channels/email_links.py). What
+each good once, for that principal, for that revision (bot/email_links.py). What
 happens to the request after (a vote, a hand-off, an escalation, the outcome, a reminder)
 follows as a reply in the same thread (In-Reply-To / References), since a sent mail cannot
 be edited. The links' pages are channels/email_pages.py; sending is channels/email_smtp.py.
@@ -26,6 +26,7 @@ from aiohttp import web
 from bot.card import Card, card_for
 from bot.clock import Clock
 from bot.delegations import Delegations
+from bot.email_links import LINK_PATH, DecisionLinks
 from bot.errors import Undeliverable
 from bot.model import State
 from bot.operator import Operator
@@ -35,7 +36,6 @@ from channels import email_card
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.email_card import Links
-from channels.email_links import LINK_PATH, DecisionLinks
 from channels.email_smtp import send, smtp_credentials
 from channels.email_surface import EmailConfig
 from store.repository import Store

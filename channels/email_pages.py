@@ -3,7 +3,7 @@ for a confirmation, and only `POST` to the same address decides.
 
 Mail scanners and link previews follow GETs, so a GET never decides, never uses the link
 and writes nothing (not even a refusal). The POST uses the link (once, before the deadline:
-channels/email_links.py) and decides through the shared conversation layer and the
+bot/email_links.py) and decides through the shared conversation layer and the
 Operator, as the principal the mail was sent to, so a refusal is recorded and worded as on
 every surface. A browser signed in to the web surface as someone else is refused: the link
 is not theirs to use.
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.card import Card, card_for
+from bot.email_links import LINK_PATH, Link
 from bot.errors import SignoffError
 from bot.operator import Actor
 from channels import email_card
 from channels.conversation import FAILED, refusal_text
-from channels.email_links import LINK_PATH, Link
 
 if TYPE_CHECKING:
     from channels.email import EmailChannel

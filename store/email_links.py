@@ -1,5 +1,5 @@
 """The statements on `email_links`: the single-use decision links of the email surface, by
-the SHA-256 of their token (channels/email_links.py).
+the SHA-256 of their token (bot/email_links.py).
 
 The table is declared here, beside its statements, on the schema's one `metadata` (so the
 migrations' check and the tests' resets see it). A family of `Tx` (store/repository.py).
