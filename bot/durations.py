@@ -44,6 +44,18 @@ def format_duration(delta: timedelta) -> str:
     return f"{seconds} s"
 
 
+def duration_text(delta: timedelta) -> str:
+    """The form parse_duration reads back ("8h", "1d12h", "90s"): for values a form or a
+    button carries."""
+    rest = max(int(delta.total_seconds()), 1)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
 def parse_moment(text: str, now: datetime) -> datetime:
     """A point in time: an ISO date (its midnight, UTC), an ISO date and time (UTC unless it
     names an offset), or a duration counted from `now`. ValueError otherwise."""

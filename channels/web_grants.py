@@ -1,49 +1,34 @@
 """The approval page's "Approve, and allow the same for …": what the form offers (lifetimes
 within the route's `max_grant_lifetime`, the arguments it may bind: equal to their value here,
-or a number at most it) and the GrantScope a posted form asks for. bot/standing.py judges it.
+or a number at most it) and the GrantScope a posted form asks for. bot/grant_views.py says what
+is offered, bot/standing.py judges it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
-from bot.durations import format_duration, parse_duration
-from bot.errors import InvalidRequest, SignoffError
+from bot import grant_views
+from bot.durations import duration_text, format_duration, parse_duration
+from bot.errors import InvalidRequest
+from bot.grant_views import MAX_USES
 from bot.routing import Directory
 from bot.standing import GrantScope
 from store.records import Approval
 
-_LIFETIMES = (timedelta(hours=1), timedelta(hours=8))
-MAX_USES = 1000
-
 
 def offer(directory: Directory, row: Approval) -> dict[str, Any] | None:
-    """What the form shows for `row`, or None where its route gives no grants (or this
-    approval would be a vote short of its quorum, which gives none)."""
-    try:
-        route = directory.route_of(row)
-    except SignoffError:
+    """What the form shows for `row` (bot/grant_views.offer, in the template's shape)."""
+    offered = grant_views.offer(directory, row)
+    if offered is None:
         return None
-    approving = sum(1 for v in row.votes if v.decision == "approve")
-    if not route.grants or row.required_approvals - approving != 1:
-        return None
-    longest = route.max_grant_lifetime
-    lifetimes = sorted({t for t in _LIFETIMES if t < longest} | {longest})
-    arguments = []
-    for key, value in (row.tool_args or {}).items():
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        arguments.append({"key": key, "value": value, "number": number})
     return {
-        "lifetimes": [(_text(t), format_duration(t)) for t in lifetimes],
-        "arguments": arguments,
+        "lifetimes": [(duration_text(t), format_duration(t)) for t in offered.lifetimes],
+        "arguments": [
+            {"key": a.key, "value": a.value, "number": a.number} for a in offered.arguments
+        ],
     }
-
-
-def _text(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    return f"{seconds // 60}m" if seconds % 3600 else f"{seconds // 3600}h"
 
 
 def scope_from(form: Mapping[str, str]) -> GrantScope:

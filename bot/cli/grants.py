@@ -18,22 +18,9 @@ if TYPE_CHECKING:
 
 def describe(grant: StandingGrant) -> str:
     """One line: what it allows, for whom, until when, how often it was used."""
-    what = f"{grant.tenant}/{grant.capability} {grant.tool_name}"
-    if grant.run_id:
-        what += f" in run {grant.run_id}"
-    parts = (grant.conditions or {}).get("all", [])
-    if parts:
-        what += " where " + " and ".join(f"{p['arg']} {p['op']} {p['value']!r}" for p in parts)
-    uses = f"{grant.uses} of {grant.max_uses}" if grant.max_uses else f"{grant.uses}"
-    who = grant.granted_by + (f" for {grant.as_delegate_of}" if grant.as_delegate_of else "")
-    ended = (
-        f"; revoked {grant.revoked_at:%Y-%m-%d %H:%M} UTC by {grant.revoked_by}"
-        if grant.revoked_at
-        else ""
-    )
-    return safe(
-        f"{what}, given by {who}, until {grant.expires_at:%Y-%m-%d %H:%M} UTC, used {uses}{ended}"
-    )
+    from bot.grant_views import describe as described
+
+    return safe(described(grant))
 
 
 async def cmd_grants_list(ctx: Context, args: argparse.Namespace) -> int:
