@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from bot import card_sections
+from bot import card_sections, grant_views
 from bot.canonical import short_hash
 from bot.card_sections import Section
 from bot.durations import format_duration
@@ -102,6 +102,9 @@ class Card:
     # A pending tool call whose route lets approvers edit it (`edits` other than "none"):
     # chat surfaces offer their editor, or a link to the web page's.
     editable: bool = False
+    # A pending tool call whose route lets this approval give a standing grant ("Approve,
+    # and allow the same for …"; bot/grant_views.offer says what it offers).
+    grantable: bool = False
 
     @property
     def progress(self) -> str | None:
@@ -238,8 +241,17 @@ def card_for(
     approval), with the confirmation its route asks for."""
     card = Card.from_approval(approval, now, directory, max_value)
     return replace(
-        card, confirm=confirms(directory, approval), editable=editable(directory, approval)
+        card,
+        confirm=confirms(directory, approval),
+        editable=editable(directory, approval),
+        grantable=grantable(directory, approval),
     )
+
+
+def grantable(directory: Directory, approval: Approval) -> bool:
+    """Whether a card of `approval` offers "Approve, and allow the same for …" (as the config
+    says now; the decision re-checks the grant in bot/standing.check_scope)."""
+    return approval.state == State.PENDING and grant_views.offer(directory, approval) is not None
 
 
 def editable(directory: Directory, approval: Approval) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from bot import audit, standing
+from bot.card import card_for
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
@@ -194,6 +195,19 @@ async def test_the_route_bounds_what_may_be_granted(rig: Rig) -> None:
     # Refused, nothing was decided: each is still pending for a person.
     for pending in (record, quorum, payout, contract):
         assert (await rig.state(pending["id"])).state == "pending"
+
+
+async def test_a_card_offers_a_grant_only_where_its_route_gives_one(rig: Rig) -> None:
+    async def offered(record: dict[str, Any]) -> bool:
+        row = await rig.state(record["id"])
+        return card_for(rig.directory, row, rig.clock.now()).grantable
+
+    record = await rig.create()
+    assert await offered(record)
+    assert not await offered(await rig.create(capability="quorum.move", run_id="run-q"))
+    assert not await offered(await rig.create(capability="payments.payout", run_id="run-p"))
+    await rig.operator().decide("approve", record["id"], record["hash"], ALICE)
+    assert not await offered(record), "a decided card offers nothing"
 
 
 async def test_a_grant_approves_only_what_its_giver_may_decide_now(rig: Rig) -> None:
