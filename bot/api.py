@@ -289,6 +289,8 @@ async def create(request: web.Request) -> web.Response:
         result = await create_request(ctx.store, ctx.directory, ctx.clock, tenant, parsed)
     for replaced in result.superseded:
         ctx.actions.committed(replaced)
+    if result.granted is not None:
+        ctx.actions.committed(result.granted)
     if result.created:
         log.info(
             "approval %s requested by tenant %s (%s)",

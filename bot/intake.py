@@ -320,6 +320,8 @@ class Created:
     created: bool
     # The older requests of the same step that this one replaced (committed with it).
     superseded: tuple[transitions.Transition, ...] = ()
+    # Its approval by a standing grant, made in the same transaction (bot/standing.py).
+    granted: transitions.Transition | None = None
 
 
 async def create_request(
@@ -450,7 +452,7 @@ async def _insert(
         if granted is not None:
             approval = granted.approval
             if not route.notify_grant_uses:
-                return Created(approval, created=True, superseded=superseded)
+                return Created(approval, created=True, superseded=superseded, granted=granted)
         await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
         # Approvers who are away: their delegates get the card too; if the assignee is one
         # of them, the card and the trail say who decides in their place.
@@ -458,7 +460,7 @@ async def _insert(
             await jobs.enqueue_personal_cards(
                 tx, directory, approval, delegation.delegate, approval.created_at
             )
-    return Created(approval, created=True, superseded=superseded)
+    return Created(approval, created=True, superseded=superseded, granted=granted)
 
 
 async def _replace_older(

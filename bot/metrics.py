@@ -28,6 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from bot.clock import Clock
 from bot.model import State
+from bot.standing import GRANT_VIA
 from bot.transitions import Transition
 from store.repository import Store
 
@@ -79,6 +80,13 @@ class Metrics:
             "Time from request to decision",
             ["outcome"],
             buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.grant_approvals = Counter(
+            "signoff_grant_approvals",
+            "Approvals that gave a standing grant (given) and requests a standing grant "
+            "approved at once (used), by tenant",
+            ["tenant", "kind"],
             registry=r,
         )
         self.outbox_jobs = Counter(
@@ -160,6 +168,9 @@ class Metrics:
             self.decisions.labels(approval.state).inc()
             latency = (event.at - approval.created_at).total_seconds()
             self.decision_latency.labels(approval.state).observe(max(latency, 0.0))
+        if event.type == State.APPROVED and (event.data or {}).get("standing_grant"):
+            used = event.actor.startswith(f"{GRANT_VIA}:")
+            self.grant_approvals.labels(approval.tenant, "used" if used else "given").inc()
 
     async def scrape(self, store: Store, clock: Clock) -> bytes:
         """The page for one scrape: the figures of the last background read, the oldest

@@ -10,7 +10,8 @@ This module holds the channel, signing in and out (a used or expired link is 410
 link may land on another of our pages with `?next=`), the server's root (a redirect to the
 inbox), and what every page needs (who is signed in, the CSRF check, rendering, refusals in
 words). The inbox and card pages are
-channels/web_inbox.py; the dashboard is channels/web_dashboard.py.
+channels/web_inbox.py; the dashboard is channels/web_dashboard.py; the standing grants page is
+channels/web_grant_list.py.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class WebChannel:
         return None
 
     def add_routes(self, app: web.Application) -> None:
-        from channels import web_dashboard, web_edits, web_inbox
+        from channels import web_dashboard, web_edits, web_grant_list, web_inbox
 
         aiohttp_jinja2.setup(
             app,
@@ -158,6 +159,7 @@ class WebChannel:
         web_inbox.add_routes(app, self)
         web_edits.add_routes(app, self)
         web_dashboard.add_routes(app, self)
+        web_grant_list.add_routes(app, self)
 
     # -- what every request under /web and /dashboard gets -----------------------------------
 

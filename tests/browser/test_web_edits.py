@@ -3,8 +3,9 @@
 An approver opens a request's page, edits an argument in the editor (a number stays a
 number), reviews every change and the edited hash, and approves the revision; the agent's
 record then holds the edited call. A question's options are buttons: one press answers it.
-Approve and allow the same covers the next smaller refund, and no larger one. Screenshots in
-tests/browser/artifacts/ (web-edit-*.png, web-question-*.png, web-grant-*.png).
+Approve and allow the same covers the next smaller refund, and no larger one; the grants
+page lists it and Revoke ends it. Screenshots in
+tests/browser/artifacts/ (web-edit-*.png, web-question-*.png, web-grant-*.png, web-grants-*.png).
 """
 
 from __future__ import annotations
@@ -125,3 +126,40 @@ def test_approve_and_allow_the_same_covers_the_next_smaller_refund(
         "Approved by a standing grant of Alice Ng (alice)"
     )
     shoot(page, "web-grant-used")
+
+    # The grants page lists it with its bounds; another approver sees none of it; Revoke
+    # ends it at once: the next covered refund waits for a person.
+    bob = service.sign_in(contexts(), "bob")
+    bob.goto(f"{service.url}/web/grants")
+    expect(bob.locator("li.grant")).to_have_count(0)
+    expect(bob.locator("p.empty")).to_have_text("No live standing grants given by you.")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Grants").click()
+    grant = page.locator("li.grant")
+    expect(grant).to_have_count(1)
+    expect(grant).to_contain_text("and amount <= 12000, given by alice")
+    expect(grant).to_contain_text("used 1")
+    shoot(page, "web-grants-list")
+    with page.expect_navigation():
+        grant.get_by_role("button", name="Revoke").click()
+    expect(page.get_by_role("status")).to_contain_text("is revoked")
+    expect(page.locator("li.grant")).to_have_count(0)
+    shoot(page, "web-grants-revoked")
+    after = api.post("/v1/approvals", request_body(run_id="run-web-grant-4", tool=smaller))
+    assert after.body["state"] == "pending" and after.body["approved_by_grant"] is None
+    # A Revoke posted without the page's CSRF token changes nothing.
+    again = api.post("/v1/approvals", request_body(run_id="run-web-grant-5"))
+    page.goto(f"{service.url}/web/approvals/{again.body['id']}")
+    form = page.locator("form.decide.allow")
+    form.get_by_label("How long").select_option("1h")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Allow the same").click()
+    page.goto(f"{service.url}/web/grants")
+    grant_id = page.locator("li.grant").get_attribute("data-grant-id")
+    forged = page.request.post(
+        f"{service.url}/web/grants/{grant_id}/revoke",
+        form={"csrf": "not-the-token"},
+        headers={"Origin": service.url},
+    )
+    assert forged.status == 403
+    page.reload()
+    expect(page.locator("li.grant")).to_have_count(1)

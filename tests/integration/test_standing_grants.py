@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from bot import audit, standing
+from bot.app import CORE
 from bot.card import card_for
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -195,6 +196,27 @@ async def test_the_route_bounds_what_may_be_granted(rig: Rig) -> None:
     # Refused, nothing was decided: each is still pending for a person.
     for pending in (record, quorum, payout, contract):
         assert (await rig.state(pending["id"])).state == "pending"
+
+
+async def test_metrics_count_the_grants_given_and_the_requests_they_approve(rig: Rig) -> None:
+    core = rig.app[CORE] if rig.app is not None else None
+    assert core is not None
+    first = await rig.create()
+    await core.operator.approve_and_allow(first["id"], first["hash"], ALICE, EIGHT_HOURS)
+    for run in ("run-2", "run-3"):
+        _, later = await rig.ask(run_id=run)
+        assert later["approved_by_grant"]
+
+    def count(kind: str) -> float | None:
+        labels = {"tenant": "acme", "kind": kind}
+        return core.metrics.registry.get_sample_value("signoff_grant_approvals_total", labels)
+
+    assert (count("given"), count("used")) == (1, 2)
+    # An approval by a grant is a decision like any other.
+    approved = core.metrics.registry.get_sample_value(
+        "signoff_decisions_total", {"outcome": "approved"}
+    )
+    assert approved == 3
 
 
 async def test_a_card_offers_a_grant_only_where_its_route_gives_one(rig: Rig) -> None:
