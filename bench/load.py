@@ -3,14 +3,17 @@ never take the server's CPU inside one interpreter.
 
     python -m bench.load create --url URL --key KEY (--n N | --seconds S) [--clients 32]
                                 [--rate R] [--prefix P] [--out FILE] [--start-at EPOCH]
-                                [--on-429 retry|count] [--retry-wait S]
+                                [--on-429 retry|count] [--retry-wait S] [--then-click SECRET]
     python -m bench.load clicks --url URL --secret S --approvals FILE --rate R
                                 [--start-at EPOCH]
 
 `create` posts agent-shaped create bodies (the refund of examples/refund-request.json with a
 ~4 KB transcript in `resume`, like the LangGraph peer's state) to ``POST /v1/approvals``:
 closed loop on `--clients` connections, or open loop at `--rate` per second; `--out` writes
-each created approval's ``{"id", "hash"}`` as a JSON line. A create the server refuses for
+each created approval's ``{"id", "hash", "sent"}`` as a JSON line (`sent`: when its create
+was first sent, epoch seconds). `--then-click SECRET` has a person decide each request the
+moment it is created: a signed Slack Approve click follows each 201 answer that left the
+request pending (bench/grants.py's create-plus-decision reference). A create the server refuses for
 load (429) is asked again after its Retry-After, as signoff_client does (`--on-429 retry`,
 the default; its latency runs to the final answer), or counted as answered (`count`: the
 overload benchmark, bench/overload.py). `clicks` reads such a file and
@@ -124,6 +127,7 @@ async def create(args: argparse.Namespace) -> None:
             nonlocal errors, refused, refused_bare
             body = create_body(args.prefix, i)
             began = time.perf_counter()
+            sent = time.time()
             while True:
                 try:
                     async with http.post(url, data=body) as response:
@@ -144,9 +148,13 @@ async def create(args: argparse.Namespace) -> None:
             latencies.append((time.perf_counter() - began) * 1000)
             statuses[status] = statuses.get(status, 0) + 1
             if status == "201":
+                record = json.loads(answer)
+                if args.then_click and record["state"] == "pending":
+                    if not await click(http, args.url, args.then_click, record, i):
+                        errors += 1
                 if args.out:
-                    record = json.loads(answer)
-                    created.append(json.dumps({"id": record["id"], "hash": record["hash"]}))
+                    kept = {"id": record["id"], "hash": record["hash"], "sent": sent}
+                    created.append(json.dumps(kept))
             elif status != "429":
                 errors += 1
                 if errors <= 3:
@@ -190,6 +198,23 @@ async def create(args: argparse.Namespace) -> None:
         refused=refused,
         refused_bare=refused_bare,
     )
+
+
+async def click(
+    http: aiohttp.ClientSession, base: str, secret: str, record: dict[str, str], n: int
+) -> bool:
+    """One signed Slack Approve click on `record`'s card; whether Slack's answer was a 200."""
+    value = f"{record['id']}:{record['hash']}"
+    body = block_action_body(
+        APPROVER_SLACK_ID, "signoff_approve", value, CHANNEL, f"1700000000.{n:06d}"
+    )
+    # The session's Authorization and JSON content type are the agent's: a click has neither.
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Authorization": ""}
+    async with http.post(
+        base.rstrip("/") + "/slack/events", data=body, headers=headers | sign(secret, body)
+    ) as response:
+        await response.read()
+        return response.status == 200
 
 
 async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> None:
@@ -264,6 +289,11 @@ def main() -> None:
         type=float,
         help="seconds to wait before asking a refused create again, instead of its Retry-After "
         "(to keep the server offered more than it takes: a capacity measurement)",
+    )
+    c.add_argument(
+        "--then-click",
+        metavar="SECRET",
+        help="decide each created request at once with a Slack Approve click signed with SECRET",
     )
     k = sub.add_parser("clicks")
     k.add_argument("--url", required=True)
