@@ -27,6 +27,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -43,7 +44,7 @@ from channels.answer_cap import CappedResponse
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.slack_edits_answers import EditsAndAnswers
-from channels.slack_gate import SlackGate
+from channels.slack_gate import Passed, SlackGate
 from channels.slack_surface import SlackConfig
 
 if TYPE_CHECKING:
@@ -168,17 +169,12 @@ class SlackChannel:
     async def handle(self, request: web.Request) -> web.Response:
         """`POST /slack/events`: everything Slack sends, checked (channels.slack_gate), then
         through Bolt."""
-        refused = await self.gate.refusal(request)
-        if refused is not None:
-            return refused
-        # The body as the gate read it (UTF-8, whatever charset the Content-Type names: Bolt's
-        # adapter reads it by that charset, and a made-up one raised LookupError).
-        bolt_request = AsyncBoltRequest(
-            body=(await request.read()).decode(),
-            query=request.query_string,
-            headers=request.headers,  # type: ignore[arg-type]
+        checked = await self.gate.check(request)
+        if isinstance(checked, web.Response):
+            return checked
+        return await to_aiohttp_response(
+            await self.app.async_dispatch(_bolt_request(request, checked))
         )
-        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
@@ -470,6 +466,24 @@ PERMANENT_ERRORS = frozenset(
 
 
 _channel_of = slack_home.channel_of
+
+
+def _bolt_request(request: web.Request, checked: Passed) -> AsyncBoltRequest:
+    """Bolt's request for one the gate passed, holding the body as the gate parsed it.
+
+    Bolt would parse the text again, by its own rules (a form whose text starts with "{" as
+    JSON): it is made with an empty body and given the gate's text (which Bolt's own
+    signature check reads) and parse. The text is the gate's too: UTF-8 whatever charset the
+    Content-Type names (Bolt's adapter reads by that charset, and a made-up one raised
+    LookupError)."""
+    made = AsyncBoltRequest(
+        body="",
+        query=request.query_string,
+        headers=request.headers,  # type: ignore[arg-type]
+    )
+    made.raw_body, made.body = checked.text, checked.body
+    made.context = build_async_context(made.context, checked.body)
+    return made
 
 
 def _metadata(view: dict[str, Any]) -> dict[str, Any] | None:

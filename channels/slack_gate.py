@@ -22,6 +22,11 @@ to answer 500 with a traceback. Here, in this order and before anything parses t
    signing secret must not decide here, and leaving out `team` must not get past the check).
    Only Slack's URL verification, which decides nothing, names none and passes.
    An `E…` id is an Enterprise Grid org, compared with the request's enterprise id.
+
+A request that passes comes with its body as parsed here (`Passed`), and Bolt is handed that
+parse instead of parsing the text again: the listeners act on exactly what was checked (a
+form whose text starts with "{" is not read as JSON behind the check's back), and a click
+is parsed once.
 """
 
 from __future__ import annotations
@@ -47,6 +52,14 @@ WINDOW = 60 * 5  # seconds a signed request stays good, as Slack documents it
 # Unix time in seconds has 10 digits until the year 2286; a longer "number" is not a time
 # (and int() of 4,300 digits or more raises ValueError).
 _MAX_TIMESTAMP_DIGITS = 12
+
+
+class Passed(NamedTuple):
+    """A request that may reach Bolt: its body's text and what it holds, parsed as Bolt's
+    listeners expect it (a form's `payload` JSON; a command's fields; an event's JSON)."""
+
+    text: str
+    body: dict[str, Any]
 
 
 class Workspace(NamedTuple):
@@ -86,8 +99,8 @@ class SlackGate:
         expected = b"v0=" + hmac.new(self._key, base, hashlib.sha256).hexdigest().encode()
         return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
-    async def refusal(self, request: web.Request) -> web.Response | None:
-        """The answer for a request that must not reach Bolt, or None to let it through."""
+    async def check(self, request: web.Request) -> web.Response | Passed:
+        """The answer for a request that must not reach Bolt, or what it holds (`Passed`)."""
         body = await request.read()
         if request.content_type == "application/x-www-form-urlencoded" and _ssl_check(body):
             # Slack's periodic certificate check, which Bolt answers before verifying any
@@ -109,10 +122,10 @@ class SlackGate:
         if request.content_type == "application/json":
             # The Events API (app_home_opened): JSON, never read as a form, where text an agent
             # chose (a title in the Home view it carries) could pose as a form field.
-            problem, team = _event_shape(text)
+            problem, team, parsed = _event_shape(text)
         else:
             fields = {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
-            problem, team = _shape(fields)
+            problem, team, parsed = _shape(fields)
         if problem is not None:
             log.warning("signed Slack request refused: %s", problem)
             return _error(400, "malformed", problem)
@@ -124,7 +137,7 @@ class SlackGate:
             if named != self.team_id:
                 log.warning("Slack request from workspace %s refused: not %s", named, self.team_id)
                 return _error(403, "wrong_workspace", "this app decides for another workspace")
-        return None
+        return Passed(text, parsed)
 
 
 def _ssl_check(body: bytes) -> bool:
@@ -137,50 +150,56 @@ def _ssl_check(body: bytes) -> bool:
     return fields.get("ssl_check") == ["1"] and not fields.keys() & {"payload", "command"}
 
 
-def _shape(fields: dict[str, str]) -> tuple[str | None, Workspace]:
-    """What is wrong with a signed request's form, and the workspace it names."""
+Shape = tuple[str | None, Workspace, dict[str, Any]]  # (what is wrong, who, the body)
+
+
+def _shape(fields: dict[str, str]) -> Shape:
+    """What is wrong with a signed request's form, the workspace it names, and its body as
+    Bolt's listeners read it (the payload's JSON, or the form's fields)."""
     if "payload" not in fields:  # a slash command, or an event Bolt handles on its own
         if "command" in fields and not fields.get("user_id"):
-            return "a command without user_id", _NONE
-        return None, Workspace(_text(fields.get("team_id")), _text(fields.get("enterprise_id")))
+            return "a command without user_id", _NONE, {}
+        team = Workspace(_text(fields.get("team_id")), _text(fields.get("enterprise_id")))
+        return None, team, dict(fields)
     try:
         payload: Any = json.loads(fields["payload"])
     except (ValueError, RecursionError):
-        return "payload is not JSON", _NONE
+        return "payload is not JSON", _NONE, {}
     if not isinstance(payload, dict):
-        return "payload is not a JSON object", _NONE
+        return "payload is not a JSON object", _NONE, {}
     user = payload.get("user")
     if not isinstance(user, dict) or not isinstance(user.get("id"), str):
-        return "payload names no user", _NONE
+        return "payload names no user", _NONE, {}
     for name in _OBJECTS:
         if payload.get(name) is not None and not isinstance(payload[name], dict):
-            return f"payload's {name} is not an object", _NONE
+            return f"payload's {name} is not an object", _NONE, {}
     if payload.get("type") == "block_actions":
         actions = payload.get("actions")
         if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
-            return "block_actions without actions", _NONE
+            return "block_actions without actions", _NONE, {}
     team = (payload.get("team") or {}).get("id") or user.get("team_id") or payload.get("team_id")
     enterprise = (
         (payload.get("enterprise") or {}).get("id")
         or user.get("enterprise_id")
         or payload.get("enterprise_id")
     )
-    return None, Workspace(_text(team), _text(enterprise))
+    return None, Workspace(_text(team), _text(enterprise)), payload
 
 
-def _event_shape(text: str) -> tuple[str | None, Workspace]:
-    """What is wrong with an Events API body, and the workspace it names."""
+def _event_shape(text: str) -> Shape:
+    """What is wrong with an Events API body, the workspace it names, and the body."""
     try:
         payload: Any = json.loads(text)
     except (ValueError, RecursionError):
-        return "the body is not JSON", _NONE
+        return "the body is not JSON", _NONE, {}
     if not isinstance(payload, dict):
-        return "the body is not a JSON object", _NONE
+        return "the body is not a JSON object", _NONE, {}
     if payload.get("type") == "url_verification":
-        return None, Workspace(None, exempt=True)
+        return None, Workspace(None, exempt=True), payload
     if payload.get("type") == "event_callback" and not isinstance(payload.get("event"), dict):
-        return "event_callback without an event", _NONE
-    return None, Workspace(_text(payload.get("team_id")), _text(payload.get("enterprise_id")))
+        return "event_callback without an event", _NONE, {}
+    team = Workspace(_text(payload.get("team_id")), _text(payload.get("enterprise_id")))
+    return None, team, payload
 
 
 def _error(status: int, code: str, message: str) -> web.Response:

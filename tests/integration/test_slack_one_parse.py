@@ -1,0 +1,51 @@
+"""Bolt acts on the body exactly as channels/slack_gate.py checked it: parsed once there and
+handed over, never parsed again by Bolt's own rules.
+
+Bolt reads a form whose text merely contains the word "payload" as an interaction payload
+and, finding no `payload` field, hands its listeners an empty body: a slash command naming a
+scope such as `payloads.*` did nothing at all. Real slack-bolt against the fake Slack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from bot.clock import FakeClock
+from bot.config import parse_config
+from store.repository import Store
+from tests.fakes.slack import FakeSlack
+from tests.support.chat_server import serve
+from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config
+
+
+@pytest.fixture
+async def rig(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[SlackRig]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeSlack() as slack:
+        config = parse_config(slack_config(slack))
+        yield await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
+        for close in reversed(cleanup):
+            await close()
+
+
+async def test_a_command_whose_text_says_payload_reaches_its_listener(rig: SlackRig) -> None:
+    said = await rig.command("U0ALICE", "delegate bob until 2026-12-24 payloads.*")
+    [made] = await rig.delegations()
+    assert (made.principal, made.delegate, made.scope) == ("alice", "bob", "payloads.*")
+    assert said.startswith("Delegated: Bob Stone decides for Alice Ng (payloads.*)")
+
+
+async def test_a_click_is_decided_from_the_gates_parse(rig: SlackRig) -> None:
+    record = await rig.create()
+    card = await rig.card_for(record["id"])
+    click = rig.slack.click_body("U0ALICE", CHANNEL, card["ts"], "signoff_approve")
+    assert await rig.send(click) == 200
+    await rig.settle(record["id"], 2)
+    assert (await rig.state(record["id"])).state == "approved"
