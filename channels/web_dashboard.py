@@ -171,6 +171,7 @@ class Dashboard:
                 now - timedelta(days=CHART_DAYS), now, [edge for edge, _ in DECISION_BINS]
             )
             retried = await self._retried(tx, request.query.get("retried"))
+            grants = await tx.count_live_standing_grants(now)
 
         # One row more than a page says whether there is another page in that direction.
         more = len(rows) > PAGE_SIZE
@@ -201,6 +202,7 @@ class Dashboard:
                 decision_chart(histogram, CHART_DAYS),
             ],
             "status": retried,
+            "grants_total": grants,
         }
         return self.channel.page(request, visitor, "dashboard.html", context)
 

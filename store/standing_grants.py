@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 
 from store.records import StandingGrant
 from store.schema import standing_grants as grants
@@ -66,6 +66,11 @@ class StandingGrantStatements(Statements):
         """Count one use, if the grant is still live at `now`; the grant after it, or None."""
         row = await self._one(_USE, {"w_id": grant_id, "now": now})
         return StandingGrant.from_row(row) if row else None
+
+    async def count_live_standing_grants(self, now: datetime) -> int:
+        """How many grants are live at `now` (the dashboard's summary)."""
+        stmt = select(func.count()).select_from(grants).where(*_LIVE)
+        return int((await self.conn.execute(stmt, {"now": now})).scalar_one())
 
     async def revoke_standing_grant(
         self, grant_id: str, now: datetime, by: str

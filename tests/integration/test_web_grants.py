@@ -3,7 +3,8 @@
 The dashboard's rig (the real application on a loopback port, people signed in with
 single-use links). Proves: a person sees the live grants they gave and nobody else's, an
 operator sees every one; Revoke ends a grant at once (the next covered request waits for a
-person) and its approval's trail says who ended it from the web; a revoke by someone who
+person) and its approval's trail says who ended it from the web; the dashboard's summary
+counts the live ones; a revoke by someone who
 neither gave it nor operates, of a grant that does not exist, of one already revoked, or
 posted without the page's CSRF token changes nothing and says why.
 """
@@ -61,6 +62,12 @@ async def test_each_person_sees_the_grants_they_gave_and_an_operator_sees_all(ri
         browser = await rig.browser(person)
         seen[person] = _listed((await browser.get("/web/grants")).html)
     assert seen == {"alice": [alices.id], "bob": [bobs.id], "olga": [bobs.id, alices.id]}
+    # The dashboard's summary counts them and leads to the page.
+    summary = (await (await rig.browser("olga")).get("/dashboard")).dom.one(
+        "p", class_="dash-summary"
+    )
+    link = summary.one("a", class_="dash-grants")
+    assert (link.attrs["href"], link.words) == ("/web/grants", "2 live standing grants")
 
 
 async def test_revoke_ends_the_grant_at_once_and_the_trail_says_who(rig: Rig) -> None:
