@@ -10,6 +10,7 @@ rounded float for a huge integer) would let a human approve something other than
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Any
 
@@ -74,21 +75,100 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
+class _Refused(Exception):
+    """A value canonical_json refuses; _check says where and why."""
+
+
+def _plain(value: Any, depth: int, most: int) -> bool:
+    """Whether Python's own JSON encoder writes `value` exactly as RFC 8785 does (_Refused
+    for a value it refuses). It does when there is no float (JCS writes numbers as
+    ECMAScript does: 1.0 as "1", 1e21 as "1e+21") and no key holds a character from U+D800
+    up (JCS sorts keys by UTF-16 code units, Python by code points: they differ only
+    there). Escapes agree: both write \\b \\t \\n \\f \\r \\" \\\\ short, other control
+    characters as lowercase \\u00xx, and everything else as itself. This walk is the
+    check's, without building a path per value; _check builds it once something is wrong."""
+    kind = type(value)
+    if kind is str:
+        if not value.isascii() and not _is_utf8(value):
+            raise _Refused
+        return True
+    if kind is dict:
+        depth += 1
+        if depth > most:
+            raise _Refused
+        plain = True
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Refused
+            if not key.isascii():
+                if not _is_utf8(key):
+                    raise _Refused
+                if max(key) >= "\ud800":
+                    plain = False
+            if not _plain(item, depth, most):
+                plain = False
+        return plain
+    if kind is list:
+        depth += 1
+        if depth > most:
+            raise _Refused
+        plain = True
+        for item in value:
+            if not _plain(item, depth, most):
+                plain = False
+        return plain
+    if kind is bool or value is None:
+        return True
+    if kind is int:
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise _Refused
+        return True
+    if kind is float:
+        if not math.isfinite(value) or MAX_SAFE_INTEGER < abs(value) < _JCS_EXPONENT_FROM:
+            raise _Refused
+        return False
+    # A subclass of a JSON type (an IntEnum, a str subclass) or anything else: _check decides,
+    # and rfc8785 writes what it accepts.
+    try:
+        _check(value, "$", depth, most)
+    except NotCanonical:
+        raise _Refused from None
+    return False
+
+
 def canonical_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bytes:
     """RFC 8785 canonical UTF-8 bytes of a JSON value, or NotCanonical (also for nesting
-    deeper than `max_depth` levels)."""
-    _check(value, "$", 0, max_depth)
+    deeper than `max_depth` levels).
+
+    Most values a request carries (no floats, keys below U+D800) are written by the
+    standard library's C encoder, which gives the same bytes about five times faster than
+    rfc8785 (tests/unit/test_canonical.py holds both to the golden vectors, and to each other
+    on generated values); the rest by rfc8785."""
+    try:
+        plain = _plain(value, 0, max_depth)
+    except _Refused:
+        _check(value, "$", 0, max_depth)  # raises NotCanonical, saying where
+        raise AssertionError("_plain refused what _check accepts") from None
+    if plain:
+        return _FAST.encode(value).encode("utf-8")
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
         raise NotCanonical(f"cannot canonicalise: {exc}") from exc
 
 
+_FAST = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def check_canonical(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
     """NotCanonical exactly when canonical_json would refuse `value`, without serialising
     it: for input that is checked whole but hashed in part (a create body), so the request
     is canonicalised once, for its hash."""
-    _check(value, "$", 0, max_depth)
+    try:
+        _plain(value, 0, max_depth)
+    except _Refused:
+        _check(value, "$", 0, max_depth)  # raises NotCanonical, saying where
+        raise AssertionError("_plain refused what _check accepts") from None
 
 
 def sha256_hex(data: bytes) -> str:

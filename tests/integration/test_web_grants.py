@@ -11,19 +11,29 @@ posted without the page's CSRF token changes nothing and says why.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from bot import audit
+from bot.clock import FakeClock
 from bot.intake import create_request
 from bot.operator import Actor, Operator
 from bot.standing import GrantScope
 from store.records import Approval, StandingGrant
-from tests.integration import test_web_dashboard as dashboard
-from tests.integration.test_web_dashboard import Browser, Rig
+from store.repository import Store
 from tests.support.samples import make_request
+from tests.support.web_rig import Browser, Rig, parse, running
 
-rig = dashboard.rig  # the dashboard's rig: the application with [web], an operator olga
+
+@pytest.fixture
+async def rig(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Rig]:
+    async with running(store, clock, monkeypatch) as started:
+        yield started
 
 
 def _refund(charge: str) -> dict[str, Any]:
@@ -44,7 +54,7 @@ async def _grant(
 
 
 def _listed(html: str) -> list[str]:
-    return [li.attrs["data-grant-id"] for li in dashboard.parse(html).all("li", class_="grant")]
+    return [li.attrs["data-grant-id"] for li in parse(html).all("li", class_="grant")]
 
 
 async def _revoke(browser: Browser, grant_id: str, csrf: str | None = None) -> int:

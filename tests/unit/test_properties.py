@@ -24,7 +24,6 @@ import asyncio
 import copy
 import json
 import math
-import os
 import re
 import tomllib
 import typing
@@ -33,13 +32,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from bot.canonical import (
     MAX_DEPTH,
-    MAX_SAFE_INTEGER,
     approval_hash,
     canonical_json,
     check_canonical,
@@ -70,53 +68,18 @@ from channels.slack_surface import SlackConfig
 from channels.telegram_surface import TelegramConfig
 from store.engine import resolve_sqlite_path
 from store.records import Event
+from tests.support.json_strategies import (
+    ambiguous_floats,
+    any_texts,
+    json_scalars,
+    json_values,
+    python_values,
+    texts,
+)
+from tests.support.json_strategies import (
+    property_settings as _settings,
+)
 from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record, request_body
-
-
-def _settings(max_examples: int) -> settings:
-    return settings(
-        max_examples=max_examples,
-        database=None,
-        derandomize=os.environ.get("CI") == "true",
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
-
-# -- shared strategies ---------------------------------------------------------------------
-
-# Text as JSON can carry it: every Unicode scalar value (hypothesis's text() leaves out lone
-# surrogates, which UTF-8 cannot encode).
-texts = st.text(max_size=30)
-# Text as a Python str can hold it, lone surrogates included (json.loads("\"\\ud800\"")):
-# hypothesis's text() seldom makes them even when asked, so half of these are built by hand.
-any_texts = texts | st.lists(
-    st.characters(codec=None, categories=None) | st.characters(categories=["Cs"]), max_size=30
-).map("".join)
-
-# Doubles from 2^53 up to 1e21 are integers that JCS writes without a fraction or exponent
-# ("9007199254740992"), so signoff refuses them as it refuses that integer: the properties
-# about accepted values leave them out, and the round-trip property below is about them.
-_AMBIGUOUS = (2.0**53, 1e21)
-ambiguous_floats = st.floats(min_value=_AMBIGUOUS[0], max_value=_AMBIGUOUS[1], exclude_max=True)
-ambiguous_floats |= ambiguous_floats.map(lambda f: -f)
-json_floats = st.floats(allow_nan=False, allow_infinity=False).filter(
-    lambda f: not _AMBIGUOUS[0] <= abs(f) < _AMBIGUOUS[1]
-)
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
-    | json_floats
-    | texts
-)
-
-
-def _json_containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4)
-
-
-json_values = st.recursive(json_scalars, _json_containers, max_leaves=20)
 
 
 def _depth(value: Any) -> int:
@@ -529,30 +492,6 @@ def test_canonical_json_refuses_exactly_what_is_too_deep(value: Any, limit: int)
     else:
         with pytest.raises(NotCanonical):
             canonical_json(value)
-
-
-python_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | any_texts
-    | st.binary(max_size=4)
-    | st.datetimes()
-    | st.decimals()
-    | st.complex_numbers()
-)
-python_keys = any_texts | st.integers() | st.none() | st.booleans() | st.tuples(st.integers())
-python_values = st.recursive(
-    python_scalars,
-    lambda children: (
-        st.lists(children, max_size=3)
-        | st.tuples(children)
-        | st.frozensets(st.integers(), max_size=2)
-        | st.dictionaries(python_keys, children, max_size=3)
-    ),
-    max_leaves=12,
-)
 
 
 @_settings(200)
