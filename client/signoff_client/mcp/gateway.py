@@ -228,16 +228,25 @@ class Gateway:
             )
         if tool is None:
             return self._unlisted(name)
-        # From here on the name is the upstream's own listed name, and the policy judges it.
-        decision = self.policy.decide(tool.name)
+        # From here on the name is the upstream's own listed name, and the policy judges it,
+        # with the arguments as they will be forwarded or asked about.
+        decision = self.policy.decide(tool.name, arguments)
+        rule = decision.rule
+        where = f" ({self.policy.source}:{rule.line})" if rule and rule.line else ""
         if decision.action == "deny":
-            log.info("denied %s by policy", tool.name)
+            log.info("denied %s by policy: %s%s", tool.name, decision.reason, where)
+            meta = {"state": "denied", "tool": tool.name}
+            if rule is not None:
+                meta["rule"] = rule.name
             return error(
                 f"Refused by policy: the tool {tool.name!r} is denied by this gateway's policy "
-                f"(server {self.policy.server!r}). It was not run and will not be; do not "
-                "retry it.",
-                meta={"state": "denied", "tool": tool.name},
+                f"(server {self.policy.server!r}; {decision.reason}). It was not run and will "
+                "not be; do not retry it.",
+                meta=meta,
             )
+        if decision.by_arguments:
+            # The log shows why two calls of one tool went different ways.
+            log.info("%s %s by policy: %s%s", decision.action, tool.name, decision.reason, where)
         if decision.action == "allow":
             return await self._forward_allowed(tool.name, arguments, attempt)
         return await AskCall(self, decision, arguments, attempt).run()

@@ -16,11 +16,33 @@ which wait for a human's signoff.
     "read_*" = "allow"                   # forwarded as is
     "delete_*" = "deny"                  # refused, never reaches the upstream
     send_email = "ask"                   # capability mcp.mail.send_email
-    refund = { action = "ask", capability = "payments.refund", approvers = ["bob"] }
+    archive = { action = "ask", capability = "mail.archive", approvers = ["bob"] }
+    refund = [                           # a list: the first rule whose `when` holds decides
+      { when = "amount <= 50", action = "allow" },
+      { when = 'amount > 5000 or currency != "eur"', action = "deny" },
+      { action = "ask", capability = "payments.refund" },   # no `when`: every call
+    ]
 
-A tool's rule is the entry naming it exactly, else the first glob (fnmatch, case-sensitive)
-matching it in file order, else `default`. Errors name the file, the line and the key.
-Pure standard library: checking a policy needs neither the MCP SDK nor a network.
+A tool's entry is the one naming it exactly, else the first glob (fnmatch, case-sensitive)
+matching it in file order, else `default`. An entry is one rule (a string or a table) or a
+list of rules (inline, or `[[tools.refund]]` tables), checked in order: the first whose
+`when` holds for the call's arguments decides, a rule without `when` always holds, and if
+none holds `default` applies. A rule after one without `when` could never apply, and is
+refused.
+
+`when` is a condition on the call's top-level arguments in the server's condition language
+(signoff_client/conditions.py, a copy of the server's bot/conditions.py): comparisons of an
+argument with a constant (`==`, `!=`, `<`, `<=`, `>`, `>=`, `in`, `glob(arg, "ch_*")`)
+joined by `and`, `or` and parentheses (no `not`, no `not in`). Equality is RFC 8785's
+(1 == 1.0, true != 1). A comparison with an argument the call lacks, or of another type, is
+false, and so is its `!=`: `currency != "eur"` does not hold for a call without `currency`,
+so a deny written that way lets such a call through to the next rule. Arguments that are not
+a JSON object satisfy no `when`. Conditions are parsed and type-checked (an ordering needs a
+number or a string, `in` a non-empty list, `glob` a string) when the file is read, and never
+evaluated as code.
+
+Errors name the file, the line and the key. Pure standard library (and the client's own
+canonical JSON): checking a policy needs neither the MCP SDK nor a network.
 """
 
 from __future__ import annotations
@@ -33,6 +55,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from signoff_client import conditions
+from signoff_client.errors import InvalidRequest
+from signoff_client.mcp.policy_lines import Lines
 
 __all__ = [
     "ACTIONS",
@@ -65,7 +91,7 @@ _GATEWAY_KEYS = {
     "default",
     "ask_human",
 }
-_RULE_KEYS = {"action", "capability", "approvers", "approval_ttl", "title"}
+_RULE_KEYS = {"when", "action", "capability", "approvers", "approval_ttl", "title"}
 
 
 class PolicyError(ValueError):
@@ -81,7 +107,9 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One `[tools]` entry: a tool name or glob and what to do with the calls it matches."""
+    """One rule of a `[tools]` entry: a tool name or glob, the condition on the arguments
+    under which it applies (`when`, None: always), and what to do with the calls it decides.
+    The rules of one list share their pattern and keep their order (`index`)."""
 
     pattern: str
     action: Action
@@ -90,10 +118,27 @@ class Rule:
     approval_ttl: str | None = None
     title: str | None = None
     line: int | None = None
+    when: str | None = None  # the condition as written
+    condition: conditions.Condition | None = None  # ... and as parsed
+    index: int | None = None  # its place in the entry's list; None: the single-rule form
 
     @property
     def is_glob(self) -> bool:
         return any(c in self.pattern for c in "*?[")
+
+    @property
+    def name(self) -> str:
+        """How messages name it: `tools.refund`, `tools.refund[1]`, `tools."send_*"`."""
+        return f"tools.{_quote(self.pattern)}" + (
+            f"[{self.index}]" if self.index is not None else ""
+        )
+
+    def holds(self, arguments: Any) -> bool:
+        """Whether the rule applies to a call with these arguments; a `when` never holds for
+        arguments that are not an object."""
+        if self.condition is None:
+            return True
+        return isinstance(arguments, dict) and self.condition.holds(arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +147,15 @@ class Decision:
 
     tool: str
     action: Action
-    rule: Rule | None  # None: no entry named the tool, `default` applied
+    rule: Rule | None  # None: `default` applied (no entry named the tool, or none held)
     capability: str
     approvers: tuple[str, ...] | None
     approval_ttl: str | None
     title: str | None
+    # Which rule decided, in words for the gateway's log and its refusals.
+    reason: str = "the default for tools no rule names"
+    # Whether the call's arguments took part: a rule of the tool's entry has a `when`.
+    by_arguments: bool = False
 
 
 def default_capability(server: str, tool: str) -> str:
@@ -137,18 +186,40 @@ class Policy:
     # The capability of the gateway's own `ask_human` tool, or None: not offered.
     ask_human: str | None = None
 
-    def rule_for(self, tool: str) -> Rule | None:
-        for rule in self.rules:
-            if not rule.is_glob and rule.pattern == tool:
-                return rule
-        for rule in self.rules:
-            if rule.is_glob and fnmatch.fnmatchcase(tool, rule.pattern):
-                return rule
-        return None
+    def entry_for(self, tool: str) -> tuple[Rule, ...]:
+        """The rules of the entry naming the tool exactly, else of the first glob matching it
+        in file order; () if none does."""
+        pattern = next((r.pattern for r in self.rules if not r.is_glob and r.pattern == tool), None)
+        if pattern is None:
+            pattern = next(
+                (
+                    r.pattern
+                    for r in self.rules
+                    if r.is_glob and fnmatch.fnmatchcase(tool, r.pattern)
+                ),
+                None,
+            )
+        return tuple(r for r in self.rules if r.pattern == pattern) if pattern is not None else ()
 
-    def decide(self, tool: str) -> Decision:
-        rule = self.rule_for(tool)
+    def rule_for(self, tool: str, arguments: Any = None) -> Rule | None:
+        """The rule that decides a call of `tool` with these arguments: the first of its
+        entry that holds. None: `default` applies."""
+        return next((r for r in self.entry_for(tool) if r.holds(arguments)), None)
+
+    def decide(self, tool: str, arguments: Any = None) -> Decision:
+        """What to do with a call of `tool` with these arguments (None, or anything but an
+        object: no `when` holds)."""
+        entry = self.entry_for(tool)
+        rule = next((r for r in entry if r.holds(arguments)), None)
         action: Action = rule.action if rule else self.default
+        if rule is not None:
+            reason = f"rule {rule.name}" + (f": {rule.when}" if rule.when is not None else "")
+        elif entry:
+            reason = (
+                f"the default: no rule of {entry[0].name.split('[')[0]} held for these arguments"
+            )
+        else:
+            reason = "the default for tools no rule names"
         return Decision(
             tool=tool,
             action=action,
@@ -157,6 +228,8 @@ class Policy:
             approvers=rule.approvers if rule and rule.approvers is not None else self.approvers,
             approval_ttl=(rule and rule.approval_ttl) or self.approval_ttl,
             title=rule.title if rule else None,
+            reason=reason,
+            by_arguments=any(r.condition is not None for r in entry),
         )
 
     def with_overrides(self, **changes: Any) -> Policy:
@@ -186,8 +259,11 @@ class Policy:
             lines.append(f"  ask_human: offered, capability {self.ask_human}")
         exact = [r for r in self.rules if not r.is_glob]
         globs = [r for r in self.rules if r.is_glob]
-        for rule in [*exact, *globs]:
-            text = f"  {rule.pattern!r:<24} {rule.action}"
+        for position, rule in enumerate([*exact, *globs]):
+            label = repr(rule.pattern) + (f"[{rule.index}]" if rule.index is not None else "")
+            text = f"  {label:<24} {rule.action}"
+            if rule.when is not None:
+                text += f" when {rule.when}"
             if rule.action == "ask":
                 capability = rule.capability or (
                     f"mcp.{self.server}.<tool>"
@@ -200,6 +276,13 @@ class Policy:
                 if rule.approval_ttl:
                     text += f", approval_ttl {rule.approval_ttl}"
             lines.append(text)
+            following = [*exact, *globs][position + 1 : position + 2]
+            if rule.condition is not None and (
+                not following or following[0].pattern != rule.pattern
+            ):
+                lines.append(
+                    f"  {repr(rule.pattern) + ' otherwise':<24} {self.default} (the default)"
+                )
         lines.append(f"  {'(any other tool)':<24} {self.default}")
         return "\n".join(lines)
 
@@ -226,7 +309,7 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         raise PolicyError(
             f"not valid TOML: {exc}", source=source, line=int(match.group(1)) if match else None
         ) from None
-    lines = _Lines(text)
+    lines = Lines(text)
 
     def fail(message: str, table: Sequence[str], key: str | None = None) -> PolicyError:
         return PolicyError(message, source=source, line=lines.find(table, key))
@@ -283,10 +366,12 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
             ["gateway"],
             "default",
         )
-    approvers = _approvers(gateway_value("approvers"), "gateway.approvers", ["gateway"], fail)
-    approval_ttl = _duration(
-        gateway_value("approval_ttl"), "gateway.approval_ttl", ["gateway"], fail
-    )
+
+    def fail_gateway(message: str, key: str | None) -> PolicyError:
+        return fail(message, ["gateway"], key)
+
+    approvers = _approvers(gateway_value("approvers"), "gateway.approvers", fail_gateway)
+    approval_ttl = _duration(gateway_value("approval_ttl"), "gateway.approval_ttl", fail_gateway)
 
     ask_human = gateway_value("ask_human")
     if ask_human is True:
@@ -310,7 +395,7 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         raise fail('tools must be a table: [tools] then `NAME_OR_GLOB = "allow"`', [], "tools")
     rules: list[Rule] = []
     for pattern, entry in tools.items():
-        rules.append(_rule(pattern, entry, fail, lines.find(["tools"], pattern)))
+        rules += _entry(pattern, entry, source, lines)
 
     return Policy(
         server=server,
@@ -326,29 +411,76 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
     )
 
 
-def _rule(pattern: str, entry: Any, fail: Any, line: int | None) -> Rule:
+def _entry(pattern: str, entry: Any, source: str, lines: Lines) -> list[Rule]:
+    """The rules of one `[tools]` entry: one, or the list's in order."""
+    table = ["tools", pattern]
+    if not isinstance(entry, list):
+
+        def at(key: str | None) -> int | None:
+            return lines.find(table, key) if key is not None else lines.find(["tools"], pattern)
+
+        return [_rule(pattern, entry, _failing(source, at), lines.find(["tools"], pattern))]
     name = f"tools.{_quote(pattern)}"
+    if not entry:
+        line = lines.find(["tools"], pattern)
+        raise PolicyError(
+            f"{name}: an empty list of rules decides nothing", source=source, line=line
+        )
+    rules: list[Rule] = []
+    for index, item in enumerate(entry):
+
+        def at(key: str | None, index: int = index) -> int | None:
+            return lines.item(table, index, key)
+
+        fail = _failing(source, at)
+        if rules and rules[-1].condition is None:
+            raise fail(
+                f"{name}[{index}]: never applies: {name}[{index - 1}] has no `when`, so it "
+                "decides every call that reaches it (put rules with a `when` first)",
+                None,
+            )
+        rules.append(_rule(pattern, item, fail, at(None), index))
+    return rules
+
+
+def _failing(source: str, at: Any) -> Any:
+    """`fail(message, key)` for one rule: a PolicyError on the line that sets `key` (None:
+    the rule's own line)."""
+
+    def fail(message: str, key: str | None) -> PolicyError:
+        return PolicyError(message, source=source, line=at(key))
+
+    return fail
+
+
+def _rule(pattern: str, entry: Any, fail: Any, line: int | None, index: int | None = None) -> Rule:
+    name = f"tools.{_quote(pattern)}" + (f"[{index}]" if index is not None else "")
     if not pattern:
-        raise fail(f"{name}: an empty tool name matches nothing", ["tools"], pattern)
+        raise fail(f"{name}: an empty tool name matches nothing", None)
     if isinstance(entry, str):
         entry = {"action": entry}
     if not isinstance(entry, dict):
         raise fail(
             f'{name}: expected "allow", "deny", "ask" or a table {{ action = "ask", ... }}',
-            ["tools"],
-            pattern,
+            None,
         )
-    table = ["tools", pattern]
     for key in entry:
         if key not in _RULE_KEYS:
+            raise fail(f"{name}.{key}: unknown key (known: {', '.join(sorted(_RULE_KEYS))})", key)
+    when = entry.get("when")
+    condition = None
+    if when is not None:
+        if not isinstance(when, str):
             raise fail(
-                f"{name}.{key}: unknown key (known: {', '.join(sorted(_RULE_KEYS))})", table, key
+                f'{name}.when must be a condition written as text, e.g. "amount <= 50"', "when"
             )
+        try:
+            condition = conditions.text(when, where=f"{name}.when")
+        except InvalidRequest as exc:
+            raise fail(exc.message, "when") from None
     action = entry.get("action")
     if action not in ACTIONS:
-        raise fail(
-            f"{name}: action must be one of {', '.join(ACTIONS)} (got {action!r})", table, "action"
-        )
+        raise fail(f"{name}: action must be one of {', '.join(ACTIONS)} (got {action!r})", "action")
     capability = entry.get("capability")
     if capability is not None and (
         not isinstance(capability, str)
@@ -358,28 +490,29 @@ def _rule(pattern: str, entry: Any, fail: Any, line: int | None) -> Rule:
         raise fail(
             f"{name}.capability: dotted segments of A-Z a-z 0-9 _ - (at most 256 characters), "
             f"e.g. 'payments.refund' (got {capability!r})",
-            table,
             "capability",
         )
     title = entry.get("title")
     if title is not None and (not isinstance(title, str) or not 1 <= len(title) <= 300):
-        raise fail(f"{name}.title must be 1-300 characters", table, "title")
+        raise fail(f"{name}.title must be 1-300 characters", "title")
     if action != "ask":
         extra = [k for k in ("capability", "approvers", "approval_ttl", "title") if k in entry]
         if extra:
             raise fail(
                 f"{name}.{extra[0]}: only an `ask` rule requests approval (action is {action!r})",
-                table,
                 extra[0],
             )
     return Rule(
         pattern=pattern,
         action=action,
         capability=capability,
-        approvers=_approvers(entry.get("approvers"), f"{name}.approvers", table, fail),
-        approval_ttl=_duration(entry.get("approval_ttl"), f"{name}.approval_ttl", table, fail),
+        approvers=_approvers(entry.get("approvers"), f"{name}.approvers", fail),
+        approval_ttl=_duration(entry.get("approval_ttl"), f"{name}.approval_ttl", fail),
         title=title,
         line=line,
+        when=when,
+        condition=condition,
+        index=index,
     )
 
 
@@ -393,7 +526,7 @@ def _check_server(server: Any, source: str, line: int | None, name: str) -> None
         )
 
 
-def _approvers(value: Any, name: str, table: Sequence[str], fail: Any) -> tuple[str, ...] | None:
+def _approvers(value: Any, name: str, fail: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if (
@@ -403,19 +536,17 @@ def _approvers(value: Any, name: str, table: Sequence[str], fail: Any) -> tuple[
     ):
         raise fail(
             f'{name} must be a non-empty list of principals or "group:NAME"',
-            table,
             name.rsplit(".", 1)[-1],
         )
     return tuple(value)
 
 
-def _duration(value: Any, name: str, table: Sequence[str], fail: Any) -> str | None:
+def _duration(value: Any, name: str, fail: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _DURATION.fullmatch(value):
         raise fail(
             f"{name} must be a duration like '72h', '3d' or '1d12h' (got {value!r})",
-            table,
             name.rsplit(".", 1)[-1],
         )
     return value
@@ -423,44 +554,3 @@ def _duration(value: Any, name: str, table: Sequence[str], fail: Any) -> str | N
 
 def _quote(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
-
-
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
-_KEY = re.compile(r"""^\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[=.]""")
-
-
-class _Lines:
-    """Finds the line that sets a key (tomllib reports lines for syntax errors only). A
-    best effort for messages: a line it cannot find is left out, never guessed."""
-
-    def __init__(self, text: str) -> None:
-        self._lines = text.splitlines()
-
-    def find(self, table: Sequence[str], key: str | None = None) -> int | None:
-        current: list[str] = []
-        header_line: int | None = None
-        inline_parent: int | None = None
-        for number, raw in enumerate(self._lines, start=1):
-            header = _HEADER.match(raw)
-            if header:
-                current = _split_dotted(header.group(1))
-                if current == list(table):
-                    header_line = number
-                if key is not None and current == [*table, key]:
-                    return number  # `[tools.refund]`, or a whole table that is wrong
-                continue
-            match = _KEY.match(raw)
-            if not match:
-                continue
-            name = next(g for g in match.groups() if g is not None)
-            if current == list(table) and (key is None or name == key):
-                return number if key is not None else header_line
-            # `refund = { action = ... }`: the rule's own keys live on the tool's line.
-            if len(table) == 2 and current == [table[0]] and name == table[1]:
-                inline_parent = number
-        return inline_parent or header_line
-
-
-def _split_dotted(text: str) -> list[str]:
-    parts = re.findall(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^.\s]+))\s*(?:\.|$)""", text)
-    return [next(p for p in part if p) if any(part) else "" for part in parts]
