@@ -323,9 +323,9 @@ async def test_the_home_lists_the_grant_and_revoke_ends_it(rig: Rig) -> None:
     grant = await rig.allow(first, {"bind_1": "at_most"})
     home = await rig.open_home("U0ALICE")
     [row] = [b for b in home["blocks"] if b.get("block_id") == f"signoff_grant_{grant.id}"]
-    assert row["text"]["text"].startswith(
-        "acme/payments.refund stripe.refunds.create where charge == 'ch_1' and amount <= 12000, "
-        "given by alice, until "
+    assert row["text"]["text"].startswith(  # mrkdwn, so escaped ("<=" shows as typed)
+        "acme/payments.refund stripe.refunds.create where charge == 'ch_1' and "
+        "amount &lt;= 12000, given by alice, until "
     )
     assert grant.id in row["text"]["text"]
     assert (row["accessory"]["action_id"], row["accessory"]["value"]) == (REVOKE, grant.id)
