@@ -20,8 +20,8 @@ second at most per person, retried until it succeeds) when:
   the requester), once per state of the request, so a decision anywhere (Slack, Telegram,
   the web, the CLI, the clocks) takes it off their Homes when the card is updated;
 - a notice reaches someone in Slack direct messages (a delegation starting or ending);
-- they press Approve or Reject on the Home: it is republished with what happened, or why
-  not, right after the press is answered.
+- they press a button on the Home (Approve, Reject, a grant's Revoke…): it is republished
+  with what happened, or why not, right after the press is answered.
 
 Nothing waits for these: a card job's lease is for its card, a press's answer for Slack's
 three seconds.
