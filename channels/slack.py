@@ -9,7 +9,8 @@ approval's audit trail. Cards are posted and updated from the outbox (bot.outbox
 being down delays a card, never loses it.
 
 "Delegate…" hands one request to another person (a modal with a user picker); "Edit…",
-"Answer…" and a question's options are channels.slack_edits_answers'. The slash command
+"Answer…" and a question's options are channels.slack_edits_answers'; "Allow the same…" and
+the Home's Revoke of a standing grant are channels.slack_grants'. The slash command
 `/signoff delegate|delegations|revoke` manages standing delegations.
 """
 
@@ -45,6 +46,7 @@ from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.slack_edits_answers import EditsAndAnswers
 from channels.slack_gate import Passed, SlackGate
+from channels.slack_grants import Grants
 from channels.slack_surface import SlackConfig
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ class SlackChannel:
         self.app.action(slack_card.REJECT)(self._on_reject)
         self.app.action(slack_card.DELEGATE)(self._on_delegate)
         EditsAndAnswers(self).register(self.app)
+        Grants(self).register(self.app)
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
         self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
         self.app.command(COMMAND)(self._on_command)

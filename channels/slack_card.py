@@ -31,6 +31,10 @@ EDIT = "signoff_edit"
 ANSWER = "signoff_answer"
 OPTION = "signoff_option_"
 OPTION_ACTION = re.compile(r"signoff_option_([0-9])")
+# "Approve, and allow the same for …" (a modal: channels.slack_grants), where the route gives
+# standing grants; and the App Home's Revoke of a grant (its value is the grant's id).
+ALLOW = "signoff_allow"
+REVOKE_GRANT = "signoff_grant_revoke"
 REJECT_MODAL = "signoff_reject_modal"
 DELEGATE_MODAL = "signoff_delegate_modal"
 REASON_BLOCK = "reason"
@@ -140,8 +144,9 @@ def _button(card: Card, action_id: str, label: str, style: str | None = None) ->
 
 def decision_elements(card: Card, *, delegate: bool) -> Blocks:
     """The buttons of a card that can be decided (also the App Home's, without Delegate…).
-    A tool call: Approve, Edit… (where its route allows edits), Reject, Answer… (words for
-    the agent instead of running the call). A question: one button per option, or Answer…
+    A tool call: Approve, Allow the same… (where its route gives standing grants), Edit…
+    (where its route allows edits), Reject, Answer… (words for the agent instead of running
+    the call). A question: one button per option, or Answer…
     for words; then Reject. Every button carries the approval id and the full hash shown."""
     if card.question:
         elements = [_button(card, f"{OPTION}{i}", option) for i, option in enumerate(card.options)]
@@ -150,6 +155,8 @@ def decision_elements(card: Card, *, delegate: bool) -> Blocks:
         elements.append(_button(card, REJECT, "Reject", "danger"))
     else:
         elements = [_approve_button(card)]
+        if card.grantable:
+            elements.append(_button(card, ALLOW, "Allow the same…"))
         if card.editable:
             elements.append(_button(card, EDIT, "Edit…"))
         elements += [_button(card, REJECT, "Reject", "danger"), _button(card, ANSWER, "Answer…")]

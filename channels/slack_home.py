@@ -7,7 +7,9 @@ Reject buttons (the card's own action ids and button values, so a press from the
 decides exactly like a press on the card, bound to the hash shown: a question's options, or
 Answer…, on a question; Edit… where the route allows edits, and Answer…) and, with [web]
 configured, an "Open in browser" link to the approval's page; then their live delegations,
-made or received. Which requests are listed is the web inbox's rule (bot.inbox).
+made or received; then the live standing grants they gave (every one, for an operator:
+bot.grant_views.visible_grants), each with a Revoke button (channels.slack_grants). Which
+requests are listed is the web inbox's rule (bot.inbox).
 
 The view is published (`views.publish`) at once when the person opens the Home tab
 (`app_home_opened`), and in the background (channels.slack_home_refresh: debounced, once a
@@ -18,8 +20,8 @@ second at most per person, retried until it succeeds) when:
   the requester), once per state of the request, so a decision anywhere (Slack, Telegram,
   the web, the CLI, the clocks) takes it off their Homes when the card is updated;
 - a notice reaches someone in Slack direct messages (a delegation starting or ending);
-- they press Approve or Reject on the Home: it is republished with what happened, or why
-  not, right after the press is answered.
+- they press a button on the Home (Approve, Reject, a grant's Revoke…): it is republished
+  with what happened, or why not, right after the press is answered.
 
 Nothing waits for these: a card job's lease is for its card, a press's answer for Slack's
 three seconds.
@@ -34,12 +36,13 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import inbox
+from bot import grant_views, inbox
 from bot.card import Card, card_for
 from bot.card_sections import OPEN_IN_BROWSER, progress, votes_line
 from bot.delegations import Delegations
@@ -49,6 +52,7 @@ from bot.visible import visible
 from channels import slack_card
 from channels.conversation import Conversation
 from channels.slack_home_refresh import HomeRefresh
+from store.records import StandingGrant
 
 log = logging.getLogger("signoff.slack")
 
@@ -58,6 +62,7 @@ HOME = "home"
 SHOWN = 20  # requests listed on the Home
 COUNTED = 500  # requests counted for "… and N more"
 DELEGATIONS_SHOWN = 20
+GRANTS_SHOWN = 10  # with 20 requests and the rest, exactly Slack's 100 blocks
 MAX_BLOCKS = 100  # Slack's limit for a Home view
 _REMEMBERED = 2000  # request states whose Homes were refreshed, remembered to skip repeats
 # Slack errors no retry of a publish changes (the token, or the user, is gone).
@@ -136,6 +141,7 @@ class SlackHome:
                 }
             )
         result += await self._delegations(principal.key)
+        result += await self._grants(principal.key, now, MAX_BLOCKS - len(result))
         return _home(result)
 
     async def _delegations(self, principal: str) -> list[dict[str, Any]]:
@@ -157,6 +163,21 @@ class SlackHome:
                 "elements": [_mrkdwn("End one you made with `/signoff revoke ID`.")],
             }
         )
+        return out
+
+    async def _grants(self, principal: str, now: datetime, room: int) -> list[dict[str, Any]]:
+        """The live standing grants `principal` may revoke, newest first, in `room` blocks."""
+        live = await grant_views.visible_grants(self.store, self.directory, principal, now)
+        out: list[dict[str, Any]] = [{"type": "header", "text": _plain("Standing grants")}]
+        if not live:
+            words = "None live. “Allow the same…” beside Approve gives one."
+            out.append({"type": "section", "text": _plain(words)})
+            return out
+        shown = live[: max(min(GRANTS_SHOWN, room - 2), 0)]
+        out += [_grant(grant) for grant in shown]
+        if len(live) > len(shown):
+            words = f"… and {len(live) - len(shown)} more: `signoff grants list` lists them all"
+            out.append({"type": "context", "elements": [_mrkdwn(words)]})
         return out
 
     # -- refreshing the Homes a change concerns (channels.slack_home_refresh) -------------------
@@ -287,6 +308,30 @@ def _item(
         )
     out.append({"type": "divider"})
     return out
+
+
+def _grant(grant: StandingGrant) -> dict[str, Any]:
+    """One standing grant: what it allows, and Revoke (Slack asks first)."""
+    text = f"{slack_card.escape(grant_views.describe(grant))} (`{grant.id}`)"
+    return {
+        "type": "section",
+        "block_id": f"signoff_grant_{grant.id}",
+        "text": _mrkdwn(text[:3000]),
+        "accessory": {
+            "type": "button",
+            "action_id": slack_card.REVOKE_GRANT,
+            "style": "danger",
+            "text": _plain("Revoke", 75),
+            "value": grant.id,
+            "confirm": {
+                "title": _plain("Revoke this grant?", 100),
+                "text": _plain("Later calls it would have approved will wait for a person.", 300),
+                "confirm": _plain("Revoke", 30),
+                "deny": _plain("Keep it", 30),
+                "style": "danger",
+            },
+        },
+    }
 
 
 def _home(blocks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -55,8 +55,10 @@ class CardJobs:
         assert job.approval_id is not None
         async with self.store.read() as tx:
             approval = await tx.get_approval(job.approval_id)
-        if approval is None or approval.state != State.PENDING:
+        if approval is None or (approval.state != State.PENDING and approval.grant_id is None):
             return None  # decided before its card could go out: nothing left to ask
+        # A request a standing grant approved at create still posts its card
+        # (`notify_grant_uses`): it tells the approvers what was approved in their name.
         ref = await channel.post_card(self._card(approval), target)
         now = self.clock.now()
 

@@ -71,7 +71,7 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
     risky = await slack_rig.create()
     plain = await slack_rig.create(**CONTRACT)
     card = await slack_rig.card_for(risky["id"])
-    [approve, reject, answer, delegate] = slack_buttons(card["blocks"])
+    [approve, allow, reject, answer, delegate] = slack_buttons(card["blocks"])
     assert approve["action_id"] == "signoff_approve"
     confirm = approve["confirm"]
     assert confirm["title"] == {
@@ -82,7 +82,7 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
     assert "Refund €120.00 to Zoë" in confirm["text"]["text"]
     assert f"sha256:{risky['hash'][:12]}" in confirm["text"]["text"]
     assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Approve", "Cancel")
-    assert not any("confirm" in button for button in (reject, answer, delegate))
+    assert not any("confirm" in button for button in (allow, reject, answer, delegate))
     buttons = slack_buttons((await slack_rig.card_for(plain["id"]))["blocks"])
     assert buttons[0]["action_id"] == "signoff_approve"
     assert all("confirm" not in b for b in buttons)

@@ -87,6 +87,7 @@ async def test_a_request_becomes_a_card_with_the_hash_and_its_buttons(rig: Slack
     buttons = buttons_in(card["blocks"])
     assert [(b["action_id"], b.get("style")) for b in buttons] == [
         ("signoff_approve", "primary"),
+        ("signoff_allow", None),
         ("signoff_reject", "danger"),
         ("signoff_answer", None),
         ("signoff_delegate", None),
@@ -430,7 +431,7 @@ async def test_delegate_hands_the_request_over_and_the_card_says_to_whom(rig: Sl
     assert "Assigned to Carol Diaz (carol) (handed over by Alice Ng)" in texts_in(
         update.args["blocks"], "plain_text"
     )
-    assert len(buttons_in(update.args["blocks"])) == 4  # still pending: still decidable
+    assert len(buttons_in(update.args["blocks"])) == 5  # still pending: still decidable
     # Carol gets the card in her direct messages too.
     assert [c.args["channel"] for c in rig.slack.calls_to("chat.postMessage", ok=True)] == [
         CHANNEL,

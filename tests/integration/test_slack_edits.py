@@ -115,7 +115,7 @@ async def test_an_edit_is_confirmed_in_the_modal_then_approved_as_edited(rig: Ri
     record = await rig.create()
     card = await rig.card_for(record["id"])
     labels = [b["text"]["text"] for b in buttons_in(card["blocks"])]
-    assert labels == ["Approve", "Edit…", "Reject", "Answer…", "Delegate…"]
+    assert labels == ["Approve", "Allow the same…", "Edit…", "Reject", "Answer…", "Delegate…"]
     await rig.press("U0ALICE", card, "signoff_edit")
     editor = await rig.opened()
     # amount (arg_0) may change, charge (arg_1) is shown only; a memo may be added.

@@ -129,7 +129,12 @@ async def test_opening_the_home_lists_pending_approvals_and_delegations(rig: Hom
     assert "Open in browser" not in text  # no [web]
     [actions] = [b for b in home["blocks"] if b["type"] == "actions"]
     buttons = {e["action_id"]: e for e in actions["elements"]}
-    assert sorted(buttons) == ["signoff_answer", "signoff_approve", "signoff_reject"]
+    assert sorted(buttons) == [
+        "signoff_allow",
+        "signoff_answer",
+        "signoff_approve",
+        "signoff_reject",
+    ]
     assert {e["value"] for e in buttons.values()} == {f"{record['id']}:{record['hash']}"}
 
     # Carol (a delegate of Alice, in group finance by delegation only) sees it too, and why.
