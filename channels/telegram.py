@@ -47,6 +47,7 @@ from channels import conversation, telegram_answers, telegram_card, telegram_mig
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.telegram_bot import Migrated, TelegramBot
+from channels.telegram_grants import TelegramGrants
 from channels.telegram_surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from store.records import CardMessage
 
@@ -95,6 +96,7 @@ class TelegramChannel:
         self.memory = memory
         self.bot = self.transport.bot
         application = self.transport.application
+        self.grants = TelegramGrants(self)  # its Revoke presses and /grants come first
         application.add_handler(CallbackQueryHandler(self._on_button))
         # A photo or document with a caption is answered too (with help), never decided on.
         application.add_handler(
@@ -173,6 +175,9 @@ class TelegramChannel:
             return
         if pressed.action == "answer":
             await self._answer_pressed(query, card, actor, pressed)
+            return
+        if pressed.action == "allow":  # "Allow the same…": channels/telegram_grants.py
+            await self.grants.pressed(query, card, actor, pressed)
             return
         if pressed.action == "approve" and pressed.step == "press" and await self._confirms(card):
             # The route asks for a confirmation: Approve only turns the buttons into "Confirm
@@ -366,7 +371,7 @@ class TelegramChannel:
         return (
             f"Linked to signoff as {principal.name} ({principal.key}): approval requests for "
             f"you arrive here. {telegram_card.HELP} Away? /delegate NAME [until WHEN] [SCOPE]; "
-            "/delegations lists yours, /revoke ID ends one."
+            "/delegations lists yours, /revoke ID ends one. /grants lists your standing grants."
             + (" /web sends a sign-in link to your inbox in the browser." if self.web else "")
         )
 

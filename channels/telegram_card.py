@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from html import escape as _html_escape
 from typing import Literal
 
@@ -51,7 +52,7 @@ _ICONS = {
 }
 EDIT_IN_BROWSER = "Edit in browser"
 
-Action = Literal["approve", "reject", "answer"]
+Action = Literal["approve", "reject", "answer", "allow"]
 # A press is the button itself, or, on a route with `confirm = true`, the second keyboard that
 # Approve brings up: "Confirm approve" (which decides) or "Cancel" (which puts Approve back).
 Step = Literal["press", "confirm", "cancel"]
@@ -61,6 +62,10 @@ Step = Literal["press", "confirm", "cancel"]
 # named by its place: a question's option may be longer than the whole button's data). The
 # full hash is not in the button: it is read from card_messages for the message the button
 # is on, and the shown hash covers a question's options, so the place names one option.
+# "Allow the same…" (channels/telegram_grants.py) is `g`, then the choices made so far: how
+# the arguments bind (e, m, a), `r` for this run only, and the lifetime in seconds (at most
+# 10 digits: 62 bytes). The lifetime is the value itself, not its place among the offered
+# ones, so a press never grants longer than its button said.
 _CALLBACK_VERSION = "s1"
 _CODES: dict[str, tuple[Action, Step]] = {
     "a": ("approve", "press"),
@@ -69,7 +74,17 @@ _CODES: dict[str, tuple[Action, Step]] = {
     "n": ("approve", "cancel"),
     "w": ("answer", "press"),  # answer in words: asks for a reply
 }
-_CALLBACK = re.compile(rf"{_CALLBACK_VERSION}:([arcnw]|o[0-4]):([0-9a-f]{{32}}):([0-9a-f]{{12}})")
+_CALLBACK = re.compile(
+    rf"{_CALLBACK_VERSION}:([arcnw]|o[0-4]|g(?:[ema](?:r?[1-9][0-9]{{0,9}})?)?)"
+    r":([0-9a-f]{32}):([0-9a-f]{12})"
+)
+_GRANT = re.compile(r"g([ema])?(r)?([0-9]+)?")
+# How a grant binds the call's arguments: each equal to its value here, each number at most
+# its value here (the others equal), or not at all.
+Bind = Literal["equal", "at_most", "any"]
+_BINDS: dict[str, Bind] = {"e": "equal", "m": "at_most", "a": "any"}
+_CODE_OF_BIND = {bind: code for code, bind in _BINDS.items()}
+ALLOW_LABEL = "Allow the same…"
 ANSWER_LABEL = "Answer instead"  # a tool call's: words for the agent, and the call never runs
 OPTION_LABEL = 64  # characters of an option shown on its button
 
@@ -78,13 +93,31 @@ def _data(code: str, approval_id: str, short: str) -> str:
     return f"{_CALLBACK_VERSION}:{code}:{uuid.UUID(approval_id).hex}:{short}"
 
 
-def callback_data(action: Action, card: Card) -> str:
-    code = "w" if action == "answer" else action[0]
+def callback_data(action: Literal["approve", "reject", "answer"], card: Card) -> str:
+    code = {"approve": "a", "reject": "r", "answer": "w"}[action]
     return _data(code, card.approval_id, card.hash[:12])
 
 
 def option_data(index: int, card: Card) -> str:
     return _data(f"o{index}", card.approval_id, card.hash[:12])
+
+
+def allow_data(
+    approval_id: str,
+    short: str,
+    bind: Bind | None = None,
+    lifetime: timedelta | None = None,
+    *,
+    this_run: bool = False,
+) -> str:
+    """A button of "Allow the same…": the first press (nothing chosen), the arguments' bind
+    chosen, or both and the lifetime (the press that approves)."""
+    code = "g"
+    if bind is not None:
+        code += _CODE_OF_BIND[bind]
+        if lifetime is not None:
+            code += ("r" if this_run else "") + str(int(lifetime.total_seconds()))
+    return _data(code, approval_id, short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +130,10 @@ class Pressed:
     short_hash: str
     step: Step = "press"
     option: int | None = None
+    # "Allow the same…": the choices its buttons carry so far.
+    bind: Bind | None = None
+    lifetime: timedelta | None = None
+    this_run: bool = False
 
 
 def parse_callback(data: str | None) -> Pressed | None:
@@ -108,14 +145,25 @@ def parse_callback(data: str | None) -> Pressed | None:
     approval_id = str(uuid.UUID(hex=id_hex))
     if code.startswith("o"):
         return Pressed("answer", approval_id, short, option=int(code[1:]))
+    if code.startswith("g"):
+        bind, run, seconds = _GRANT.fullmatch(code).groups()  # type: ignore[union-attr]
+        return Pressed(
+            "allow",
+            approval_id,
+            short,
+            bind=_BINDS[bind] if bind else None,
+            lifetime=timedelta(seconds=int(seconds)) if seconds else None,
+            this_run=run is not None,
+        )
     action, step = _CODES[code]
     return Pressed(action, approval_id, short, step)
 
 
 def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
     """(label, callback_data) rows while the card can be decided; None once it cannot. A
-    tool call: Approve and Reject, then "Answer instead" (asks for a reply). A question: a
-    row per option, or "Answer" (asks for a reply), then Reject; never Approve."""
+    tool call: Approve and Reject, then "Answer instead" (asks for a reply) and, where the
+    route gives standing grants, "Allow the same…" (channels/telegram_grants.py). A question:
+    a row per option, or "Answer" (asks for a reply), then Reject; never Approve."""
     if card.state != State.PENDING or card.overdue:
         return None
     reject = ("Reject", callback_data("reject", card))
@@ -126,10 +174,10 @@ def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
             ]
             return [*rows, [reject]]
         return [[("Answer", callback_data("answer", card)), reject]]
-    return [
-        [("Approve", callback_data("approve", card)), reject],
-        [(ANSWER_LABEL, callback_data("answer", card))],
-    ]
+    second = [(ANSWER_LABEL, callback_data("answer", card))]
+    if card.grantable:
+        second.append((ALLOW_LABEL, allow_data(card.approval_id, card.hash[:12])))
+    return [[("Approve", callback_data("approve", card)), reject], second]
 
 
 def confirm_keyboard(pressed: Pressed) -> list[list[tuple[str, str]]]:
@@ -138,9 +186,14 @@ def confirm_keyboard(pressed: Pressed) -> list[list[tuple[str, str]]]:
     return [
         [
             ("Confirm approve", _data("c", pressed.approval_id, pressed.short_hash)),
-            ("Cancel", _data("n", pressed.approval_id, pressed.short_hash)),
+            ("Cancel", cancel_data(pressed)),
         ]
     ]
+
+
+def cancel_data(pressed: Pressed) -> str:
+    """Cancel on a keyboard that replaced the card's buttons: puts them back, decides nothing."""
+    return _data("n", pressed.approval_id, pressed.short_hash)
 
 
 def confirm_prompt(shown_hash: str) -> str:

@@ -1,5 +1,6 @@
 """Connecting signoff to Telegram: the bot's credentials, and pointing Telegram at signoff
-(`signoff telegram set-webhook` and `delete-webhook`).
+(`signoff telegram set-webhook`, which also sets the bot's command list, and
+`delete-webhook`).
 
 The webhook is registered once per deployment (from anywhere with the config and the two
 variables), not by the server: the server only receives what this registers.
@@ -22,6 +23,15 @@ from channels.telegram_surface import TelegramConfig
 # What the channel's handlers understand; Telegram sends nothing else (set-webhook says so).
 ALLOWED_UPDATES = ("message", "callback_query")
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what setWebhook accepts as secret_token
+# The commands the channel answers, as Telegram's clients offer them after "/".
+COMMANDS = (
+    ("help", "How to decide, and whom this account is linked to"),
+    ("grants", "Your standing grants (Allow the same…), to revoke them"),
+    ("delegate", "Hand your requests to someone: /delegate NAME [until WHEN] [SCOPE]"),
+    ("delegations", "Your delegations"),
+    ("revoke", "End a delegation: /revoke ID"),
+    ("web", "A sign-in link to the web inbox (in a private chat)"),
+)
 
 
 def credentials(
@@ -44,7 +54,8 @@ def credentials(
 
 async def set_webhook(config: TelegramConfig, url: str, *, drop_pending: bool = False) -> str:
     """Tell Telegram to deliver this bot's updates to `url` with our secret token, and only
-    the kinds of update signoff handles. Returns the bot's username."""
+    the kinds of update signoff handles; and set the commands its clients offer. Returns the
+    bot's username."""
     token, secret = credentials(config)
     async with _setup_bot(token, config) as bot:
         await bot.set_webhook(
@@ -53,6 +64,7 @@ async def set_webhook(config: TelegramConfig, url: str, *, drop_pending: bool = 
             allowed_updates=list(ALLOWED_UPDATES),
             drop_pending_updates=drop_pending,
         )
+        await bot.set_my_commands(list(COMMANDS))
         return bot.username
 
 

@@ -61,8 +61,8 @@ async def slack_rig(
             await close()
 
 
-# A pending tool call's Telegram buttons (the confirm route allows no edits).
-PENDING = ["Approve", "Reject", "Answer instead"]
+# A pending tool call's Telegram buttons (the confirm route allows no edits; it gives grants).
+PENDING = ["Approve", "Reject", "Answer instead", "Allow the same…"]
 
 
 async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(

@@ -82,7 +82,12 @@ async def test_a_request_becomes_an_html_card_with_the_short_hash_and_two_button
     assert card["text"].splitlines()[-1] == f"sha256:{record['hash'][:12]}"
     assert "Refund €120.00 to Zoë" in card["text"]
     buttons = buttons_in(card)
-    assert [b["text"] for b in buttons] == ["Approve", "Reject", "Answer instead"]
+    assert [b["text"] for b in buttons] == [
+        "Approve",
+        "Reject",
+        "Answer instead",
+        "Allow the same…",
+    ]
     for button in buttons:
         assert len(button["callback_data"].encode()) <= 64
         assert record["hash"][:12] in button["callback_data"]

@@ -144,7 +144,12 @@ async def test_a_tampered_option_button_decides_nothing(
 async def test_answer_instead_asks_for_a_reply_from_the_presser(rig: Rig) -> None:
     record = await rig.create()
     card = await rig.card_for(record["id"])
-    assert [b["text"] for b in buttons_in(card)] == ["Approve", "Reject", "Answer instead"]
+    assert [b["text"] for b in buttons_in(card)] == [
+        "Approve",
+        "Reject",
+        "Answer instead",
+        "Allow the same…",
+    ]
     # The route lets approvers edit: the card links to the page's editor.
     [sent] = rig.tg.calls_to("sendMessage", ok=True)
     edit_url = f"{PUBLIC_URL}/web/approvals/{record['id']}/edit"
