@@ -137,7 +137,8 @@ def _comparison(arg: Any, op: Any, value: Any, at: str) -> Comparison:
     except (TypeError, ValueError, SignoffError):
         raise _refuse(at, f"{arg} {op}: the value is not JSON the hash can carry") from None
     if op in _ORDER and not (_number(value) or isinstance(value, str)):
-        raise _refuse(at, f"{arg} {op} needs a number or a string, not {canonical_json(value)}")
+        shown = canonical_json(value).decode()
+        raise _refuse(at, f"{arg} {op} needs a number or a string, not {shown}")
     if op == "in" and (not isinstance(value, list) or not value):
         raise _refuse(at, f"{arg} in needs a non-empty list")
     if op == "glob" and not isinstance(value, str):

@@ -53,7 +53,7 @@ def test_each_op_compares_as_the_hash_does() -> None:
     ("document", "where", "words"),
     [
         ({"arg": "a", "op": "~", "value": 1}, "condition", "unknown op '~'"),
-        ({"arg": "a", "op": "<", "value": [1]}, "condition", "needs a number or a string"),
+        ({"arg": "a", "op": "<", "value": [1]}, "condition", "needs a number or a string, not [1]"),
         ({"arg": "a", "op": "in", "value": []}, "condition", "non-empty list"),
         ({"arg": "a", "op": "glob", "value": 3}, "condition", "string pattern"),
         ({"arg": "", "op": "==", "value": 3}, "condition", "top-level argument"),
