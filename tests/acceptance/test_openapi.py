@@ -37,7 +37,7 @@ and is printed only when the test fails. Webhooks are never signed here (the ten
 secret), so callback URLs schemathesis makes up are never called.
 
 SIGNOFF_OPENAPI_EXAMPLES=N asks for N generated requests per operation and mode instead of
-`EXAMPLES` (and 4N for the create body), for a deeper run by hand; RUN_BUDGET grows with it.
+`EXAMPLES` (and 4N for the create body), for a deeper run by hand; MAX_REQUESTS grows with it.
 """
 
 from __future__ import annotations
@@ -89,10 +89,11 @@ EXAMPLES = int(os.environ.get("SIGNOFF_OPENAPI_EXAMPLES", "10"))
 EXAMPLES_FOR = {"POST /v1/approvals": 4 * EXAMPLES}
 # The same examples on every CI run: a failure there is reproducible, not a lucky draw.
 DERANDOMIZE = os.environ.get("CI") == "true"
-# No single request may take longer (a hang is a failure, not a slow test), and the whole
-# run per database no longer than this.
+# No single request may take longer (a hang is a failure, not a slow test), and no run may
+# send more requests than this per database (about 1,100 at the default: a bound on work that
+# holds on any machine, where a bound on seconds failed on a slow one).
 REQUEST_TIMEOUT = 10.0
-RUN_BUDGET = 90.0 * max(1.0, EXAMPLES / 10)
+MAX_REQUESTS = int(2500 * max(1.0, EXAMPLES / 10))
 # What a valid request may be answered besides a success: schemathesis' default (2xx, 3xx,
 # 401, 403, 404, 409, 429, 5xx; a 5xx is caught by not_a_server_error) and 410, the documented
 # answer to an action on an approval whose clock ran out.
@@ -410,7 +411,6 @@ def fuzz(run: Run, operation: Any, mode: GenerationMode) -> None:
 def test_the_agent_api_answers_as_its_openapi_document_says_and_refusals_write_nothing(
     db_url: str, tmp_path: Path
 ) -> None:
-    started = time.monotonic()
     with deploy(tmp_path, db_url) as fleet:
         server = fleet.start()
         seeds = seed(server, fleet)
@@ -456,7 +456,6 @@ def test_the_agent_api_answers_as_its_openapi_document_says_and_refusals_write_n
         )
         assert len(rows) == seeds.count + created, summary
         assert server.proc is not None and server.proc.poll() is None, "the server died"
-    # Seeding, the boundary cases and the generated requests take 10-30 s per database;
-    # the budget leaves room for a slow machine, not for a run that grew unbounded.
-    took = time.monotonic() - started
-    assert took < RUN_BUDGET, f"took {took:.0f} s, over {RUN_BUDGET} s\n{summary}"
+    # The boundary cases and the generated requests: a run that grew unbounded shows here.
+    sent = sum(run.statuses.values())
+    assert sent < MAX_REQUESTS, f"{sent} requests, over {MAX_REQUESTS}\n{summary}"

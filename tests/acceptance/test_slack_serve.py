@@ -198,6 +198,7 @@ def test_a_card_posted_by_serve_is_approved_by_a_signed_click(
         assert card.args["channel"] == CHANNEL
         assert [(b["action_id"], b.get("style")) for b in buttons(card.args["blocks"])] == [
             (APPROVE, "primary"),
+            ("signoff_allow", None),  # the route gives standing grants
             (REJECT, "danger"),
             ("signoff_answer", None),
             ("signoff_delegate", None),
