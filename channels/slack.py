@@ -16,7 +16,6 @@ the Home's Revoke of a standing grant are channels.slack_grants'. The slash comm
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -256,7 +255,7 @@ class SlackChannel:
         to: str | None = None,
     ) -> None:
         """A modal's answer: decide what its card showed, as the person who submitted it."""
-        meta = _metadata(view)
+        meta = slack_card.read_metadata(view)
         if meta is None:
             return
         user = body["user"]["id"]
@@ -487,15 +486,6 @@ def _bolt_request(request: web.Request, checked: Passed) -> AsyncBoltRequest:
     made.raw_body, made.body = checked.text, checked.body
     made.context = build_async_context(made.context, checked.body)
     return made
-
-
-def _metadata(view: dict[str, Any]) -> dict[str, Any] | None:
-    """What a modal carried about its card (slack_card._metadata); None if not ours."""
-    try:
-        meta = json.loads(view["private_metadata"])
-    except (KeyError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
 
 
 def _input(view: dict[str, Any], block: str, action: str, key: str) -> Any:

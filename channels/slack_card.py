@@ -271,10 +271,19 @@ def _mrkdwn_lines(lines: Iterable[Line]) -> list[str]:
     ]
 
 
-def _metadata(approval_id: str, shown_hash: str, channel_id: str) -> str:
+def metadata(approval_id: str, shown_hash: str, channel_id: str, **more: Any) -> str:
     """What a modal's submission must know about the card it came from (Slack returns
-    private_metadata untouched with the submission)."""
-    return json.dumps({"id": approval_id, "hash": shown_hash, "channel": channel_id})
+    private_metadata untouched with the submission); `more`: what that modal needs too."""
+    return json.dumps({"id": approval_id, "hash": shown_hash, "channel": channel_id, **more})
+
+
+def read_metadata(view: dict[str, Any]) -> dict[str, Any] | None:
+    """What a submitted modal carried about its card (`metadata`); None if not ours."""
+    try:
+        meta = json.loads(view["private_metadata"])
+    except (KeyError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def reject_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[str, Any]:
@@ -282,7 +291,7 @@ def reject_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[str
     return {
         "type": "modal",
         "callback_id": REJECT_MODAL,
-        "private_metadata": _metadata(approval_id, shown_hash, channel_id),
+        "private_metadata": metadata(approval_id, shown_hash, channel_id),
         "title": _plain("Reject request"),
         "submit": _plain("Reject"),
         "close": _plain("Cancel"),
@@ -309,7 +318,7 @@ def delegate_modal(approval_id: str, shown_hash: str, channel_id: str) -> dict[s
     return {
         "type": "modal",
         "callback_id": DELEGATE_MODAL,
-        "private_metadata": _metadata(approval_id, shown_hash, channel_id),
+        "private_metadata": metadata(approval_id, shown_hash, channel_id),
         "title": _plain("Delegate request"),
         "submit": _plain("Hand over"),
         "close": _plain("Cancel"),

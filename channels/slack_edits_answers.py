@@ -13,7 +13,6 @@ the request decides nothing, and a refusal is recorded and told as for any press
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +46,7 @@ def answer_modal(approval_id: str, shown_hash: str, channel_id: str, question: b
     return {
         "type": "modal",
         "callback_id": ANSWER_MODAL,
-        "private_metadata": _metadata(approval_id, shown_hash, channel_id),
+        "private_metadata": slack_card.metadata(approval_id, shown_hash, channel_id),
         "title": slack_edit._plain("Answer" if question else "Answer instead", 24),
         "submit": slack_edit._plain("Answer", 24),
         "close": slack_edit._plain("Cancel", 24),
@@ -65,10 +64,6 @@ def answer_modal(approval_id: str, shown_hash: str, channel_id: str, question: b
             }
         ],
     }
-
-
-def _metadata(approval_id: str, shown_hash: str, channel_id: str, **more: Any) -> str:
-    return json.dumps({"id": approval_id, "hash": shown_hash, "channel": channel_id, **more})
 
 
 class EditsAndAnswers:
@@ -126,7 +121,7 @@ class EditsAndAnswers:
                 await tell(too_big)
                 return
             view = slack_edit.edit_modal(
-                row, route, _metadata(approval_id, shown_hash, where or "")
+                row, route, slack_card.metadata(approval_id, shown_hash, where or "")
             )
             if not slack_edit.has_inputs(view):
                 await tell(
@@ -184,7 +179,7 @@ class EditsAndAnswers:
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         """Judge the edit and answer in the modal: errors by field, or the confirmation."""
-        meta = _meta(view)
+        meta = slack_card.read_metadata(view)
         user = body["user"]["id"]
         tell = self.channel._teller((meta or {}).get("channel") or None, user)
         async with self.chat.failures_told(tell):
@@ -216,7 +211,7 @@ class EditsAndAnswers:
                 await ack(response_action="errors", errors={block: words[:2000]})
                 return
             changes = slack_edit.delta(row, revision)
-            metadata = _metadata(
+            metadata = slack_card.metadata(
                 approval_id, shown_hash, meta.get("channel") or "", edited=revision.hash, **changes
             )
             if len(metadata) > slack_edit.MAX_METADATA:
@@ -232,7 +227,7 @@ class EditsAndAnswers:
     async def _on_confirmed(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
         """Approve as edited: the call shown with the confirmed changes, and both hashes."""
         await ack()
-        meta = _meta(view)
+        meta = slack_card.read_metadata(view)
         if meta is None:
             return
         user = body["user"]["id"]
@@ -273,7 +268,7 @@ class EditsAndAnswers:
             )
             return
         await ack()
-        meta = _meta(view)
+        meta = slack_card.read_metadata(view)
         if meta is None:
             return
         user = body["user"]["id"]
@@ -305,11 +300,3 @@ def _field(
 
 def _value(body: dict[str, Any]) -> str:
     return str(body["actions"][0].get("value", ""))
-
-
-def _meta(view: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        meta = json.loads(view["private_metadata"])
-    except (KeyError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None

@@ -89,7 +89,7 @@ def allow_modal(
     """The modal asking what to allow the same for; None if it would not fit in Slack (too
     many arguments for a modal's blocks or its metadata)."""
     keys = [a.key for a in offered.arguments]
-    metadata = json.dumps({"id": row.id, "hash": shown_hash, "channel": channel_id, "keys": keys})
+    metadata = slack_card.metadata(row.id, shown_hash, channel_id, keys=keys)
     lifetimes = [_option(duration_text(t), format_duration(t)) for t in offered.lifetimes]
     blocks: list[dict[str, Any]] = [
         {
@@ -294,7 +294,7 @@ class Grants:
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         """Approve and give the grant; the modal says what was allowed, or why not."""
-        meta = _meta(view)
+        meta = slack_card.read_metadata(view)
         user = body["user"]["id"]
         where = (meta or {}).get("channel") or None
         tell = self.channel._teller(where, user)
@@ -374,11 +374,3 @@ def _refusal(grants: Grants, row: Approval) -> SignoffError:
         "a standing grant comes with the approval that decides the request; this one would "
         "be a vote towards its quorum (approve without it)"
     )
-
-
-def _meta(view: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        meta = json.loads(view["private_metadata"])
-    except (KeyError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
