@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -39,7 +38,6 @@ class GrantRow:
     id: str
     described: str  # bot/grant_views.describe: what it allows, by whom, until when, uses
     approval_id: str  # the approval it was given with
-    expires_at: datetime
     yours: bool  # given by the visitor (an operator also sees everyone else's)
 
 
@@ -48,7 +46,6 @@ def _row(grant: StandingGrant, principal: str) -> GrantRow:
         id=grant.id,
         described=grant_views.describe(grant),
         approval_id=grant.approval_id,
-        expires_at=grant.expires_at,
         yours=grant.granted_by == principal,
     )
 
