@@ -135,7 +135,7 @@ class OutboxConfig(Strict):
     poll_interval: Annotated[Seconds, Field(gt=0, le=60)] = 1.0
     webhook_timeout: Annotated[Seconds, Field(gt=0, le=120)] = 10.0
     keep_done: DurationText = "7d"
-    per_destination: Annotated[int, Field(ge=1, le=1000)] = 4
+    per_destination: Annotated[int, Field(ge=1, le=1000)] = 16
     per_tenant: Annotated[int, Field(ge=1, le=1000)] = 16
     # While the process's event loop runs more than `busy_lag` seconds late (requests are
     # waiting), at most `busy_concurrency` jobs are in flight: card updates yield to clicks.

@@ -90,7 +90,7 @@ class OutboxSettings:
     # Fair shares of the slots (bot.outbox.shares): in flight at once per destination host
     # and per tenant, the share of the slots one kind of job may take, and how many failures
     # in a row make a destination rest.
-    per_destination: int = 4
+    per_destination: int = 16
     per_tenant: int = 16
     kind_share: float = 0.75
     failing_after: int = 3
