@@ -46,7 +46,7 @@ from bot.target import Target
 from channels import conversation, telegram_answers, telegram_card, telegram_migration, web_inbox
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
-from channels.telegram_bot import Migrated, TelegramBot
+from channels.telegram_bot import Migrated, TelegramBot, reply_in_answer
 from channels.telegram_grants import TelegramGrants
 from channels.telegram_surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from store.records import CardMessage
@@ -482,9 +482,13 @@ class TelegramChannel:
         return tell
 
     async def _answer(self, query: CallbackQuery, text: str | None, alert: bool = False) -> None:
-        """Answer the callback query (Telegram shows a spinner until it is answered)."""
+        """Answer the callback query (Telegram shows a spinner until it is answered), in the
+        webhook's answer when it can carry it."""
         if text is not None and len(text) > _ANSWER_LIMIT:
             text = text[: _ANSWER_LIMIT - 1] + "…"
+        said = {"callback_query_id": query.id, "text": text, "show_alert": alert or None}
+        if reply_in_answer("answerCallbackQuery", **said):
+            return
         try:
             await query.answer(text=text, show_alert=alert)
         except TelegramError as exc:

@@ -6,6 +6,11 @@ id (a redelivered update is acknowledged and not handled twice, whichever replic
 on), and hands the update to the application before Telegram gets its 200, so an
 acknowledged update has been handled. What the handlers do with it is channels.telegram's.
 
+A handler may hand one Bot API call to the webhook's own answer (`reply_in_answer`): Telegram
+runs a method named in the body of a webhook's 200 ("Making requests when getting updates"
+in the Bot API), so answering a button press costs no request of its own. It is for calls
+whose result nobody reads: Telegram never says whether such a call worked.
+
 `polling=True` is the single-process development mode: PTB's Updater fetches updates with
 getUpdates instead of Telegram calling the webhook.
 """
@@ -19,6 +24,7 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -41,6 +47,23 @@ log = logging.getLogger("signoff.telegram")
 warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", module="telegram")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+# The call the webhook's answer will carry, while a webhook update is being handled (an
+# empty list: none yet); None outside one (polling, the outbox).
+_ANSWER_CALL: ContextVar[list[dict[str, Any]] | None] = ContextVar(
+    "signoff_telegram_answer_call", default=None
+)
+
+
+def reply_in_answer(method: str, **params: Any) -> bool:
+    """Have Telegram run `method` with `params` (None values left out) as the answer to the
+    update being handled, instead of calling it; False when the caller must call it itself:
+    not inside a webhook update, or its answer carries another call already."""
+    call = _ANSWER_CALL.get()
+    if call is None or call:
+        return False
+    call.append({"method": method, **{k: v for k, v in params.items() if v is not None}})
+    return True
 
 # Refusals that would come back the same however often the call is made, by the words of
 # Telegram's description (it has no error codes finer than 400 and 403), and the reason the
@@ -180,8 +203,15 @@ class TelegramBot:
         if not await self.memory.first_delivery("telegram", str(update_id)):
             log.info("Telegram update %d was delivered again; handled once already", update_id)
             return web.Response()
-        await self.application.process_update(update)
-        return web.Response()
+        # The handlers run in this task (PTB's handlers block by default), so what they
+        # hand to the answer is here when process_update returns.
+        answer_call: list[dict[str, Any]] = []
+        token = _ANSWER_CALL.set(answer_call)
+        try:
+            await self.application.process_update(update)
+        finally:
+            _ANSWER_CALL.reset(token)
+        return web.json_response(answer_call[0]) if answer_call else web.Response()
 
     async def call(self, method: Any, **kwargs: Any) -> Any:
         """A Bot API call for the outbox, its failures said as the runner understands them:

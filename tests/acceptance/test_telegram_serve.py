@@ -71,7 +71,9 @@ def card_for(tg: FakeTelegram) -> dict[str, Any]:
     return message
 
 
-def post_update(server: ServerProcess, update: dict[str, Any]) -> int:
+def post_update(server: ServerProcess, update: dict[str, Any], tg: FakeTelegram) -> int:
+    """Post `update` to the server's webhook and hand the answer to `tg`, as Telegram does
+    (a button's toast comes back in the answer)."""
     request = urllib.request.Request(
         server.url + "/telegram/webhook",
         data=json.dumps(update).encode(),
@@ -80,7 +82,7 @@ def post_update(server: ServerProcess, update: dict[str, Any]) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            response.read()
+            tg.answered(response.status, response.reason or "", response.read())
             return int(response.status)
     except urllib.error.HTTPError as error:
         error.read()
@@ -121,11 +123,11 @@ def test_a_press_on_the_other_replica_approves_once(tmp_path: Path, db_url: str)
         update = fake.callback_query(
             tg.next_update_id(), from_user=ALICE, message=card, data=approve_button(card)
         )
-        assert post_update(other, update) == 200
+        assert post_update(other, update, tg) == 200
         approved = wait_state(poster.api(), record["id"], "approved")
         assert approved["decided_by"] == "alice", approved
         # Telegram delivering the same update again, to the first replica: handled once.
-        assert post_update(poster, update) == 200
+        assert post_update(poster, update, tg) == 200
         assert len(tg.calls_to("answerCallbackQuery")) == 1
 
         edited = tg.wait_for_sync(

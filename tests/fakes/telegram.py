@@ -529,7 +529,7 @@ class FakeTelegram(RecordingFake):
         except aiohttp.ClientError as exc:
             self._note_delivery_error(_connection_error(exc))
             raise
-        self._after_delivery(status, reason, answer)
+        self.answered(status, reason, answer)
         return status
 
     def deliver_sync(self, update: Mapping[str, Any]) -> int:
@@ -544,7 +544,7 @@ class FakeTelegram(RecordingFake):
         except OSError as exc:
             self._note_delivery_error(_connection_error(exc))
             raise
-        self._after_delivery(status, reason, answer)
+        self.answered(status, reason, answer)
         return status
 
     def _delivery(self, update: Mapping[str, Any]) -> tuple[str, dict[str, str], bytes]:
@@ -558,7 +558,11 @@ class FakeTelegram(RecordingFake):
                 webhook_body(learnt),
             )
 
-    def _after_delivery(self, status: int, reason: str, answer: bytes) -> None:
+    def answered(self, status: int, reason: str, answer: bytes) -> None:
+        """What Telegram does with a webhook's answer to an update: a non-2xx is kept as
+        getWebhookInfo's ``last_error_message``; a 2xx body that is a JSON object with a
+        ``"method"`` is run as that call (recorded like any other). For tests that post
+        updates themselves instead of with `deliver`."""
         if not 200 <= status < 300:
             self._note_delivery_error(f"Wrong response from the webhook: {status} {reason}")
             return

@@ -52,6 +52,8 @@ class TelegramRig(ChatServer):
         async with self.http.post(
             f"{self.url}/telegram/webhook", json=update, headers=headers
         ) as response:
+            # As Telegram does: a call in the answer (a button's toast) is run.
+            self.tg.answered(response.status, response.reason or "", await response.read())
             return response.status
 
     async def click(
