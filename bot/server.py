@@ -177,6 +177,7 @@ async def run_server(
     migrate: bool = True,
     announce_port: bool = True,
     on_ready: Callable[[], None] | None = None,
+    background: bool = True,
 ) -> None:
     """`signoff serve`: the application on HOST:PORT until SIGTERM or SIGINT, then a graceful
     stop: no new connections, in-flight requests finish, claimed outbox jobs are released.
@@ -184,7 +185,9 @@ async def run_server(
     `polling`: a surface that can fetch its updates instead of serving a webhook does
     (`--telegram-polling`; one process). `sockets` already bound (by `serve --workers`, whose
     processes share them) replace `listen` (and stay open: they are the caller's); a worker
-    of `serve --workers` neither migrates nor announces the port, its parent did both once."""
+    of `serve --workers` neither migrates nor announces the port, its parent did both once.
+    Without `background` the outbox runner and the sweeper are left to another process
+    (`serve --background-process`)."""
     owned = sockets is None
     if owned:
         check_config(config, polling=polling)
@@ -193,7 +196,7 @@ async def run_server(
     try:
         if migrate:
             await prepare_schema(store)
-        app = build_app(config, store, polling=polling)
+        app = build_app(config, store, polling=polling, background=background)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         # Starts the channels and the background tasks: only once the port is ours.
         await runner.setup()
@@ -236,12 +239,16 @@ def _running() -> str:
     return "uvloop" if module.startswith("uvloop") else "asyncio"
 
 
-async def run_worker(config: Config) -> None:
-    """`signoff worker`: the outbox runner and the sweeper, without the HTTP server."""
+async def run_worker(
+    config: Config, *, migrate: bool = True, on_ready: Callable[[], None] | None = None
+) -> None:
+    """`signoff worker`: the outbox runner and the sweeper, without the HTTP server (also the
+    background process of `serve --background-process`, whose parent migrated already)."""
     check_config(config)
     store = Store.from_url(config.database_url)
     try:
-        await prepare_schema(store)
+        if migrate:
+            await prepare_schema(store)
         core = bootstrap(config, store)
         work = core.background()
         stop = asyncio.Event()
@@ -252,6 +259,8 @@ async def run_worker(config: Config) -> None:
             async with channels_running(core.channels):
                 await work.start()
                 log.info("signoff worker running (event loop: %s)", _running())
+                if on_ready is not None:
+                    on_ready()
                 await stop.wait()
                 log.info("shutting down")
                 await work.stop()

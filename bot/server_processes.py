@@ -7,6 +7,11 @@ workers share nothing else but the database, exactly as replicas on several host
 everything that makes replicas safe (conditional updates, the outbox's leases, the sweeper's
 row locks) makes workers safe: every worker runs the outbox runner and the sweeper.
 
+With `--background-process` the outbox runner and the sweeper run in one more process of
+their own (what `signoff worker` runs), and the server processes only serve requests: a
+click is then never queued behind card updates and webhooks on one core, and those go out
+on another (measured in docs/benchmarks.md, "Background work in a process of its own").
+
 The parent only supervises: it says it is listening once every worker serves; SIGTERM or
 SIGINT is passed on to every worker, each drains as a lone `serve` does, and the parent
 exits once all have. A worker that dies after it was serving is started again; one that
@@ -39,6 +44,7 @@ from bot.server import (
     prepare_schema,
     run_loop,
     run_server,
+    run_worker,
 )
 from store.repository import Store
 
@@ -48,9 +54,15 @@ _PR_SET_PDEATHSIG = 1
 
 
 def serve(
-    config: Config, listen: str | None, *, workers: int, telegram_polling: bool = False
+    config: Config,
+    listen: str | None,
+    *,
+    workers: int,
+    telegram_polling: bool = False,
+    background_process: bool = False,
 ) -> int:
-    """Run `serve` with `workers` processes; returns the exit code."""
+    """Run `serve` with `workers` server processes (and, with `background_process`, one
+    for the outbox and the sweeper); returns the exit code."""
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {workers}")
     if workers > 1 and telegram_polling:
@@ -63,13 +75,15 @@ def serve(
     check_tenant_keys(config.directory())
     sockets = listening_sockets(listen or config.server.listen)
     try:
-        if workers == 1:
+        if workers == 1 and not background_process:
             run_loop(run_server(config, polling=telegram_polling, sockets=sockets))
             return 0
         # Migrating once, here, spares N workers racing to upgrade one SQLite file. The
         # store is closed (its driver threads gone) before any fork.
         asyncio.run(_prepare(config))
-        return _Supervisor(config, sockets, workers).run()
+        return _Supervisor(
+            config, sockets, workers, background_process, polling=telegram_polling
+        ).run()
     finally:
         for sock in sockets:
             sock.close()
@@ -84,10 +98,21 @@ async def _prepare(config: Config) -> None:
 
 
 class _Supervisor:
-    def __init__(self, config: Config, sockets: list[socket.socket], workers: int) -> None:
+    def __init__(
+        self,
+        config: Config,
+        sockets: list[socket.socket],
+        workers: int,
+        background_process: bool = False,
+        *,
+        polling: bool = False,
+    ) -> None:
         self.config = config
         self.sockets = sockets
         self.count = workers
+        # The slot past the server processes' runs the background work, when asked for.
+        self.background_slot = workers if background_process else None
+        self.polling = polling
         self.context = multiprocessing.get_context("fork")
         self.procs: dict[int, Any] = {}  # slot -> Process
         self.ready: dict[int, Any] = {}  # slot -> Event, set once its worker serves
@@ -96,7 +121,8 @@ class _Supervisor:
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            for slot in range(self.count):
+            slots = self.count + (self.background_slot is not None)
+            for slot in range(slots):
                 if self.stopping:
                     break
                 self._start(slot)
@@ -107,15 +133,25 @@ class _Supervisor:
 
     def _start(self, slot: int) -> None:
         ready = self.context.Event()
+        background = slot == self.background_slot
+        if background:
+            target: Any = _background_main
+            args: tuple[Any, ...] = (self.config, os.getpid(), ready)
+        else:
+            target = _worker_main
+            background_here = self.background_slot is None
+            args = (self.config, self.sockets, os.getpid(), ready, background_here, self.polling)
         proc = self.context.Process(
-            target=_worker_main,
-            args=(self.config, self.sockets, os.getpid(), ready),
-            name=f"signoff-worker-{slot}",
-            daemon=False,
+            target=target, args=args, name=f"signoff-worker-{slot}", daemon=False
         )
         proc.start()
         self.procs[slot], self.ready[slot] = proc, ready
-        log.info("worker %d started (pid %d)", slot, proc.pid)
+        log.info(
+            "worker %d started (pid %d)%s",
+            slot,
+            proc.pid,
+            ": the outbox and the sweeper" if background else "",
+        )
         if self.stopping:  # SIGTERM came while it was forked, before _stop could see it
             os.kill(proc.pid, signal.SIGTERM)
 
@@ -137,7 +173,10 @@ class _Supervisor:
                 announced = True
                 announce(self.sockets)
                 log.info(
-                    "signoff serving with %d workers (event loop: %s)", self.count, event_loop()
+                    "signoff serving with %d workers%s (event loop: %s)",
+                    self.count,
+                    "" if self.background_slot is None else " and a background process",
+                    event_loop(),
                 )
             for slot, proc in list(self.procs.items()):
                 if proc.is_alive():
@@ -156,13 +195,36 @@ class _Supervisor:
         return code
 
 
-def _worker_main(config: Config, sockets: list[socket.socket], parent: int, ready: Any) -> None:
+def _worker_main(
+    config: Config,
+    sockets: list[socket.socket],
+    parent: int,
+    ready: Any,
+    background: bool = True,
+    polling: bool = False,
+) -> None:
     _die_with_parent(parent)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # run_server installs its own on its loop
     run_loop(
-        run_server(config, sockets=sockets, migrate=False, announce_port=False, on_ready=ready.set)
+        run_server(
+            config,
+            sockets=sockets,
+            migrate=False,
+            announce_port=False,
+            on_ready=ready.set,
+            background=background,
+            polling=polling,
+        )
     )
+
+
+def _background_main(config: Config, parent: int, ready: Any) -> None:
+    """The background process of `--background-process`: `signoff worker`'s work."""
+    _die_with_parent(parent)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)  # run_worker installs its own on its loop
+    run_loop(run_worker(config, migrate=False, on_ready=ready.set))
 
 
 def _die_with_parent(parent: int) -> None:

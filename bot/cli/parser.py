@@ -156,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
                 help="server processes sharing the port, each with its own database pool "
                 "(default: 1; see docs/operations.md before adding more)",
             )
+            p.add_argument(
+                "--background-process",
+                action="store_true",
+                help="run the outbox (cards, webhooks) and the sweeper in one process of "
+                "their own beside the server processes, which then only serve requests",
+            )
         p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
         p.set_defaults(process=process)
 

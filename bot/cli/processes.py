@@ -18,7 +18,13 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     # One process unless asked: measured on both databases, a second worker on the same cores
     # made clicks slower until one worker was saturated (docs/operations.md, "Every core").
     workers = 1 if args.workers is None else args.workers
-    return serve(config, args.listen, workers=workers, telegram_polling=args.telegram_polling)
+    return serve(
+        config,
+        args.listen,
+        workers=workers,
+        telegram_polling=args.telegram_polling,
+        background_process=args.background_process,
+    )
 
 
 def cmd_worker(config: Config, args: argparse.Namespace) -> int:

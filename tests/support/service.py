@@ -136,7 +136,7 @@ class ServerProcess:
                     if match := _LISTENING.search(line):
                         self.port = int(match.group(1))
                         ready.set()
-                    elif "signoff worker running" in line:
+                    elif self.command == "worker" and "signoff worker running" in line:
                         ready.set()
                 if ended:
                     break
