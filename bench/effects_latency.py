@@ -469,6 +469,11 @@ def parser() -> argparse.ArgumentParser:
         "--cli-seconds", type=float, default=20.0, help="of CLI decisions (fewer per second)"
     )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
+    p.add_argument(
+        "--background-process",
+        action="store_true",
+        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+    )
     p.add_argument("--patience", type=float, default=10.0, help="extra wait for effects (s)")
     p.add_argument(
         "--postgres",
@@ -484,6 +489,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    if args.background_process:
+        service.SERVE_ARGS.append("--background-process")
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         raise SystemExit(f"unknown path(s): {', '.join(sorted(unknown))}")

@@ -202,6 +202,11 @@ def server_env() -> dict[str, str]:
     }
 
 
+# More `signoff serve` arguments for every server a script starts (`--background-process`:
+# set by the scripts' own option of that name).
+SERVE_ARGS: list[str] = []
+
+
 class Server:
     """`signoff serve --config C --listen 127.0.0.1:0 [--workers N]` as a subprocess (`command`
     and `env`: another signoff than this tree's, other variables; bench/effects_latency.py)."""
@@ -215,6 +220,7 @@ class Server:
     ) -> None:
         self.log: collections.deque[str] = collections.deque(maxlen=200)
         listen = ["--listen", "127.0.0.1:0", *(["--workers", str(workers)] if workers else [])]
+        listen += SERVE_ARGS
         command, env = command or signoff_command(), env or server_env()
         upgrade = subprocess.run(
             [*command, "db", "upgrade", "--config", str(config)],
@@ -711,6 +717,11 @@ def parser() -> argparse.ArgumentParser:
         help="also click a server with cards and webhooks off (the reference)",
     )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
+    p.add_argument(
+        "--background-process",
+        action="store_true",
+        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+    )
     p.add_argument("--databases", default="sqlite,postgresql")
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--load-procs", type=int, default=1, help="load generator processes")
@@ -736,6 +747,8 @@ def main(**defaults: Any) -> None:
     p.set_defaults(**defaults)
     args = p.parse_args()
     SERVER_LOG = args.server_log
+    if args.background_process:
+        SERVE_ARGS.append("--background-process")
     if args.busy_concurrency is not None:
         OUTBOX["busy_concurrency"] = args.busy_concurrency
     run_bench(bench, args)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from tests.acceptance.test_workers import alive, children, deploy, started_workers
 from tests.support.samples import request_body
-from tests.support.service import WebhookReceiver, wait_until
+from tests.support.service import ServerProcess, WebhookReceiver, wait_until
 
 # "outbox runner HOST:PID:TAIL and sweeper started", once per process that runs them.
 _RUNNER = re.compile(r"outbox runner [^:\s]+:(\d+):\w+ and sweeper started")
 
 
-def cancel_some(server, run: str, count: int) -> list[str]:  # noqa: ANN001 (a test helper)
+def cancel_some(server: ServerProcess, run: str, count: int) -> list[str]:
     """`count` new requests, each cancelled at once (a decision with a webhook); their ids."""
     ids = []
     for i in range(count):
