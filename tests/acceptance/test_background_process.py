@@ -13,7 +13,7 @@ import re
 import signal
 from pathlib import Path
 
-from tests.acceptance.test_workers import alive, children, deploy, started_workers
+from tests.support.process_tree import alive, children, deploy, started_workers
 from tests.support.samples import request_body
 from tests.support.service import ServerProcess, WebhookReceiver, wait_until
 

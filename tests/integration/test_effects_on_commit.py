@@ -127,18 +127,24 @@ async def test_an_idle_runner_polls_without_writing_and_runs_a_job_whose_time_ca
         await tx.enqueue("webhook", {}, now=clock.now(), run_after=clock.now() + HOUR)
     writes: list[None] = []
     write = store.write
+    first_pass = asyncio.Event()
 
     def counted(*, background: bool = False) -> object:
         writes.append(None)
+        if len(writes) == 2:
+            first_pass.set()
         return write(background=background)
 
     ran = Ran()
     runner = OutboxRunner(store, {"webhook": ran}, clock, OutboxSettings(poll_interval=0.02))
     stop = asyncio.Event()
+    monkeypatch.setattr(store, "write", counted)
     task = asyncio.create_task(runner.run(stop, drain=0.1))
     try:
-        await asyncio.sleep(0.2)  # the first pass (prune, claim) is over
-        monkeypatch.setattr(store, "write", counted)
+        # The first pass writes twice (prune, then a claim that finds nothing due); waited
+        # for, not slept for, so a loaded machine cannot count them as idle polls.
+        await asyncio.wait_for(first_pass.wait(), 10)
+        writes.clear()
         await asyncio.sleep(0.3)  # about 15 polls
         assert writes == []
         assert ran.at == {}
