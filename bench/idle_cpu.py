@@ -45,8 +45,9 @@ approvers = ["alice"]
 """
 
 
-def idle_cpu(tree: Path, settle: float, seconds: float) -> float:
-    """Milliseconds of CPU per second of one idle server running `tree`'s code."""
+def idle_cpu(tree: Path, settle: float, seconds: float, extra: list[str]) -> float:
+    """Milliseconds of CPU per second of one idle server running `tree`'s code (with
+    `extra` serve arguments; its processes summed)."""
     with tempfile.TemporaryDirectory(prefix="signoff-idle-") as tmp:
         config = Path(tmp, "signoff.toml")
         config.write_text(CONFIG.format(db=Path(tmp, "signoff.db")))
@@ -57,7 +58,7 @@ def idle_cpu(tree: Path, settle: float, seconds: float) -> float:
             "SIGNOFF_WEB_SECRET": "bench-web-secret-0123456789abcdef",
         }
         proc = subprocess.Popen(
-            [*signoff_command(), "serve", "--workers", "1", "--config", str(config)],
+            [*signoff_command(), "serve", "--workers", "1", *extra, "--config", str(config)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -81,12 +82,18 @@ def main() -> None:
     p.add_argument("--settle", type=float, default=8.0)
     p.add_argument("--trees", default=str(REPO), help="comma-separated checkouts to compare")
     p.add_argument("--json", type=Path)
+    p.add_argument(
+        "--background-process",
+        action="store_true",
+        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+    )
     args = p.parse_args()
+    extra = ["--background-process"] if args.background_process else []
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
     for run in range(1, args.runs + 1):
         for tree in trees:
-            ms = idle_cpu(tree, args.settle, args.seconds)
+            ms = idle_cpu(tree, args.settle, args.seconds, extra)
             figures[str(tree)].append(ms)
             print(f"run {run} {tree}: {ms:.1f} ms of CPU per second", flush=True)
     for tree, values in figures.items():
