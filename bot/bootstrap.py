@@ -63,6 +63,7 @@ def outbox_settings(config: Config) -> OutboxSettings:
         busy_lag=o.busy_lag,
         busy_concurrency=o.busy_concurrency,
         settle_window=o.settle_window,
+        busy_settle_window=o.busy_settle_window,
         probe_wait=o.webhook_timeout,
     )
 

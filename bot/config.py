@@ -142,6 +142,8 @@ class OutboxConfig(Strict):
     busy_lag: Annotated[Seconds, Field(gt=0, le=10)] = 0.01
     busy_concurrency: Annotated[int, Field(ge=1, le=1000)] = 4
     settle_window: Annotated[Seconds, Field(ge=0, le=1)] = 0.005
+    # ... and while the loop runs late (`busy_lag`): fewer, larger settles.
+    busy_settle_window: Annotated[Seconds, Field(ge=0, le=1)] = 0.05
 
 
 class WorkerConfig(Strict):

@@ -103,6 +103,10 @@ class OutboxSettings:
     # Outcomes are settled together: the first to end waits this long (seconds) for others,
     # then all of them (up to `batch`) are written in one transaction.
     settle_window: float = 0.005
+    # ... and this long while the event loop runs late by more than `busy_lag`: each settle
+    # is a write transaction, and on SQLite another process's click waits for the lock
+    # while this loop, busy, takes its time to finish one (fewer, larger ones then).
+    busy_settle_window: float = 0.05
 
 
 def backoff(attempt: int, settings: OutboxSettings, rand: Callable[[], float]) -> timedelta:
@@ -142,9 +146,15 @@ class OutboxRunner:
         self._rand = rand
         self._wake = asyncio.Event()
         self.shares = Shares(self.settings, lambda n: backoff(n, self.settings, self._rand))
+        self._lag: LoopLag | None = None  # the process's probe, while `run` runs
         self._settler = Settler(
-            store, self.holder, self.clock, self.settings.settle_window, self.settings.batch
+            store, self.holder, self.clock, self._settle_window, self.settings.batch
         )
+
+    def _settle_window(self) -> float:
+        """How long the first outcome of a settle waits for others (`OutboxSettings`)."""
+        busy = self._lag is not None and self._lag.late > self.settings.busy_lag
+        return self.settings.busy_settle_window if busy else self.settings.settle_window
 
     def wake(self) -> None:
         """New jobs were committed: look now, not at the next poll. `run` calls it on every
@@ -351,7 +361,7 @@ class OutboxRunner:
         # until then, or longer and longer (doubling up to 8 polls) while nothing is queued:
         # commits wake it at once, so this is only the fallback (idle CPU, issue 27).
         wait = self.settings.poll_interval
-        lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
+        lag = self._lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
         watcher = asyncio.create_task(
             self.store.watch_commits(self.wake, stop), name="outbox-commits"
@@ -374,9 +384,10 @@ class OutboxRunner:
                 room = min(self.settings.batch, limit - len(running))
                 claimed: list[OutboxJob] = []
                 nothing_due = False
-                if room > 0 and idle_poll and not running:
+                if room > 0 and idle_poll:
                     due_in = await self._next_due()
-                    # Nothing to do: no write transaction for an idle poll.
+                    # Nothing to do: no write transaction for an idle poll, nor for one while
+                    # slow jobs run (a claim per poll was most of a busy runner's writes).
                     nothing_due = due_in > 0
                     if nothing_due:
                         wait = min(wait * 2, self.settings.poll_interval * _IDLE_POLLS, due_in)
@@ -420,6 +431,7 @@ class OutboxRunner:
                 task.cancel()
             await asyncio.gather(watcher, *left, return_exceptions=True)
             lag.release()
+            self._lag = None
             # What ended is written down before the rest is handed back (a job handed back
             # unsettled would run again).
             await self._settler.drain()

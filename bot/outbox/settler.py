@@ -55,7 +55,15 @@ class Settler:
     whether the lease was still held, or the error that kept it from being written (the job
     then comes back after its lease, as after a crash)."""
 
-    def __init__(self, store: Store, holder: str, clock: Clock, window: float, batch: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        holder: str,
+        clock: Clock,
+        window: float | Callable[[], float],
+        batch: int,
+    ) -> None:
+        """`window`: seconds, or what says them at each settle."""
         self.store = store
         self.holder = holder
         self.clock = clock
@@ -84,7 +92,8 @@ class Settler:
         while self._pending:
             if not self._full.is_set():
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.window):
+                    window = self.window() if callable(self.window) else self.window
+                    async with asyncio.timeout(window):
                         await self._full.wait()
             batch, self._pending = self._pending[: self.batch], self._pending[self.batch :]
             if len(self._pending) < self.batch:

@@ -156,6 +156,46 @@ async def test_an_idle_runner_polls_without_writing_and_runs_a_job_whose_time_ca
         await task
 
 
+async def test_polls_while_a_slow_job_runs_do_not_write(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job in flight (a slow receiver) does not turn every poll into a claim: with nothing
+    else due, the runner reads, as when idle (on SQLite each claim took the write lock that
+    people's decisions wait for)."""
+    async with store.write() as tx:
+        await tx.enqueue("webhook", {}, now=clock.now())
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def slow(_job: object) -> None:
+        started.set()
+        await release.wait()
+
+    writes: list[None] = []
+    write = store.write
+    wrote = asyncio.Event()
+
+    def counted(*, background: bool = False) -> object:
+        writes.append(None)
+        wrote.set()
+        return write(background=background)
+
+    runner = OutboxRunner(store, {"webhook": slow}, clock, OutboxSettings(poll_interval=0.02))
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=1.0))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        monkeypatch.setattr(store, "write", counted)
+        await asyncio.sleep(0.3)  # about 15 polls while the job runs
+        assert writes == []
+        release.set()
+        await asyncio.wait_for(wrote.wait(), 10)  # its settle
+    finally:
+        stop.set()
+        release.set()
+        await task
+
+
 async def test_after_idle_polls_a_decision_still_runs_its_webhook_at_once(
     store: Store, directory: Directory, clock: FakeClock
 ) -> None:

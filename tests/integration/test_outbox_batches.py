@@ -6,8 +6,9 @@ settle, not two writes per card; one outcome the database refuses does not take 
 with it (the others are settled, it comes back after its lease); a card posted while its
 request was being decided is brought up to date by the settle that records it; on SQLite a
 decision's write goes before outbox writes already waiting (the outbox is slowed, never
-starved); the Slack and Telegram clients and the webhook sender keep their connections open,
-so many calls travel over a few connections.
+starved); a busy runner's outcomes wait longer for each other, in fewer writes; the Slack and
+Telegram clients and the webhook sender keep their connections open, so many calls travel
+over a few connections.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import copy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from bot.operator import Actor, Operator
 from bot.outbox.cards import CardJobs
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner, OutboxSettings, Record
+from bot.outbox.settler import Settler
 from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from bot.target import Target
@@ -47,6 +50,7 @@ from tests.support.chat_server import Cleanup, serve
 from tests.support.samples import TEST_CONFIG, make_request
 
 CARDS = 10
+HOUR = timedelta(hours=1)
 
 
 def _counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -360,3 +364,47 @@ async def test_webhooks_to_one_receiver_reuse_a_few_connections(
         await server.cleanup()
     assert receiver.count == 3 * CARDS
     assert len(receiver.peers) <= settings.batch < receiver.count
+
+
+
+async def _settles_spaced(store: Store, clock: FakeClock, window: float) -> int:
+    """Claim six jobs, have their outcomes arrive 30 ms apart at a Settler whose window is
+    told by a callable (as the runner's is, by how late its loop runs); how many write
+    transactions settled them."""
+    async with store.write() as tx:
+        for i in range(6):
+            await tx.enqueue("notice", {"n": i}, now=clock.now(), dedupe_key=f"s-{window}-{i}")
+    holder = f"settler-{window}"
+    async with store.write() as tx:
+        jobs = await tx.claim_jobs(
+            holder, now=clock.now(), lease_until=clock.now() + HOUR, limit=6, kinds=["notice"]
+        )
+    assert len(jobs) == 6
+    writes = 0
+    write = store.write
+
+    def counted(*, background: bool = False) -> Any:
+        nonlocal writes
+        writes += 1
+        return write(background=background)
+
+    store.write = counted  # type: ignore[method-assign]
+    try:
+        settler = Settler(store, holder, clock, lambda: window, batch=20)
+        futures = []
+        for job in jobs:
+            futures.append(settler.submit(job, "done"))
+            await asyncio.sleep(0.03)
+        assert await asyncio.gather(*futures) == [True] * 6
+    finally:
+        store.write = write  # type: ignore[method-assign]
+    return writes
+
+
+async def test_outcomes_wait_the_window_the_runner_names_at_each_settle(
+    store: Store, clock: FakeClock
+) -> None:
+    """A runner whose loop runs late names `busy_settle_window` (50 ms): outcomes arriving
+    over 150 ms then share one write; with no window each is written on its own."""
+    assert await _settles_spaced(store, clock, window=0.5) == 1
+    assert await _settles_spaced(store, clock, window=0.0) >= 4
