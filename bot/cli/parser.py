@@ -158,9 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--background-process",
-                action="store_true",
+                action=argparse.BooleanOptionalAction,
                 help="run the outbox (cards, webhooks) and the sweeper in one process of "
-                "their own beside the server processes, which then only serve requests",
+                "their own beside the server processes, which then only serve requests "
+                "(default: on PostgreSQL with two cores or more, not on SQLite)",
             )
         p.add_argument("--log-format", choices=["text", "json"], default="text", help=_LOG_HELP)
         p.set_defaults(process=process)

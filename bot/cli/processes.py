@@ -15,8 +15,9 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     """`signoff serve`: runs its own event loop, one per worker process."""
     from bot.server_processes import serve
 
-    # One process unless asked: measured on both databases, a second worker on the same cores
-    # made clicks slower until one worker was saturated (docs/operations.md, "Every core").
+    # One server process unless asked: measured on both databases, a second worker on the
+    # same cores made clicks slower until one worker was saturated; the background process's
+    # default is the database's (bot.server_processes.background_by_default).
     workers = 1 if args.workers is None else args.workers
     return serve(
         config,

@@ -102,8 +102,10 @@ class ServerProcess:
         args = list(self.args)
         if self.command == "serve" and "--workers" not in args:
             # One process, so a test's kill9() or log reading sees the whole server; the
-            # worker tests (test_workers.py) ask for more.
+            # worker tests (test_workers.py, test_background_process.py) ask for more.
             args += ["--workers", "1"]
+        if self.command == "serve" and not any("background-process" in a for a in args):
+            args += ["--no-background-process"]
         fd, name = tempfile.mkstemp(prefix=f"signoff-{self.command}-", suffix=".log")
         os.close(fd)
         self._log_file = Path(name)
