@@ -471,8 +471,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
     p.add_argument(
         "--background-process",
-        action="store_true",
-        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+        action=argparse.BooleanOptionalAction,
+        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
     )
     p.add_argument("--patience", type=float, default=10.0, help="extra wait for effects (s)")
     p.add_argument(
@@ -489,8 +489,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    if args.background_process:
-        service.SERVE_ARGS.append("--background-process")
+    if args.background_process is not None:
+        service.SERVE_ARGS.append(
+            ("--" if args.background_process else "--no-") + "background-process"
+        )
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         raise SystemExit(f"unknown path(s): {', '.join(sorted(unknown))}")

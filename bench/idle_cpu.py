@@ -84,11 +84,12 @@ def main() -> None:
     p.add_argument("--json", type=Path)
     p.add_argument(
         "--background-process",
-        action="store_true",
-        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+        action=argparse.BooleanOptionalAction,
+        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
     )
     args = p.parse_args()
-    extra = ["--background-process"] if args.background_process else []
+    flag = {True: ["--background-process"], False: ["--no-background-process"], None: []}
+    extra = flag[args.background_process]
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
     for run in range(1, args.runs + 1):

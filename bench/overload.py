@@ -190,8 +190,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1, help="`signoff serve --workers N`")
     p.add_argument(
         "--background-process",
-        action="store_true",
-        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+        action=argparse.BooleanOptionalAction,
+        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
     )
     p.add_argument("--seconds", type=float, default=10.0, help="length of the overload phase")
     p.add_argument("--click-rate", type=float, default=20.0, help="Slack clicks per second")
@@ -210,8 +210,10 @@ def main() -> None:
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
     args = p.parse_args()
     service.SERVER_LOG = args.server_log
-    if args.background_process:
-        service.SERVE_ARGS.append("--background-process")
+    if args.background_process is not None:
+        service.SERVE_ARGS.append(
+            ("--" if args.background_process else "--no-") + "background-process"
+        )
     if args.max_creates_in_flight is not None:
         service.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:

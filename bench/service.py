@@ -719,8 +719,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
     p.add_argument(
         "--background-process",
-        action="store_true",
-        help="the outbox and the sweeper in a process of their own (serve --background-process)",
+        action=argparse.BooleanOptionalAction,
+        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
     )
     p.add_argument("--databases", default="sqlite,postgresql")
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -747,8 +747,8 @@ def main(**defaults: Any) -> None:
     p.set_defaults(**defaults)
     args = p.parse_args()
     SERVER_LOG = args.server_log
-    if args.background_process:
-        SERVE_ARGS.append("--background-process")
+    if args.background_process is not None:
+        SERVE_ARGS.append(("--" if args.background_process else "--no-") + "background-process")
     if args.busy_concurrency is not None:
         OUTBOX["busy_concurrency"] = args.busy_concurrency
     run_bench(bench, args)
