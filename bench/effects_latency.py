@@ -469,11 +469,7 @@ def parser() -> argparse.ArgumentParser:
         "--cli-seconds", type=float, default=20.0, help="of CLI decisions (fewer per second)"
     )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
-    p.add_argument(
-        "--background-process",
-        action=argparse.BooleanOptionalAction,
-        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
-    )
+    service.add_background_process_option(p)
     p.add_argument("--patience", type=float, default=10.0, help="extra wait for effects (s)")
     p.add_argument(
         "--postgres",
@@ -489,10 +485,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    if args.background_process is not None:
-        service.SERVE_ARGS.append(
-            ("--" if args.background_process else "--no-") + "background-process"
-        )
+    service.SERVE_ARGS.extend(service.background_process_args(args.background_process))
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         raise SystemExit(f"unknown path(s): {', '.join(sorted(unknown))}")

@@ -25,7 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service import signoff_command, tree_cpu_seconds  # noqa: E402
+from bench.service import (  # noqa: E402
+    add_background_process_option,
+    background_process_args,
+    signoff_command,
+    tree_cpu_seconds,
+)
 
 CONFIG = """\
 [server]
@@ -82,14 +87,9 @@ def main() -> None:
     p.add_argument("--settle", type=float, default=8.0)
     p.add_argument("--trees", default=str(REPO), help="comma-separated checkouts to compare")
     p.add_argument("--json", type=Path)
-    p.add_argument(
-        "--background-process",
-        action=argparse.BooleanOptionalAction,
-        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
-    )
+    add_background_process_option(p)
     args = p.parse_args()
-    flag = {True: ["--background-process"], False: ["--no-background-process"], None: []}
-    extra = flag[args.background_process]
+    extra = background_process_args(args.background_process)
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
     for run in range(1, args.runs + 1):

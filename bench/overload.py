@@ -188,11 +188,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--databases", default="sqlite")
     p.add_argument("--workers", type=int, default=1, help="`signoff serve --workers N`")
-    p.add_argument(
-        "--background-process",
-        action=argparse.BooleanOptionalAction,
-        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
-    )
+    service.add_background_process_option(p)
     p.add_argument("--seconds", type=float, default=10.0, help="length of the overload phase")
     p.add_argument("--click-rate", type=float, default=20.0, help="Slack clicks per second")
     p.add_argument("--factor", type=float, default=2.0, help="creates offered x capacity")
@@ -210,10 +206,7 @@ def main() -> None:
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
     args = p.parse_args()
     service.SERVER_LOG = args.server_log
-    if args.background_process is not None:
-        service.SERVE_ARGS.append(
-            ("--" if args.background_process else "--no-") + "background-process"
-        )
+    service.SERVE_ARGS.extend(service.background_process_args(args.background_process))
     if args.max_creates_in_flight is not None:
         service.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:

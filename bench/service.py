@@ -207,6 +207,22 @@ def server_env() -> dict[str, str]:
 SERVE_ARGS: list[str] = []
 
 
+def add_background_process_option(p: argparse.ArgumentParser) -> None:
+    """The scripts' `--[no-]background-process`, passed on to every `serve` they start."""
+    p.add_argument(
+        "--background-process",
+        action=argparse.BooleanOptionalAction,
+        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
+    )
+
+
+def background_process_args(value: bool | None) -> list[str]:
+    """The `serve` argument for the option's value (None: none, serve's default)."""
+    if value is None:
+        return []
+    return ["--background-process" if value else "--no-background-process"]
+
+
 class Server:
     """`signoff serve --config C --listen 127.0.0.1:0 [--workers N]` as a subprocess (`command`
     and `env`: another signoff than this tree's, other variables; bench/effects_latency.py)."""
@@ -717,11 +733,7 @@ def parser() -> argparse.ArgumentParser:
         help="also click a server with cards and webhooks off (the reference)",
     )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
-    p.add_argument(
-        "--background-process",
-        action=argparse.BooleanOptionalAction,
-        help="the outbox and the sweeper in a process of their own, or not (default: serve's)",
-    )
+    add_background_process_option(p)
     p.add_argument("--databases", default="sqlite,postgresql")
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--load-procs", type=int, default=1, help="load generator processes")
@@ -747,8 +759,7 @@ def main(**defaults: Any) -> None:
     p.set_defaults(**defaults)
     args = p.parse_args()
     SERVER_LOG = args.server_log
-    if args.background_process is not None:
-        SERVE_ARGS.append(("--" if args.background_process else "--no-") + "background-process")
+    SERVE_ARGS.extend(background_process_args(args.background_process))
     if args.busy_concurrency is not None:
         OUTBOX["busy_concurrency"] = args.busy_concurrency
     run_bench(bench, args)
