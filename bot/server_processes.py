@@ -220,9 +220,7 @@ def _worker_main(
     background: bool = True,
     polling: bool = False,
 ) -> None:
-    _die_with_parent(parent)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)  # run_server installs its own on its loop
+    _as_child(parent)
     run_loop(
         run_server(
             config,
@@ -238,10 +236,16 @@ def _worker_main(
 
 def _background_main(config: Config, parent: int, ready: Any) -> None:
     """The background process of `--background-process`: `signoff worker`'s work."""
+    _as_child(parent)
+    run_loop(run_worker(config, migrate=False, on_ready=ready.set))
+
+
+def _as_child(parent: int) -> None:
+    """A forked process of the server: dies with its parent, and leaves SIGTERM and SIGINT
+    to the loop it runs (run_server and run_worker install their own handlers on it)."""
     _die_with_parent(parent)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)  # run_worker installs its own on its loop
-    run_loop(run_worker(config, migrate=False, on_ready=ready.set))
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _die_with_parent(parent: int) -> None:

@@ -50,7 +50,7 @@ class Outcome:
 
 class Settler:
     """Writes the outcomes of a runner's attempts together: one write transaction for every
-    outcome that arrived within `window` seconds of the first (at most `batch`), each
+    outcome that arrived within `window()` seconds of the first (at most `batch`), each
     conditional on the holder still holding the job's lease. Each outcome's future gets
     whether the lease was still held, or the error that kept it from being written (the job
     then comes back after its lease, as after a crash)."""
@@ -60,10 +60,11 @@ class Settler:
         store: Store,
         holder: str,
         clock: Clock,
-        window: float | Callable[[], float],
+        window: Callable[[], float],
         batch: int,
     ) -> None:
-        """`window`: seconds, or what says them at each settle."""
+        """`window()`: the seconds to wait, asked at each settle (the runner's depend on how
+        late its loop runs)."""
         self.store = store
         self.holder = holder
         self.clock = clock
@@ -92,8 +93,7 @@ class Settler:
         while self._pending:
             if not self._full.is_set():
                 with contextlib.suppress(TimeoutError):
-                    window = self.window() if callable(self.window) else self.window
-                    async with asyncio.timeout(window):
+                    async with asyncio.timeout(self.window()):
                         await self._full.wait()
             batch, self._pending = self._pending[: self.batch], self._pending[self.batch :]
             if len(self._pending) < self.batch:
