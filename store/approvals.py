@@ -11,14 +11,14 @@ import functools
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import String, bindparam, func, select, update
 from sqlalchemy.engine import Dialect
 
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
 from store.records import Approval
 from store.schema import approvals
-from store.statements import Statements, insert_for
+from store.statements import Statements, insert_for, one_of
 from store.votes import with_votes
 
 _GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
@@ -37,28 +37,36 @@ _EDITED_REQUEST = select(approvals).where(
     approvals.c.run_id == bindparam("run_id"),
     approvals.c.original_hash == bindparam("hash"),
 )
-_LIVE_STEP_REQUESTS = (
-    select(approvals.c.id)
-    .where(
-        approvals.c.tenant == bindparam("tenant"),
-        approvals.c.run_id == bindparam("run_id"),
-        approvals.c.step_key == bindparam("step_key"),
-        approvals.c.state.in_(["pending", "approved"]),
-        approvals.c.id != bindparam("besides"),
+# Sorted here, not by ORDER BY: a step has a request or two, and asked to sort them SQLite
+# (without ANALYZE's statistics) reads the tenant's every request along the index that is
+# already in created_at order rather than the step's partial index.
+_LIVE_STEP_REQUESTS = select(approvals.c.id, approvals.c.created_at).where(
+    approvals.c.tenant == bindparam("tenant"),
+    approvals.c.run_id == bindparam("run_id"),
+    approvals.c.step_key == bindparam("step_key"),
+    one_of(approvals.c.state, "pending", "approved"),
+    approvals.c.id != bindparam("besides"),
+)
+
+
+@functools.cache
+def _lock_approvals_or_fail(n: int) -> Any:
+    """`n` approvals' rows locked (ids bound as id0 ... idN-1), or an error at once."""
+    ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
+    return (
+        select(approvals.c.id)
+        .where(approvals.c.id.in_(ids))
+        .order_by(approvals.c.id)
+        .with_for_update(nowait=True)
     )
-    .order_by(approvals.c.created_at, approvals.c.id)
-)
-_LOCK_APPROVALS_OR_FAIL = (
-    select(approvals.c.id)
-    .where(approvals.c.id.in_(bindparam("ids", expanding=True)))
-    .order_by(approvals.c.id)
-    .with_for_update(nowait=True)
-)
 
 
 # The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
 # hash of those.
 _STEP_LOCKS = 0x5_7E9
+_LOCK_STEP = select(
+    func.pg_advisory_xact_lock(_STEP_LOCKS, func.hashtext(bindparam("key", type_=String)))
+)
 
 
 @functools.cache
@@ -109,7 +117,7 @@ class ApprovalStatements(Statements):
 
     async def _driver_row(self, statement: Any, params: Mapping[str, Any]) -> Approval | None:
         """One approval through the driver path (or Core when it cannot be taken)."""
-        rows = await self._rows(statement, params, approvals)
+        rows = await self._rows(statement, params)
         return await with_votes(self, Approval.from_row(rows[0]) if rows else None)
 
     async def insert_approval(self, values: Mapping[str, Any]) -> Approval | None:
@@ -126,14 +134,14 @@ class ApprovalStatements(Statements):
 
     async def approval_by_key(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
         """The approval for one call in one run (the idempotency key)."""
-        row = await self._one(_APPROVAL_BY_KEY, {"tenant": tenant, "run_id": run_id, "hash": hash_})
-        return await with_votes(self, Approval.from_row(row) if row else None)
+        params = {"tenant": tenant, "run_id": run_id, "hash": hash_}
+        return await self._driver_row(_APPROVAL_BY_KEY, params)
 
     async def edited_request(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
         """The request of one run that was asked for with this hash and approved as edited
         (it has another hash now), if any."""
-        row = await self._one(_EDITED_REQUEST, {"tenant": tenant, "run_id": run_id, "hash": hash_})
-        return await with_votes(self, Approval.from_row(row) if row else None)
+        params = {"tenant": tenant, "run_id": run_id, "hash": hash_}
+        return await self._driver_row(_EDITED_REQUEST, params)
 
     async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
         """One approval, optionally only if it belongs to `tenant`."""
@@ -147,9 +155,7 @@ class ApprovalStatements(Statements):
         write transactions are exclusive already; PostgreSQL takes an advisory lock."""
         if self._dialect == "postgresql":
             key = f"{tenant}\n{run_id}\n{step_key}"  # a collision only serialises more
-            await self.conn.execute(
-                select(func.pg_advisory_xact_lock(_STEP_LOCKS, func.hashtext(key)))
-            )
+            await self._rows(_LOCK_STEP, {"key": key})
 
     async def live_step_requests(
         self, tenant: str, run_id: str, step_key: str, *, besides: str
@@ -157,7 +163,8 @@ class ApprovalStatements(Statements):
         """Ids of the pending or approved requests of one (tenant, run, step) but `besides`,
         oldest first."""
         params = {"tenant": tenant, "run_id": run_id, "step_key": step_key, "besides": besides}
-        return [r["id"] for r in await self._all(_LIVE_STEP_REQUESTS, params)]
+        rows = await self._rows(_LIVE_STEP_REQUESTS, params)
+        return [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]))]
 
     async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
         """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
@@ -204,4 +211,5 @@ class ApprovalStatements(Statements):
         an order of its own (the outbox's batch settle), so it never waits while holding
         some and so can never be half of a deadlock. SQLite's write lock covers it."""
         if self._dialect == "postgresql" and approval_ids:
-            await self.conn.execute(_LOCK_APPROVALS_OR_FAIL, {"ids": sorted(approval_ids)})
+            ids = {f"id{i}": approval_id for i, approval_id in enumerate(sorted(approval_ids))}
+            await self._rows(_lock_approvals_or_fail(len(ids)), ids)

@@ -74,14 +74,14 @@ class ChatStatements(Statements):
 
     async def card_messages_for(self, approval_id: str) -> list[CardMessage]:
         """Every chat message that shows this approval (each needs updating on a transition)."""
-        rows = await self._rows(_CARD_MESSAGES_FOR, {"approval_id": approval_id}, card_messages)
+        rows = await self._rows(_CARD_MESSAGES_FOR, {"approval_id": approval_id})
         return [CardMessage.from_row(r) for r in rows]
 
     async def insert_card_message(self, values: Mapping[str, Any]) -> CardMessage:
         """Record a posted card; posting the same message twice records it once."""
-        row = await self._one(_insert_card_message(self._dialect), values)
-        if row is not None:
-            return CardMessage.from_row(row)
+        rows = await self._insert_rows(_insert_card_message(self._dialect), values)
+        if rows:
+            return CardMessage.from_row(rows[0])
         existing = await self.card_message_at(
             values["channel"], values["address"], values["message_id"]
         )
@@ -89,7 +89,7 @@ class ChatStatements(Statements):
         return existing
 
     async def card_message(self, card_message_id: int) -> CardMessage | None:
-        rows = await self._rows(_CARD_MESSAGE, {"id": card_message_id}, card_messages)
+        rows = await self._rows(_CARD_MESSAGE, {"id": card_message_id})
         return CardMessage.from_row(rows[0]) if rows else None
 
     async def card_message_at(
@@ -97,7 +97,7 @@ class ChatStatements(Statements):
     ) -> CardMessage | None:
         """The card shown by one chat message (a click or reply names the message)."""
         where = {"channel": channel, "address": address, "message_id": message_id}
-        rows = await self._rows(_CARD_MESSAGE_AT, where, card_messages)
+        rows = await self._rows(_CARD_MESSAGE_AT, where)
         return CardMessage.from_row(rows[0]) if rows else None
 
     async def mark_card_rendered(
@@ -106,7 +106,7 @@ class ChatStatements(Statements):
         """The card now shows `state` and `shown_hash` (a new hash after an edit that left
         the request pending: a click on the card then decides what it shows)."""
         params = {"w_id": card_message_id, "v_state": state, "v_hash": shown_hash, "v_at": now}
-        await self.conn.execute(_MARK_CARD_RENDERED, params)
+        await self._rows(_MARK_CARD_RENDERED, params)
 
     async def move_card_messages(self, channel: str, old_address: str, new_address: str) -> int:
         """Say that every card (and question) in `old_address` is now in `new_address`: a

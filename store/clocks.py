@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 
 from store.schema import approvals
-from store.statements import Statements
+from store.statements import Statements, one_of
 
 _DUE_COLUMN = {
     "pending": approvals.c.expires_at,
@@ -31,7 +31,7 @@ class ClockStatements(Statements):
         column = _DUE_COLUMN[state]
         stmt = (
             select(approvals.c.id)
-            .where(approvals.c.state == state, column <= now)
+            .where(one_of(approvals.c.state, state), column <= now)
             .order_by(column)
             .limit(limit)
         )
@@ -41,7 +41,7 @@ class ClockStatements(Statements):
         """Ids of pending approvals whose next escalation step is due, oldest first."""
         stmt = (
             select(approvals.c.id)
-            .where(approvals.c.state == "pending", approvals.c.escalate_at <= now)
+            .where(one_of(approvals.c.state, "pending"), approvals.c.escalate_at <= now)
             .order_by(approvals.c.escalate_at)
             .limit(limit)
         )
@@ -59,7 +59,7 @@ class ClockStatements(Statements):
         stmt = (
             select(approvals.c.id)
             .where(
-                approvals.c.state == "pending",
+                one_of(approvals.c.state, "pending"),
                 approvals.c.reminded_at.is_(None),
                 approvals.c.remind_at <= now,
             )
@@ -76,7 +76,7 @@ class ClockStatements(Statements):
             update(approvals)
             .where(
                 approvals.c.id == approval_id,
-                approvals.c.state == "pending",
+                one_of(approvals.c.state, "pending"),
                 approvals.c.reminded_at.is_(None),
                 approvals.c.remind_at <= now,
             )

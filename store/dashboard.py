@@ -17,7 +17,7 @@ from sqlalchemy import and_, bindparam, case, extract, func, literal_column, or_
 
 from store.records import Approval
 from store.schema import approval_events, approvals
-from store.statements import Statements
+from store.statements import Statements, one_of
 from store.votes import attach_votes
 
 
@@ -85,7 +85,7 @@ class DashboardStatements(Statements):
         """One keyset page of every tenant's pending approvals, soonest deadline first (so
         the overdue lead), along the partial index on pending rows' expires_at: the rows
         after (expires_at, id) `after`, or the `limit` rows just before `before`."""
-        stmt = select(approvals).where(approvals.c.state == "pending")
+        stmt = select(approvals).where(one_of(approvals.c.state, "pending"))
         expires, key = approvals.c.expires_at, approvals.c.id
         if before is not None:
             at, last_id = before
@@ -104,7 +104,7 @@ class DashboardStatements(Statements):
         """(pending, of which overdue at `now`) across every tenant, from the partial index."""
         overdue = case((approvals.c.expires_at <= now, 1), else_=0)
         stmt = select(func.count(), func.coalesce(func.sum(overdue), 0)).where(
-            approvals.c.state == "pending"
+            one_of(approvals.c.state, "pending")
         )
         total, late = (await self.conn.execute(stmt)).one()
         return int(total), int(late)

@@ -78,7 +78,7 @@ class DelegationStatements(Statements):
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         """Delegations naming `delegate` that are active at `now`."""
         params = {"delegate": delegate, "now": now}
-        rows = await self._rows(_DELEGATIONS_TO, params, delegations)
+        rows = await self._rows(_DELEGATIONS_TO, params)
         return [Delegation.from_row(r) for r in rows]
 
     async def delegations_from(
@@ -91,7 +91,7 @@ class DelegationStatements(Statements):
         names = sorted(principals)
         params: dict[str, Any] = {f"p{i}": name for i, name in enumerate(names)}
         params["now"] = now
-        rows = await self._rows(_delegations_from(len(names)), params, delegations)
+        rows = await self._rows(_delegations_from(len(names)), params)
         return [Delegation.from_row(r) for r in rows]
 
     async def revoke_delegation(

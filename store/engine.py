@@ -31,7 +31,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
-from store.fast_path import never_waits
+from store import sqlite_inline
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Pool sizes per process. SQLite: its one writer and this many readers (WAL lets readers run
@@ -164,7 +164,9 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         if (absent := _absent(path)) is not None:
             raise StoreUnavailable(absent)
         try:
-            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+            return dialect.loaded_dbapi.connect(
+                *cargs, async_creator_fn=sqlite_inline.connect, **cparams
+            )
         except Exception as exc:
             raise StoreUnavailable(_unopenable(path, exc)) from exc
 
@@ -180,7 +182,7 @@ def _sqlite_engine(url: str, **kwargs: Any) -> AsyncEngine:
         except Exception as exc:
             raise StoreUnavailable(_unopenable(path, exc)) from exc
         if journal == "wal":
-            never_waits(dbapi_connection.driver_connection)
+            dbapi_connection.driver_connection.go_inline(SQLITE_BUSY_TIMEOUT_MS)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")

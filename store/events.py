@@ -50,7 +50,7 @@ class EventStatements(Statements):
 
     async def events_for(self, approval_id: str) -> list[Event]:
         """One approval's audit trail, oldest first."""
-        rows = await self._rows(_EVENTS_FOR, {"approval_id": approval_id}, approval_events)
+        rows = await self._rows(_EVENTS_FOR, {"approval_id": approval_id})
         return [Event.from_row(r) for r in rows]
 
     async def chain_page(

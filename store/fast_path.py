@@ -3,11 +3,11 @@
 SQLAlchemy stays the schema, migration and query-building layer: each statement here is a
 Core statement, compiled once per dialect to its SQL text and parameter order, with the
 column types' own bind and result processors. What is skipped is SQLAlchemy's execution
-machinery around each call, which costs more than the statement itself: on SQLite a Core
-execute makes four thread hand-offs through aiosqlite (cursor, execute, fetch, close) where
-`execute_fetchall` makes one; on PostgreSQL it is Python work per call. Measured on this
-project's machine (bench/decide_throughput.py, docs/benchmarks.md), an INSERT took about
-220 µs through Core on SQLite and 50 µs here; on PostgreSQL 165 µs of CPU and 100 µs.
+machinery around each call (the greenlet bridge, the execution context, the result
+object), which costs more than an indexed statement itself: measured on this project's
+machine (bench/decide_throughput.py, docs/benchmarks.md), an INSERT took about 165 µs of CPU
+through Core on PostgreSQL and 100 µs here. On SQLite the statement runs on the event loop's
+thread when it cannot wait (store/sqlite_inline.py), else on aiosqlite's.
 
 The statement runs inside the transaction SQLAlchemy opened: the same connection, between
 its BEGIN and its COMMIT (a read on SQLite opens none: each statement stands alone, see
@@ -20,7 +20,6 @@ raised, so `store.engine.translated_errors` judges them the same way.
 from __future__ import annotations
 
 import sqlite3
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,14 +28,6 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 _INTEGRITY_SQLSTATE = "23"
-# aiosqlite connections to a database in WAL mode, where none of these statements waits on a
-# lock (store.engine registers them as they open).
-_NEVER_WAITS: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def never_waits(driver: Any) -> None:
-    """`driver` (an aiosqlite connection) is to a WAL database: run statements inline."""
-    _NEVER_WAITS.add(driver)
 
 
 class DriverStatement:
@@ -61,12 +52,9 @@ class DriverStatement:
             (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
             for name in compiled.positiontup
         ]
-        # Values the statement carries itself (the 1 of `version = version + 1`).
-        self._own = {
-            name: bind.value
-            for name, bind in compiled.binds.items()
-            if not bind.required and bind.value is not None
-        }
+        # Values the statement carries itself (the 1 of `version = version + 1`, the NULL of
+        # `locked_by = NULL`).
+        self._own = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         self.columns = [c.name for c in returns]
         self._results = [
             c.type.dialect_impl(dialect).result_processor(dialect, None) for c in returns
@@ -90,14 +78,9 @@ async def run(
     parameters = statement.parameters(values)
     try:
         if dialect == "sqlite":
-            if driver in _NEVER_WAITS and (driver.in_transaction or not statement.writes):
-                # On the event loop's thread, not through aiosqlite's: a hand-off costs two
-                # thread switches, several times an indexed statement's own time. Safe because
-                # the statement cannot wait: a read in WAL mode takes no lock, and a write runs
-                # inside BEGIN IMMEDIATE, whose lock is already held (BEGIN and COMMIT, which
-                # can wait or checkpoint, still go through the thread; so does a write outside
-                # a transaction, which would have to take the lock). A `Tx` runs one statement
-                # at a time, so the connection's thread is idle meanwhile.
+            if driver.cannot_wait(statement.writes):
+                # On the event loop's thread (store/sqlite_inline.py says when that is safe).
+                # A `Tx` runs one statement at a time, so the connection's thread is idle.
                 return driver._conn.execute(statement.sql, parameters).fetchall()  # type: ignore[no-any-return]
             return list(await driver.execute_fetchall(statement.sql, parameters))
         return list(await driver.fetch(statement.sql, *parameters))

@@ -15,15 +15,12 @@ from sqlalchemy import Select, and_, bindparam, func, literal_column, or_, selec
 
 from store.records import Approval, Candidate
 from store.schema import approvals
-from store.statements import Statements
+from store.statements import Statements, one_of
 from store.votes import attach_votes
 
 _CANDIDATE_COLUMNS = [approvals.c[f.name] for f in fields(Candidate)]
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
-# Written as SQL literals, not parameters: a partial index (WHERE state = 'pending') is only
-# chosen when the query's own condition says so in the text, on SQLite and in PostgreSQL's
-# generic plans alike.
-_PENDING = approvals.c.state == literal_column("'pending'")
+_PENDING = one_of(approvals.c.state, "pending")
 _ZERO = literal_column("0")
 
 
@@ -68,7 +65,7 @@ class ListingStatements(Statements):
         """Pending approvals in id order after `after_id` (a scan in bounded pages)."""
         stmt = (
             select(approvals)
-            .where(approvals.c.state == "pending", approvals.c.id > after_id)
+            .where(_PENDING, approvals.c.id > after_id)
             .order_by(approvals.c.id)
             .limit(limit)
         )
@@ -108,7 +105,7 @@ class ListingStatements(Statements):
             named = func.json_each(approvals.c.approvers).table_valued("value")
         listed = select(named.c.value).where(named.c.value.in_(list(keys))).exists()
         stmt = select(*_CANDIDATE_COLUMNS).where(
-            approvals.c.state == "pending",
+            _PENDING,
             approvals.c.expires_at > now,
             or_(approvals.c.assignee.in_(list(keys)), listed),
         )

@@ -21,62 +21,94 @@ from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
 from store.records import OutboxJob
 from store.schema import outbox
-from store.statements import Statements, insert_for
+from store.statements import Statements, insert_for, one_of
 
-# The outbox runner's own statements, run on every claim and settle.
-_QUEUED = and_(outbox.c.state == "queued", outbox.c.kind.in_(bindparam("kinds", expanding=True)))
+# The outbox runner's own statements, run on every claim and settle: one statement per
+# shape (the runner's kinds, the number of jobs settled together), each compiled once for the
+# driver path.
 _UNLEASED = or_(outbox.c.locked_until.is_(None), outbox.c.locked_until <= bindparam("now"))
-_DUE_JOBS = (
-    select(outbox.c.id)
-    .where(_QUEUED, outbox.c.run_after <= bindparam("now"), _UNLEASED)
-    .order_by(outbox.c.run_after, outbox.c.id)
-    .limit(bindparam("limit"))
-    .with_for_update(skip_locked=True)
-)
-# When the next job falls due (now or earlier if one is due), without a lock or a write: what
-# an idle runner asks at each poll. A leased job falls due when its lease runs out.
-_NEXT_DUE = select(
-    select(func.min(outbox.c.run_after)).where(_QUEUED, _UNLEASED).scalar_subquery(),
-    select(func.min(outbox.c.locked_until))
-    .where(_QUEUED, outbox.c.locked_until > bindparam("now"))
-    .scalar_subquery(),
-)
-_CLAIM_JOBS = (
-    update(outbox)
-    .where(outbox.c.id.in_(_DUE_JOBS.scalar_subquery()))
-    .values(
-        locked_by=bindparam("w_holder", type_=outbox.c.locked_by.type),
-        locked_until=bindparam("w_lease_until", type_=outbox.c.locked_until.type),
-        attempts=outbox.c.attempts + 1,
+
+
+def _queued(kinds: tuple[str, ...]) -> Any:
+    return and_(one_of(outbox.c.state, "queued"), one_of(outbox.c.kind, *kinds))
+
+
+@functools.cache
+def _next_due(kinds: tuple[str, ...]) -> Any:
+    """When the next job falls due (now or earlier if one is due), without a lock or a
+    write: what an idle runner asks at each poll. A leased job falls due when its lease runs
+    out."""
+    return select(
+        select(func.min(outbox.c.run_after))
+        .where(_queued(kinds), _UNLEASED)
+        .scalar_subquery()
+        .label("free"),
+        select(func.min(outbox.c.locked_until))
+        .where(_queued(kinds), outbox.c.locked_until > bindparam("now"))
+        .scalar_subquery()
+        .label("leased"),
     )
-    .returning(outbox)
-)
-_HELD_JOBS = and_(
-    outbox.c.id.in_(bindparam("ids", expanding=True)),
-    outbox.c.locked_by == bindparam("holder"),
-)
-_FINISH_JOBS = (
-    update(outbox)
-    .where(_HELD_JOBS)
-    .values(
-        locked_by=None,
-        locked_until=None,
-        state="done",
-        done_at=bindparam("w_done_at", type_=outbox.c.done_at.type),
+
+
+@functools.cache
+def _claim_jobs(kinds: tuple[str, ...]) -> Any:
+    due = (
+        select(outbox.c.id)
+        .where(_queued(kinds), outbox.c.run_after <= bindparam("now"), _UNLEASED)
+        .order_by(outbox.c.run_after, outbox.c.id)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
     )
-    .returning(outbox.c.id)
-)
-_DEFER_JOBS = (
-    update(outbox)
-    .where(_HELD_JOBS)
-    .values(
-        locked_by=None,
-        locked_until=None,
-        run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
-        attempts=outbox.c.attempts - 1,
+    return (
+        update(outbox)
+        .where(outbox.c.id.in_(due.scalar_subquery()))
+        .values(
+            locked_by=bindparam("w_holder", type_=outbox.c.locked_by.type),
+            locked_until=bindparam("w_lease_until", type_=outbox.c.locked_until.type),
+            attempts=outbox.c.attempts + 1,
+        )
+        .returning(outbox)
     )
-    .returning(outbox.c.id)
-)
+
+
+def _held_jobs(n: int) -> Any:
+    """`n` jobs by id (bound as id0 ... idN-1), still held by `holder`."""
+    ids = [bindparam(f"id{i}", type_=outbox.c.id.type) for i in range(n)]
+    return and_(outbox.c.id.in_(ids), outbox.c.locked_by == bindparam("holder"))
+
+
+@functools.cache
+def _finish_jobs(n: int) -> Any:
+    return (
+        update(outbox)
+        .where(_held_jobs(n))
+        .values(
+            locked_by=None,
+            locked_until=None,
+            state="done",
+            done_at=bindparam("w_done_at", type_=outbox.c.done_at.type),
+        )
+        .returning(outbox.c.id)
+    )
+
+
+@functools.cache
+def _defer_jobs(n: int) -> Any:
+    return (
+        update(outbox)
+        .where(_held_jobs(n))
+        .values(
+            locked_by=None,
+            locked_until=None,
+            run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
+            attempts=outbox.c.attempts - 1,
+        )
+        .returning(outbox.c.id)
+    )
+
+
+def _ids(job_ids: Collection[int]) -> dict[str, int]:
+    return {f"id{i}": job_id for i, job_id in enumerate(sorted(job_ids))}
 
 
 _JOB_KEYS = (
@@ -140,7 +172,11 @@ class OutboxStatements(Statements):
             return
         self.queued = True
         if self._dialect == "postgresql":
-            await self.conn.exec_driver_sql(NOTIFY)
+            driver = await self._driver()
+            if driver is not None:
+                await driver.execute(NOTIFY)
+            else:
+                await self.conn.exec_driver_sql(NOTIFY)
 
     async def outbox_jobs(
         self, *, approval_id: str | None = None, state: str | None = None
@@ -168,21 +204,19 @@ class OutboxStatements(Statements):
         SKIP LOCKED); on SQLite the write transaction already excludes every other writer,
         and the lease condition keeps a second process off a job the first one holds.
         """
-        params = {
-            "kinds": sorted(kinds),
-            "now": now,
-            "limit": limit,
-            "w_holder": holder,
-            "w_lease_until": lease_until,
-        }
-        rows = await self._all(_CLAIM_JOBS, params)
+        if not kinds:
+            return []
+        params = {"now": now, "limit": limit, "w_holder": holder, "w_lease_until": lease_until}
+        rows = await self._rows(_claim_jobs(tuple(sorted(kinds))), params)
         return sorted((OutboxJob.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
     async def next_due(self, *, now: datetime, kinds: Collection[str]) -> datetime | None:
         """When `claim_jobs` would next take something (at or before `now` if it would now);
         None with nothing queued. A read: no write lock."""
-        params = {"kinds": sorted(kinds), "now": now}
-        free, leased = (await self.conn.execute(_NEXT_DUE, params)).one()
+        if not kinds:
+            return None
+        [row] = await self._rows(_next_due(tuple(sorted(kinds))), {"now": now})
+        free, leased = row["free"], row["leased"]
         return min((t for t in (free, leased) if t is not None), default=None)
 
     async def jobs_of(
@@ -208,8 +242,8 @@ class OutboxStatements(Statements):
         marked done)."""
         if not job_ids:
             return set()
-        params = {"ids": sorted(job_ids), "holder": holder, "w_done_at": now}
-        return {row[0] for row in (await self.conn.execute(_FINISH_JOBS, params)).all()}
+        params = {**_ids(job_ids), "holder": holder, "w_done_at": now}
+        return {row["id"] for row in await self._rows(_finish_jobs(len(job_ids)), params)}
 
     async def reschedule_job(
         self, job_id: int, holder: str, *, run_after: datetime, error: str
@@ -233,8 +267,8 @@ class OutboxStatements(Statements):
         """`defer_job` for many jobs in one statement; the ids `holder` still held."""
         if not job_ids:
             return set()
-        params = {"ids": sorted(job_ids), "holder": holder, "w_run_after": run_after}
-        return {row[0] for row in (await self.conn.execute(_DEFER_JOBS, params)).all()}
+        params = {**_ids(job_ids), "holder": holder, "w_run_after": run_after}
+        return {row["id"] for row in await self._rows(_defer_jobs(len(job_ids)), params)}
 
     async def bury_job(self, job_id: int, holder: str, *, now: datetime, error: str) -> bool:
         """Give up on a job that used its attempts: dead until `signoff outbox retry`."""

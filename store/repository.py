@@ -28,12 +28,15 @@ from store.approvals import ApprovalStatements
 from store.chat import ChatStatements
 from store.clocks import ClockStatements
 from store.commits import CommitSignal, watch_commits
+from store.connections import Held, IdleConnections
 from store.dashboard import DashboardStatements
 from store.delegations import DelegationStatements
 from store.email_links import EmailLinkStatements
 from store.engine import (
     BEGIN_MODE,
     NO_BEGIN,
+    POSTGRES_POOL,
+    SQLITE_READERS,
     WriterLock,
     create_engine,
     is_sqlite,
@@ -43,6 +46,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
+from store.sqlite_inline import Checkpoints
 from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
 from store.votes import VoteStatements
@@ -55,14 +59,28 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         sqlite = is_sqlite(engine)
-        self._writer = engine.execution_options(**{BEGIN_MODE: "IMMEDIATE"}) if sqlite else engine
-        self._reader = engine.execution_options(**{BEGIN_MODE: NO_BEGIN}) if sqlite else engine
+        self._writer = engine  # PostgreSQL's; SQLite's writes begin on their own
+        # Reads begin no transaction on either database: each statement stands alone, and no
+        # BEGIN or ROLLBACK costs a round trip (PostgreSQL: autocommit, SQLite: NO_BEGIN).
+        self._reader = engine.execution_options(
+            **({BEGIN_MODE: NO_BEGIN} if sqlite else {"isolation_level": "AUTOCOMMIT"})
+        )
         # SQLite admits one writer per file. Queueing this process's writers here, instead of
         # letting them all contend for the file lock, spares them SQLite's busy-wait sleeps
         # (which grow to 100 ms); other processes still wait on busy_timeout.
         self._write_turn: WriteTurns | None = WriteTurns() if sqlite else None
         # ... and across processes on one host (`serve --workers`), an flock beside the file.
         self._file_turn = WriterLock.for_engine(engine)
+        # Connections kept open between transactions (store/connections.py): on SQLite one
+        # kind serves reads and writes (both begin on their own), on PostgreSQL reads run in
+        # autocommit and writes not.
+        keep = SQLITE_READERS if sqlite else POSTGRES_POOL // 2 - 1
+        self._readers = IdleConnections(self._reader, keep)
+        self._writers = self._readers if sqlite else IdleConnections(self._writer, keep)
+        # SQLite's checkpoints, off the event loop's thread (store/sqlite_inline.py).
+        self._checkpoints = (
+            Checkpoints(self._readers.connection, self._writer_turn) if sqlite else None
+        )
         self.commits = CommitSignal()
 
     @classmethod
@@ -70,6 +88,10 @@ class Store:
         return cls(create_engine(url, **engine_kwargs))
 
     async def close(self) -> None:
+        if self._checkpoints is not None:
+            await self._checkpoints.close()
+        await self._readers.close()
+        await self._writers.close()
         await self.engine.dispose()
         if self._file_turn is not None:
             self._file_turn.close()
@@ -82,16 +104,44 @@ class Store:
         its turn comes after the turns of writers someone waits on (a click, an API call),
         so a burst of outbox work does not queue in front of a person's decision."""
         async with (
-            self._write_turn.turn(background) if self._write_turn else nullcontext(),
+            self._writer_turn(background),
             translated_errors(),
-            self._file_turn.held() if self._file_turn else nullcontext(),
-            self._writer.begin() as conn,
+            self._writers.connection() as held,
+            self._sqlite_transaction(held) if self._write_turn else held.conn.begin(),
         ):
-            tx = Tx(conn)
+            tx = Tx(held.conn, raw=held.raw)
             yield tx
         # Reached only once the transaction committed (an exception skips it).
+        if self._checkpoints is not None:
+            await self._checkpoints.committed()
         if tx.queued:
             self.commits.fire()
+
+    @asynccontextmanager
+    async def _sqlite_transaction(self, held: Held) -> AsyncIterator[None]:
+        """A SQLite write transaction whose BEGIN IMMEDIATE and COMMIT signoff sends on the
+        driver's connection (which runs them on the event loop when they cannot wait,
+        store/sqlite_inline.py), not through SQLAlchemy's transaction: its begin and commit
+        each went through a Core execution, a third of a click's write CPU. SQLAlchemy's
+        connection sends no BEGIN of its own (NO_BEGIN); at close, its rollback finds the
+        transaction already ended and sends nothing."""
+        driver = held.raw.driver_connection
+        await driver.begin_immediate()
+        try:
+            yield
+        except BaseException:
+            await driver.rollback_if_open()
+            raise
+        await driver.commit()
+
+    @asynccontextmanager
+    async def _writer_turn(self, background: bool = False) -> AsyncIterator[None]:
+        """This process's turn to write, and on SQLite the file's (nothing on PostgreSQL)."""
+        async with (
+            self._write_turn.turn(background) if self._write_turn else nullcontext(),
+            self._file_turn.held() if self._file_turn else nullcontext(),
+        ):
+            yield
 
     async def watch_commits(self, woken: Callable[[], None], stop: asyncio.Event) -> None:
         """Call `woken` when another process commits new outbox jobs (store/commits.py)."""
@@ -99,10 +149,11 @@ class Store:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
-        """Reads. Each statement sees the committed database as it is when it runs (on SQLite
-        as at PostgreSQL's READ COMMITTED: no snapshot spans the block)."""
-        async with translated_errors(), self._reader.connect() as conn:
-            yield Tx(conn, reading=True)
+        """Reads. Each statement sees the committed database as it is when it runs, as at
+        PostgreSQL's READ COMMITTED: no snapshot spans the block, and no transaction is
+        begun for it (a row lock a read takes ends with its statement)."""
+        async with translated_errors(), self._readers.connection() as held:
+            yield Tx(held.conn, reading=True, raw=held.raw)
 
 
 class Tx(

@@ -59,13 +59,12 @@ class StandingGrantStatements(Statements):
     ) -> list[StandingGrant]:
         """The grants that could approve a call of this tool now, oldest first."""
         params = {"tenant": tenant, "capability": capability, "tool_name": tool_name, "now": now}
-        rows = (await self.conn.execute(_FOR_CALL, params)).mappings().all()
-        return [StandingGrant.from_row(r) for r in rows]
+        return [StandingGrant.from_row(r) for r in await self._rows(_FOR_CALL, params)]
 
     async def use_standing_grant(self, grant_id: str, now: datetime) -> StandingGrant | None:
         """Count one use, if the grant is still live at `now`; the grant after it, or None."""
-        row = await self._one(_USE, {"w_id": grant_id, "now": now})
-        return StandingGrant.from_row(row) if row else None
+        rows = await self._rows(_USE, {"w_id": grant_id, "now": now})
+        return StandingGrant.from_row(rows[0]) if rows else None
 
     async def count_live_standing_grants(self, now: datetime) -> int:
         """How many grants are live at `now` (the dashboard's summary)."""

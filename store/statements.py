@@ -14,15 +14,18 @@ statement costs more CPU than running it. Values travel as bound parameters.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, literal_column
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
+
+_WORD = re.compile(r"[a-z_]+")
 
 
 def insert_for(dialect: str, table: Table) -> Any:
@@ -37,43 +40,94 @@ def insert_for(dialect: str, table: Table) -> Any:
     return sqlite.insert(table)
 
 
+def one_of(column: Any, *words: str) -> Any:
+    """`column` holds one of `words` (signoff's own constants: a state, a job kind), written
+    into the SQL text as literals, not bound as parameters. A partial index (WHERE state =
+    'pending') is chosen only when the query's own condition says so in its text, by
+    SQLite's planner and in PostgreSQL's generic plans alike: given a parameter, both read
+    every row of the table instead. And a statement with a fixed list has a fixed shape, so
+    it can be compiled once for the driver path (an expanding IN cannot)."""
+    for word in words:  # never a caller's text
+        if not _WORD.fullmatch(word):
+            raise ValueError(f"not a constant: {word!r}")
+    values = [literal_column(f"'{word}'") for word in words]
+    return column == values[0] if len(values) == 1 else column.in_(values)
+
+
 @functools.cache
-def _driver_select(dialect: Dialect, statement: Any, table: Table) -> DriverStatement:
-    """A statement returning whole rows of `table` (SELECT, or RETURNING *)."""
-    return DriverStatement(statement, dialect, returns=list(table.c))
+def _driver_statement(
+    dialect: Dialect, statement: Any, keys: tuple[str, ...] | None = None
+) -> DriverStatement:
+    """A statement compiled for the driver path, with the columns it returns (SELECT, or
+    RETURNING; none for other DML); an INSERT, for the columns `keys` it is given."""
+    return DriverStatement(statement, dialect, keys=keys, returns=list(statement.exported_columns))
+
+
+async def _begin_asyncpg(adapter: Any) -> bool:
+    """Begin the transaction SQLAlchemy's asyncpg adapter would begin before its first
+    statement, as it would (its own method, under its own lock); False where this version of
+    SQLAlchemy has no such method, and the caller takes the Core path."""
+    start = getattr(adapter, "_start_transaction", None)
+    mutex = getattr(adapter, "_execute_mutex", None)
+    if start is None or mutex is None or getattr(adapter, "_transaction", None) is not None:
+        return False
+    async with mutex:
+        await start()
+    return adapter._transaction is not None
 
 
 class Statements:
     """Statements bound to one connection: a write transaction, or a read (`Store`)."""
 
-    def __init__(self, conn: AsyncConnection, *, reading: bool = False) -> None:
+    def __init__(self, conn: AsyncConnection, *, reading: bool = False, raw: Any = None) -> None:
+        """`raw`: the connection's pool record, when the caller has it at hand."""
         self.conn = conn
         self._dialect = conn.dialect.name
-        self._raw: Any = None
+        self._raw: Any = None if raw is None else raw.driver_connection
+        self._adapter: Any = None if raw is None else raw.dbapi_connection
         # Whether this transaction queued or requeued an outbox job (Store.write tells the
         # runner after the commit).
         self.queued = False
-        # SQLite reads begin no transaction (Store.read): any statement may take the driver.
-        self._reading = reading and self._dialect == "sqlite"
+        # Reads begin no transaction (Store.read): any statement may take the driver.
+        self._reading = reading
 
     async def _driver(self) -> Any | None:
         """The driver's connection for the hot statements (store/fast_path.py), or None while
         no transaction is open on it yet: the caller then takes the Core path, which opens
-        one."""
+        one. On PostgreSQL a write transaction's BEGIN is sent here if no statement sent it
+        yet (SQLAlchemy's asyncpg adapter begins on the first statement, and the Core path
+        for the first one costs more than the statement)."""
         if self._raw is None:
-            self._raw = (await self.conn.get_raw_connection()).driver_connection
+            fairy = await self.conn.get_raw_connection()
+            self._raw = fairy.driver_connection
+            self._adapter = fairy.dbapi_connection
+        if self._reading:
+            return self._raw
         if self._dialect == "sqlite":
-            return self._raw if self._reading or self._raw.in_transaction else None
-        return self._raw if self._raw.is_in_transaction() else None
+            return self._raw if self._raw.in_transaction else None
+        if not self._raw.is_in_transaction() and not await _begin_asyncpg(self._adapter):
+            return None
+        return self._raw
 
-    async def _rows(
-        self, statement: Any, params: Mapping[str, Any], table: Table
+    async def _rows(self, statement: Any, params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The rows of a statement built once (a module constant, or cached per shape: each
+        is compiled once and kept), through the driver path, or Core when it cannot be
+        taken. Keyed by column name, as Core's mappings are."""
+        return await self._driver_rows(statement, params, None)
+
+    async def _insert_rows(
+        self, statement: Any, values: Mapping[str, Any]
     ) -> list[Mapping[str, Any]]:
-        """Whole rows of `table` through the driver path (or Core when it cannot be taken)."""
+        """`_rows` for an INSERT built once: compiled once per set of columns given."""
+        return await self._driver_rows(statement, values, tuple(values))
+
+    async def _driver_rows(
+        self, statement: Any, params: Mapping[str, Any], keys: tuple[str, ...] | None
+    ) -> list[Mapping[str, Any]]:
         driver = await self._driver()
         if driver is None:
             return list(await self._all(statement, params))
-        compiled = _driver_select(self.conn.dialect, statement, table)
+        compiled = _driver_statement(self.conn.dialect, statement, keys)
         rows = await driver_run(driver, self._dialect, compiled, params)
         return [compiled.mapping(r) for r in rows]
 

@@ -44,7 +44,7 @@ async def read_votes(
         return {}
     if len(approval_ids) == 1:  # one request being decided or shown: the driver path
         [approval_id] = approval_ids
-        rows = await statements._rows(_VOTES_FOR, {"approval_id": approval_id}, votes)
+        rows = await statements._rows(_VOTES_FOR, {"approval_id": approval_id})
         return {approval_id: tuple(Vote.from_row(r) for r in rows)} if rows else {}
     stmt = _VOTES_OF.where(votes.c.approval_id.in_(sorted(approval_ids)))
     result: dict[str, tuple[Vote, ...]] = {}

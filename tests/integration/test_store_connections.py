@@ -1,0 +1,93 @@
+"""The connections a `Store` keeps open between its transactions (store/connections.py): the
+next transaction on a kept connection starts clean, whatever the last one did.
+
+- A write cancelled while it holds its transaction (a client gone, a shutdown) leaves
+  nothing behind: what it wrote is not there, and the next write on the store commits.
+- A write that fails, and a read that fails, hand on no half-done state either.
+- Many transactions one after another hold no more connections than the pool has, however
+  many of them fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from sqlalchemy import event
+
+from store.repository import Store
+
+
+async def test_a_write_cancelled_mid_transaction_leaves_nothing_and_the_next_one_commits(
+    db_url: str, clock
+) -> None:
+    store = Store.from_url(db_url)
+    try:
+        inside = asyncio.Event()
+
+        async def stuck() -> None:
+            async with store.write() as tx:
+                await tx.enqueue("webhook", {"stuck": True}, now=clock.now())
+                inside.set()
+                await asyncio.sleep(60)  # cancelled here, its transaction open
+
+        task = asyncio.create_task(stuck())
+        await asyncio.wait_for(inside.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async with store.write() as tx:
+            await tx.enqueue("webhook", {"after": True}, now=clock.now())
+        async with store.read() as tx:
+            payloads = [job.payload for job in await tx.outbox_jobs()]
+        assert payloads == [{"after": True}]
+    finally:
+        await store.close()
+
+
+async def test_failed_transactions_hand_on_no_half_done_state(db_url: str, clock) -> None:
+    store = Store.from_url(db_url)
+    try:
+        for i in range(5):
+            with pytest.raises(RuntimeError):
+                async with store.write() as tx:
+                    await tx.enqueue("webhook", {"failed": i}, now=clock.now())
+                    raise RuntimeError("changed my mind")
+            with pytest.raises(RuntimeError):
+                async with store.read() as tx:
+                    await tx.outbox_jobs()
+                    raise RuntimeError("lost interest")
+            async with store.write() as tx:
+                await tx.enqueue("webhook", {"kept": i}, now=clock.now())
+        async with store.read() as tx:
+            payloads = [job.payload for job in await tx.outbox_jobs()]
+        assert payloads == [{"kept": i} for i in range(5)]
+    finally:
+        await store.close()
+
+
+async def test_transactions_one_after_another_stay_within_the_pool(db_url: str, clock) -> None:
+    store = Store.from_url(db_url)  # the defaults serve uses
+    opened = 0
+
+    def count(*_: object) -> None:
+        nonlocal opened
+        opened += 1
+
+    event.listen(store.engine.sync_engine, "connect", count)
+    try:
+        kept = 0
+        for i in range(200):
+            with contextlib.suppress(RuntimeError):
+                async with store.write() as tx:
+                    await tx.enqueue("webhook", {"i": i}, now=clock.now())
+                    if i % 7 == 0:
+                        raise RuntimeError("one in seven fails")
+                kept += 1
+            async with store.read() as tx:
+                assert len(await tx.outbox_jobs()) == kept
+        size = store.engine.sync_engine.pool.size()
+        assert opened <= size, f"{opened} connections opened for a pool of {size}"
+    finally:
+        await store.close()
