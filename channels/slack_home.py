@@ -240,8 +240,9 @@ class SlackHome:
         delegates: dict[frozenset[str], set[str]] = {}
         now = self.clock.now()
         async with self.store.read() as tx:
+            rows = await tx.approvals_in(approval_ids)
             for approval_id in approval_ids:
-                row = await tx.get_approval(approval_id)
+                row = rows.get(approval_id)
                 if row is None:
                     continue
                 key = (row.id, row.state, row.hash, row.assignee, row.assigned_note)

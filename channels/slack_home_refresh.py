@@ -5,7 +5,9 @@ A card job, a notice or a press on the Home only says that something changed (`a
 finds who a changed request concerns, in one read for all the requests changed since it last
 looked, and publishes each due person's Home, a few at a time:
 
-- debounced: a change waits `_SETTLE` before its publish, so a burst of changes shares it;
+- debounced: the changed requests are looked up together `_LOOK_AFTER` after the first of
+  them (one read for a burst, not one per change), and a change waits `_SETTLE` more before
+  its publish, so a burst of changes shares it;
 - batched per person: one entry per person, however many changes; one publish per person
   at a time, the next at least `_INTERVAL` after the last began (Slack allows an app about
   100 `views.publish` a minute per workspace) and after a pause in proportion to its
@@ -31,6 +33,7 @@ from bot.errors import RetryLater
 
 log = logging.getLogger("signoff.slack")
 
+_LOOK_AFTER = 0.2  # seconds a changed request waits for others to be looked up with it
 _SETTLE = 0.05  # seconds a change waits for the ones that come with it
 _INTERVAL = 1.0  # at least this long between the starts of two publishes of one Home
 _PAUSE = 4  # ... and after one, a pause of this many times its duration,
@@ -56,6 +59,7 @@ class HomeRefresh:
         self._concerned = concerned
         self._everyone = everyone
         self._approvals: dict[str, None] = {}  # changed since last looked at, in order
+        self._look_at = math.inf  # loop time to look them up at
         self._all = False  # too many changed requests: everyone's Home is due
         self._looked_failed = -math.inf  # when looking them up last failed (retried a second on)
         self._due: dict[str, float] = {}  # user -> loop time their publish may start
@@ -71,6 +75,8 @@ class HomeRefresh:
 
     def approval(self, approval_id: str) -> None:
         """`approval_id` changed: the Homes of everyone it concerns are due."""
+        if not (self._approvals or self._all):
+            self._look_at = asyncio.get_running_loop().time() + _LOOK_AFTER
         if not self._all:
             self._approvals[approval_id] = None
             if len(self._approvals) > _APPROVALS_MAX:
@@ -126,11 +132,11 @@ class HomeRefresh:
             now = loop.time()
             soonest = math.inf
             if self._approvals or self._all:
-                if now - self._looked_failed >= 1.0:
+                if now >= self._look_at and now - self._looked_failed >= 1.0:
                     await self._look_up()
                     now = loop.time()
                 if self._approvals or self._all:
-                    soonest = self._looked_failed + 1.0
+                    soonest = max(self._look_at, self._looked_failed + 1.0)
             for user, at in list(self._due.items()):
                 if user in self._flying:
                     continue
