@@ -13,6 +13,12 @@ transaction already ended), and it is not invalidated. One idle for `PING_WHEN_I
 goes back to the pool instead, whose checkout pings it before anyone uses it again (a
 PostgreSQL server may have restarted meanwhile). `keep` leaves the pool room for what takes
 connections without the store (the outbox's commit watcher, SQLite's checkpoints).
+
+While anyone waits for the pool, a connection that ends goes back to the pool instead of
+being kept: the pool hands it to the first in its queue. Kept, it went to whoever asked next,
+so under a steady load the few connections cycled among the same callers and one that had to
+queue (the outbox claiming a card's job among 32 agents' creates) waited until the load
+paused: seconds, up to the pool's timeout.
 """
 
 from __future__ import annotations
@@ -39,17 +45,32 @@ class Held:
     since: float = 0.0
 
 
+class Queued:
+    """How many callers wait for a pool's connection, counted by every `IdleConnections` that
+    takes from it."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class IdleConnections:
-    def __init__(self, engine: AsyncEngine, keep: int) -> None:
+    def __init__(self, engine: AsyncEngine, keep: int, queued: Queued | None = None) -> None:
         self._engine = engine
         self._keep = keep
         self._idle: list[Held] = []
+        self._queued = queued or Queued()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Held]:
         held = await self._take()
         if held is None:
-            conn = await self._engine.connect()
+            self._queued.count += 1
+            try:
+                conn = await self._engine.connect()
+            finally:
+                self._queued.count -= 1
             try:
                 held = Held(conn, await conn.get_raw_connection())
             except BaseException:
@@ -79,7 +100,7 @@ class IdleConnections:
 
     async def _kept(self, held: Held) -> bool:
         conn = held.conn
-        if len(self._idle) >= self._keep or conn.closed or conn.invalidated:
+        if self._queued.count or len(self._idle) >= self._keep or conn.closed or conn.invalidated:
             return False
         if conn.in_transaction():
             try:

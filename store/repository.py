@@ -28,7 +28,7 @@ from store.approvals import ApprovalStatements
 from store.chat import ChatStatements
 from store.clocks import ClockStatements
 from store.commits import CommitSignal, watch_commits
-from store.connections import Held, IdleConnections
+from store.connections import Held, IdleConnections, Queued
 from store.dashboard import DashboardStatements
 from store.delegations import DelegationStatements
 from store.email_links import EmailLinkStatements
@@ -75,8 +75,9 @@ class Store:
         # kind serves reads and writes (both begin on their own), on PostgreSQL reads run in
         # autocommit and writes not.
         keep = SQLITE_READERS if sqlite else POSTGRES_POOL // 2 - 1
-        self._readers = IdleConnections(self._reader, keep)
-        self._writers = self._readers if sqlite else IdleConnections(self._writer, keep)
+        queued = Queued()  # both take from the one pool
+        self._readers = IdleConnections(self._reader, keep, queued)
+        self._writers = self._readers if sqlite else IdleConnections(self._writer, keep, queued)
         # SQLite's checkpoints, off the event loop's thread (store/sqlite_inline.py).
         self._checkpoints = (
             Checkpoints(self._readers.connection, self._writer_turn) if sqlite else None

@@ -91,3 +91,45 @@ async def test_transactions_one_after_another_stay_within_the_pool(db_url: str, 
         assert opened <= size, f"{opened} connections opened for a pool of {size}"
     finally:
         await store.close()
+
+
+async def test_a_transaction_queued_for_the_pool_is_served_while_the_load_goes_on(
+    db_url: str, clock
+) -> None:
+    """Many readers at once, more than the pool holds, for up to 5 s: a write that has to queue
+    for a connection (the outbox claiming a card's job among agents' creates) gets one within
+    a second, not when the readers stop."""
+    store = Store.from_url(db_url)  # the defaults serve uses
+    size = store.engine.sync_engine.pool.size()
+    stop = asyncio.Event()
+    reads = 0
+
+    async def reader() -> None:
+        nonlocal reads
+        while not stop.is_set():
+            async with store.read() as tx:
+                await tx.outbox_jobs()
+            reads += 1
+            await asyncio.sleep(0)  # as a request's handler goes on to answer its client
+
+    readers = [asyncio.create_task(reader()) for _ in range(3 * size)]
+    try:
+        await asyncio.sleep(0.3)  # every connection taken, readers queued for more
+        began = asyncio.get_running_loop().time()
+        async with asyncio.timeout(5):
+            async with store.write() as tx:
+                await tx.enqueue("webhook", {"queued": True}, now=clock.now())
+        waited = asyncio.get_running_loop().time() - began
+        assert not any(task.done() for task in readers), "the load stopped before the write"
+        assert waited < 1.0, f"the write waited {waited:.2f} s for a connection"
+        before = reads
+        await asyncio.sleep(0.1)
+        assert reads > before, "the readers kept going meanwhile"
+    finally:
+        stop.set()
+        # Readers starved in the pool's queue would wait out its 30 s timeout.
+        _, starved = await asyncio.wait(readers, timeout=5)
+        for task in starved:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await store.close()
