@@ -161,7 +161,7 @@ class OutboxRunner:
         commit that queued jobs, in this process or another (store/commits.py)."""
         self._wake.set()
 
-    async def _claim(self, limit: int) -> list[OutboxJob]:
+    async def _claim(self, limit: int, kinds: list[str]) -> list[OutboxJob]:
         now = self.clock.now()
         async with self.store.write(background=True) as tx:
             return await tx.claim_jobs(
@@ -169,7 +169,7 @@ class OutboxRunner:
                 now=now,
                 lease_until=now + self.settings.lease,
                 limit=limit,
-                kinds=list(self.handlers),
+                kinds=kinds,
             )
 
     async def _next_due(self) -> float:
@@ -187,7 +187,7 @@ class OutboxRunner:
         """Claim one batch of due jobs, run them concurrently, settle each; returns how many
         were attempted. (Tests and tools: the whole batch runs, whatever the shares; `run`
         keeps claiming while slow jobs run, within the shares.)"""
-        jobs = await self._claim(self.settings.batch)
+        jobs = await self._claim(self.settings.batch, list(self.handlers))
         if jobs:
             await asyncio.gather(*(self._attempt(job) for job in jobs))
         return len(jobs)
@@ -381,7 +381,18 @@ class OutboxRunner:
                 limit = self.settings.concurrency
                 if lag.late > self.settings.busy_lag:
                     limit = min(limit, self.settings.busy_concurrency)
-                room = min(self.settings.batch, limit - len(running))
+                # No more than can start or be parked: one claimed past that went back to the
+                # queue for a second (`WAIT`), so a burst's tail came out a second at a time.
+                room = min(
+                    self.settings.batch,
+                    limit - len(running),
+                    self.settings.concurrency - len(parked),
+                )
+                # Kinds at their share are left in the queue until one of theirs ends: a
+                # burst of cards claimed past it was parked, then put back for a second.
+                kinds = [kind for kind in self.handlers if not self.shares.kind_full(kind)]
+                if not kinds:
+                    room = 0
                 claimed: list[OutboxJob] = []
                 nothing_due = False
                 if room > 0 and idle_poll:
@@ -394,7 +405,7 @@ class OutboxRunner:
                 if room > 0 and not nothing_due:
                     wait = self.settings.poll_interval
                     try:
-                        claimed = await self._claim(room)
+                        claimed = await self._claim(room, kinds)
                     except Exception:
                         log.exception("outbox claim failed; retrying")
                 # Our own lease ran out mid-attempt and we took a job again: the attempt in
@@ -416,7 +427,8 @@ class OutboxRunner:
                     stop,
                     list(running.values()),
                     full=room <= 0 or held_back,
-                    parked=bool(parked),
+                    # Parked jobs, or a kind left in the queue, wait for a job to end.
+                    slot_awaited=bool(parked) or len(kinds) < len(self.handlers),
                     wait=wait,
                 )
                 if not idle_poll:
@@ -442,16 +454,17 @@ class OutboxRunner:
         stop: asyncio.Event,
         running: list[asyncio.Task[None]],
         full: bool,
-        parked: bool = False,
+        slot_awaited: bool = False,
         wait: float | None = None,
     ) -> bool:
         """Wait for stop, the poll interval, a job ending when `full` (at capacity, or jobs
-        went back for want of a slot) or when jobs are parked, and a wake-up unless full.
-        True if the poll interval ran out with nothing else happening."""
+        went back for want of a slot) or when `slot_awaited` (jobs parked, or a kind at its
+        share), and a wake-up unless full. True if the poll interval ran out with nothing
+        else happening."""
         waiters = [asyncio.ensure_future(stop.wait())]
         if not full:
             waiters.append(asyncio.ensure_future(self._wake.wait()))
-        ending = running if full or parked else []
+        ending = running if full or slot_awaited else []
         watched: list[asyncio.Future[Any]] = [*waiters, *ending]
         try:
             done, _ = await asyncio.wait(

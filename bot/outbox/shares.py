@@ -80,7 +80,7 @@ class Shares:
 
     def _limits(self, job: OutboxJob) -> list[tuple[str, int]]:
         s = self.settings
-        keys = [(f"kind:{job.kind}", max(1, int(s.concurrency * s.kind_share)))]
+        keys = [(f"kind:{job.kind}", self._kind_limit())]
         where = destination(job)
         if where is not None:
             keys.append((f"host:{where.host}", s.per_destination))
@@ -91,6 +91,14 @@ class Shares:
         if isinstance(tenant, str):
             keys.append((f"tenant:{tenant}", s.per_tenant))
         return keys
+
+    def _kind_limit(self) -> int:
+        return max(1, int(self.settings.concurrency * self.settings.kind_share))
+
+    def kind_full(self, kind: str) -> bool:
+        """Whether jobs of `kind` hold their whole share of the slots: more of them claimed
+        now could only be parked or put back to wait (a second each, behind newer jobs)."""
+        return self._in_flight[f"kind:{kind}"] >= self._kind_limit()
 
     def admit(self, job: OutboxJob, now: datetime) -> datetime | None:
         """None if `job` may run now (its slots are taken: call `done` when it ends); else
