@@ -22,7 +22,8 @@ and a fresh server:
   the end and how long it took to drain.
 - bare_create: the reference. The statements of a create (INSERT approval, INSERT event)
   through the driver alone (bench/decide_throughput.py's bare SQL), 32 clients, in this
-  process, before any server starts.
+  process, before any server starts; then those of a decision on the rows made (lock,
+  conditional UPDATE, event, card messages, webhook job): `rate` and `decide_rate`.
 
     python bench/service.py [--n 3000] [--clients 32] [--rate 100] [--seconds 10]
         [--sustain-seconds 10] [--workers N] [--databases sqlite,postgresql]
@@ -606,13 +607,15 @@ async def bare_create(db: str, postgres: str, n: int, clients: int) -> dict | No
         if db == "sqlite":
             path = Path(tmp, "bare.db")
             await migrated(f"sqlite+aiosqlite:///{path}")
-            return {"rate": (await bench_bare_sqlite(str(path), n, clients))["create"]}
+            rates = await bench_bare_sqlite(str(path), n, clients)
+            return {"rate": rates["create"], "decide_rate": rates["decide"]}
         async with postgres_database(postgres) as url:
             if url is None:
                 return None
             await migrated(url)
             dsn = url.replace("postgresql+asyncpg://", "postgresql://")
-            return {"rate": (await bench_bare_postgres(dsn, n, clients))["create"]}
+            rates = await bench_bare_postgres(dsn, n, clients)
+            return {"rate": rates["create"], "decide_rate": rates["decide"]}
 
 
 # -- the run ---------------------------------------------------------------------------------

@@ -5,14 +5,16 @@ then run 2, ...), every figure as min / median / max, each beside the peer's sam
         [--rates 5,20,100] [--awaithumans-python PATH] [--postgres URL] [--out FILE]
 
 Each run, each a process of its own (the scripts' docstrings say what they measure):
-  1. bench/service.py --workers 1 on both databases: bare SQL create (the reference), HTTP
-     creates from 32 clients, Slack clicks offered at 100/s (cards and webhooks on);
-  2. bench/service.py with serve's default workers, SQLite: the same HTTP creates and clicks;
+  1. bench/service.py --workers 1 --no-background-process on both databases (one server
+     process: on SQLite, serve's default): bare SQL create (the reference), HTTP creates from
+     32 clients, Slack clicks offered at 100/s (cards and webhooks on);
+  2. bench/service.py with serve's defaults on PostgreSQL (one server process and the
+     background process): the same HTTP creates and clicks;
   3. bench/peer_langgraph.py: LangGraph pausing on interrupt(), SqliteSaver;
   4. bench/peer_awaithumans.py: awaithumans' server (its own venv) on both databases: creates
      from 32 clients, completes from 32 clients, completes offered at each --rates and their
      webhooks;
-  5. bench/effects_latency.py --workers 1, once per --rates value: decision -> Slack card
+  5. bench/effects_latency.py with serve's defaults, once per --rates value: decision -> Slack card
      update, Telegram card update and webhook, per surface (Slack click, Telegram button,
      web form; the CLI too at 5/s: a process per decision cannot be offered faster here).
 
@@ -22,8 +24,8 @@ Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with -
 run's raw figures, and per cell min / median / max) and prints markdown tables. Ratios are
 taken run by run (each run's signoff figure over the same run's reference), so a noisy run
 moves both sides. "Per core" divides by the server CPU each op cost (utime + stime from
-/proc), not by the cores the machine has: awaithumans is one process, signoff's default is
-several.
+/proc), not by the cores the machine has: awaithumans is one process, signoff's default on
+PostgreSQL is two.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ SIZES = {
               "effects_seconds": 1, "patience": 60},
 }  # fmt: skip
 # The columns: signoff's three setups, then the references.
-SQLITE_1, SQLITE_DEFAULT, PG_1 = "SQLite, 1 worker", "SQLite, default workers", "PG, 1 worker"
+SQLITE_1 = "SQLite, 1 process (default)"
+PG_1, PG_DEFAULT = "PG, 1 process", "PG, default (+ background process)"
 AH_SQLITE, AH_PG = "awaithumans, SQLite", "awaithumans, PG"
-OURS = (SQLITE_1, SQLITE_DEFAULT, PG_1)
-PEER_OF = {SQLITE_1: AH_SQLITE, SQLITE_DEFAULT: AH_SQLITE, PG_1: AH_PG}
+OURS = (SQLITE_1, PG_1, PG_DEFAULT)
+PEER_OF = {SQLITE_1: AH_SQLITE, PG_1: AH_PG, PG_DEFAULT: AH_PG}
 
 
 def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -> dict[str, Any]:
@@ -69,12 +72,13 @@ def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -
                str(size["seconds"]), "--no-with-creates", "--no-quiet-reference",
                "--postgres", args.postgres]  # fmt: skip
     out = tmp / f"service-1-{n}.json"
-    run([*service, "--workers", "1", "--databases", args.databases, "--json", str(out),
-         "--scenarios", "bare_create,http_create,slack_clicks"], timeout=3600)  # fmt: skip
+    run([*service, "--workers", "1", "--no-background-process", "--databases", args.databases,
+         "--json", str(out), "--scenarios", "bare_create,http_create,slack_clicks"],
+        timeout=3600)  # fmt: skip
     raw["service_1"] = json.loads(out.read_text())
-    if "sqlite" in args.databases:
+    if "postgresql" in args.databases:
         out = tmp / f"service-default-{n}.json"
-        run([*service, "--databases", "sqlite", "--json", str(out),
+        run([*service, "--databases", "postgresql", "--json", str(out),
              "--scenarios", "http_create,slack_clicks"], timeout=3600)  # fmt: skip
         raw["service_default"] = json.loads(out.read_text())
     peer = subprocess.run(
@@ -97,7 +101,7 @@ def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -
         paths = "slack,telegram,web" + (",cli" if float(rate) <= 5 else "")
         run([py, str(BENCH / "effects_latency.py"), "--runs", "1", "--rate", rate,
              "--seconds", str(size["effects_seconds"]), "--databases", args.databases,
-             "--polls", "default", "--reference", "", "--paths", paths, "--workers", "1",
+             "--polls", "default", "--reference", "", "--paths", paths,
              "--postgres", args.postgres, "--json", str(out)], timeout=3600)  # fmt: skip
         raw["effects"][rate] = json.loads(out.read_text())
     return raw
@@ -113,12 +117,14 @@ def cells_of(raw: dict[str, Any], rates: list[str]) -> dict[str, dict[str, float
 
     one = raw["service_1"]
     ours = {SQLITE_1: one.get("sqlite", {}), PG_1: one.get("postgresql", {}),
-            SQLITE_DEFAULT: raw.get("service_default", {}).get("sqlite", {})}  # fmt: skip
+            PG_DEFAULT: raw.get("service_default", {}).get("postgresql", {})}  # fmt: skip
     for column, s in ours.items():
         h, c = s.get("http_create", {}), s.get("slack_clicks", {})
         put("creates/s, 32 clients", column, h.get("rate"))
         put("create p99 (ms)", column, h.get("p99_ms"))
         put("server CPU per create (ms)", column, h.get("cpu_ms"))
+        # signoff's creates each post a Slack card, which may go out after the creates end.
+        put("... until its card was posted (ms)", column, h.get("cpu_ms_with_card"))
         put("decision p50 at 100/s (ms)", column, c.get("p50_ms"))
         put("decision p99 at 100/s (ms)", column, c.get("p99_ms"))
         put("decision max at 100/s (ms)", column, c.get("max_ms"))
@@ -126,11 +132,9 @@ def cells_of(raw: dict[str, Any], rates: list[str]) -> dict[str, dict[str, float
         put("... until its webhook (and card) arrived (ms)", column,
             c.get("cpu_ms_until_delivered"))  # fmt: skip
     for db, column in (("sqlite", "bare SQL, SQLite"), ("postgresql", "bare SQL, PG")):
-        put(
-            "creates/s, 32 clients",
-            column,
-            raw["service_1"].get(db, {}).get("bare_create", {}).get("rate"),
-        )
+        bare = raw["service_1"].get(db, {}).get("bare_create", {})
+        put("creates/s, 32 clients", column, bare.get("rate"))
+        put("decisions/s, 32 clients", column, bare.get("decide_rate"))  # absent before 12-05
     put("creates/s, 32 clients", "LangGraph pauses", raw["langgraph"]["rate"])
     for db, column in (("sqlite", AH_SQLITE), ("postgresql", AH_PG)):
         a = raw["awaithumans"].get(db, {})
@@ -155,7 +159,7 @@ def cells_of(raw: dict[str, Any], rates: list[str]) -> dict[str, dict[str, float
                 put(f"decision -> webhook {q} at {rate}/s (ms)", column, d.get(f"webhook_{q}_ms"))
     for rate in rates:
         for row in raw["effects"].get(rate, []):
-            column = SQLITE_1 if row["database"] == "sqlite" else PG_1
+            column = SQLITE_1 if row["database"] == "sqlite" else PG_DEFAULT
             f, path = row["figures"], row["path"]
             put(f"decisions answered/s at {rate}/s offered", f"{column}, {path}", f.get("rate"))
             if path == "slack":  # beside awaithumans' HTTP completes in the main table
@@ -186,20 +190,30 @@ def ratios_of(cells: dict[str, dict[str, float]]) -> dict[str, float]:
         peer = PEER_OF[ours]
         c, p = get("creates/s, 32 clients", ours), get("creates/s, 32 clients", peer)
         put(f"creates/s, {ours} / {peer}", c / p if c and p else None)
-        cc, cp = get("server CPU per create (ms)", ours), get("server CPU per create (ms)", peer)
+        # Per core: a create with its card posted (awaithumans' post none), a decision with
+        # its webhook (and card update) delivered: the work each asks of the server.
+        cc = get("... until its card was posted (ms)", ours)
+        cp = get("server CPU per create (ms)", peer)
         put(
-            f"creates per core (1 / CPU per create), {ours} / {peer}",
+            f"creates per core (1 / CPU per create, its card included), {ours} / {peer}",
             cp / cc if cc and cp else None,
         )
-        dc = get("server CPU per decision at 100/s (ms)", ours)
-        dp = get("server CPU per decision at 100/s (ms)", peer)
-        put(f"decisions per core at 100/s (1 / CPU per decision), {ours} / {peer}",
-            dp / dc if dc and dp else None)  # fmt: skip
+        dc = get("... until its webhook (and card) arrived (ms)", ours)
+        dp = get("... until its webhook (and card) arrived (ms)", peer)
+        put(f"decisions per core at 100/s (1 / CPU per decision, effects included), "
+            f"{ours} / {peer}", dp / dc if dc and dp else None)  # fmt: skip
         qc = get("decision p99 at 100/s (ms)", ours)
         qp = get("decision p99 at 100/s (ms)", peer)
         put(f"decision p99 at 100/s, {peer} / {ours}", qp / qc if qc and qp else None)
-        bare = get("creates/s, 32 clients", "bare SQL, PG" if ours == PG_1 else "bare SQL, SQLite")
+        bare_sql = "bare SQL, SQLite" if ours == SQLITE_1 else "bare SQL, PG"
+        bare = get("creates/s, 32 clients", bare_sql)
         put(f"creates/s, {ours} / bare SQL", c / bare if c and bare else None)
+        # Bare SQL runs in one process: its rate is about its rate per core.
+        put(f"creates per core (card included), {ours} / bare SQL creates/s",
+            1000 / cc / bare if cc and bare else None)  # fmt: skip
+        bare = get("decisions/s, 32 clients", bare_sql)
+        put(f"decisions per core (effects included), {ours} / bare SQL decisions/s",
+            1000 / dc / bare if dc and bare else None)  # fmt: skip
         for rate in ("20", "100"):
             figure = f"decision -> webhook p99 at {rate}/s (ms)"
             wc, wp = get(figure, ours), get(figure, peer)
@@ -236,7 +250,7 @@ def tables(cells: dict[str, dict[str, dict[str, Any]]], ratios: dict[str, dict[s
     if surfaces:
         per = [c for c in columns if c not in main]
         head = "| figure | " + " | ".join(per) + " |"
-        lines += ["", "Per surface (signoff, one worker; awaithumans: the table above):", "",
+        lines += ["", "Per surface (signoff; awaithumans: the table above):", "",
                   head, "| --- |" + " --- |" * len(per)]  # fmt: skip
         for figure in surfaces:
             lines.append(
@@ -255,6 +269,24 @@ def aggregate(per_run: list[dict[str, dict[str, float]]]) -> dict[str, dict[str,
             for column, value in row.items():
                 out.setdefault(figure, {}).setdefault(column, []).append(value)
     return {f: {c: spread(v) for c, v in row.items()} for f, row in out.items()}
+
+
+def summary(
+    raws: list[dict[str, Any]], rates: list[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Every figure and every ratio over the runs (min / median / max)."""
+    per_run = [cells_of(raw, rates) for raw in raws]
+    ratios_runs = [ratios_of(c) for c in per_run]
+    names = list(dict.fromkeys(n for r in ratios_runs for n in r))
+    ratios = {n: spread([r[n] for r in ratios_runs if n in r]) for n in names}
+    return aggregate(per_run), ratios
+
+
+def retable(path: Path) -> None:
+    result = json.loads(path.read_text("utf-8"))
+    result["cells"], result["ratios"] = summary(result["runs"], result["args"]["rates"].split(","))
+    path.write_text(json.dumps(result, indent=2, default=str), "utf-8")
+    print(tables(result["cells"], result["ratios"]))
 
 
 def main() -> None:
@@ -276,7 +308,17 @@ def main() -> None:
         ),
     )
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        metavar="FILE",
+        help="run nothing: take FILE's raw runs, write its cells and ratios anew by this "
+        "script's rules, and print the tables",
+    )
     args = parser.parse_args()
+    if args.tables is not None:
+        retable(args.tables)
+        return
     if args.quick:
         args.runs = 1
     args.databases = args.databases or ("sqlite" if args.quick else "sqlite,postgresql")
@@ -293,11 +335,7 @@ def main() -> None:
             print(f"\n=== run {n} of {args.runs} (load {os.getloadavg()[0]:.1f})", flush=True)
             raws.append(one_run(args, size, Path(tmp), n))
             loads.append(os.getloadavg())
-    per_run = [cells_of(raw, rates) for raw in raws]
-    cells = aggregate(per_run)
-    ratios_runs = [ratios_of(c) for c in per_run]
-    names = list(dict.fromkeys(n for r in ratios_runs for n in r))
-    ratios = {n: spread([r[n] for r in ratios_runs if n in r]) for n in names}
+    cells, ratios = summary(raws, rates)
     result = {
         "date": today,
         "commit": commit(),
