@@ -3,9 +3,11 @@
 aiosqlite runs every call on a thread of its own per connection: a statement through
 SQLAlchemy is four hand-offs (cursor, execute, fetch, close), each two thread switches and a
 wake-up of the event loop, and on this project's machine the hand-offs cost more CPU than
-the statements (a create without its card went from 7.5 to 4.8 ms of server CPU without
-them, docs/benchmarks.md). The thread is there so that a call that waits (for another writer's
-lock, on the busy timeout) does not stop the event loop. In WAL mode most calls cannot wait:
+the statements (a create without its card took 7.5 ms of server CPU with them and 4.8 ms
+without, measured while this module was written; with the rest of that change, 7.1 and 2.9
+ms: docs/benchmarks.md, "Issue 27: the store's overheads removed"). The thread is there so
+that a call that waits (for another writer's lock, on the busy timeout) does not stop the
+event loop. In WAL mode most calls cannot wait:
 
 - a read takes no lock;
 - inside a transaction that began with BEGIN IMMEDIATE, this connection already holds the
