@@ -77,33 +77,29 @@ def _held_jobs(n: int) -> Any:
     return and_(outbox.c.id.in_(ids), outbox.c.locked_by == bindparam("holder"))
 
 
-@functools.cache
-def _finish_jobs(n: int) -> Any:
+def _release_held(n: int, **values: Any) -> Any:
+    """`n` held jobs let go of, with `values` set; the ids of those still held."""
     return (
         update(outbox)
         .where(_held_jobs(n))
-        .values(
-            locked_by=None,
-            locked_until=None,
-            state="done",
-            done_at=bindparam("w_done_at", type_=outbox.c.done_at.type),
-        )
+        .values(locked_by=None, locked_until=None, **values)
         .returning(outbox.c.id)
     )
 
 
 @functools.cache
+def _finish_jobs(n: int) -> Any:
+    return _release_held(
+        n, state="done", done_at=bindparam("w_done_at", type_=outbox.c.done_at.type)
+    )
+
+
+@functools.cache
 def _defer_jobs(n: int) -> Any:
-    return (
-        update(outbox)
-        .where(_held_jobs(n))
-        .values(
-            locked_by=None,
-            locked_until=None,
-            run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
-            attempts=outbox.c.attempts - 1,
-        )
-        .returning(outbox.c.id)
+    return _release_held(
+        n,
+        run_after=bindparam("w_run_after", type_=outbox.c.run_after.type),
+        attempts=outbox.c.attempts - 1,
     )
 
 
