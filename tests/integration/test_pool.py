@@ -2,7 +2,8 @@
 
 - Under many concurrent requests the pool neither grows past its size nor churns: a burst
   reuses the same few connections (each SQLite connection is an aiosqlite thread; each
-  PostgreSQL one a server backend), and every request still completes.
+  PostgreSQL one a server backend), and every request still completes; nor do many
+  transactions one after another, however many of them fail.
 - SQLite writers of several processes (`serve --workers`) queue on a lock beside the file:
   a write waits while another process holds it and goes ahead when it is released, and a
   write cancelled while waiting leaves it free. The last store to close removes the lock
@@ -15,10 +16,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
 from asyncio.subprocess import PIPE
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -31,8 +34,8 @@ from store.repository import Store
 from tests.support.samples import request_body
 
 
-async def test_a_burst_of_requests_reuses_a_bounded_pool(db_url: str, directory, clock) -> None:
-    store = Store.from_url(db_url)  # the defaults serve and worker use
+def _opened(store: Store) -> Callable[[], int]:
+    """How many connections `store`'s pool has opened from now on."""
     opened = 0
 
     def count(*_: object) -> None:
@@ -40,6 +43,12 @@ async def test_a_burst_of_requests_reuses_a_bounded_pool(db_url: str, directory,
         opened += 1
 
     event.listen(store.engine.sync_engine, "connect", count)
+    return lambda: opened
+
+
+async def test_a_burst_of_requests_reuses_a_bounded_pool(db_url: str, directory, clock) -> None:
+    store = Store.from_url(db_url)  # the defaults serve and worker use
+    opened = _opened(store)
     try:
 
         async def one(i: int) -> None:
@@ -51,10 +60,33 @@ async def test_a_burst_of_requests_reuses_a_bounded_pool(db_url: str, directory,
         for _ in range(3):  # three bursts of 64 at once
             await asyncio.gather(*(one(i) for i in range(64 * _, 64 * (_ + 1))))
         size = store.engine.sync_engine.pool.size()
-        assert opened <= size, f"{opened} connections opened for a pool of {size}"
+        assert opened() <= size, f"{opened()} connections opened for a pool of {size}"
         async with store.read() as tx:
             page = await tx.list_approvals(tenant="acme", state="pending", limit=500)
         assert len(page) == 192
+    finally:
+        await store.close()
+
+
+async def test_transactions_one_after_another_stay_within_the_pool(db_url: str, clock) -> None:
+    """The connections a store keeps between transactions (store/connections.py) are the
+    pool's: however many transactions end, and however many of them fail, none is opened
+    past its size."""
+    store = Store.from_url(db_url)  # the defaults serve uses
+    opened = _opened(store)
+    try:
+        kept = 0
+        for i in range(200):
+            with contextlib.suppress(RuntimeError):
+                async with store.write() as tx:
+                    await tx.enqueue("webhook", {"i": i}, now=clock.now())
+                    if i % 7 == 0:
+                        raise RuntimeError("one in seven fails")
+                kept += 1
+            async with store.read() as tx:
+                assert len(await tx.outbox_jobs()) == kept
+        size = store.engine.sync_engine.pool.size()
+        assert opened() <= size, f"{opened()} connections opened for a pool of {size}"
     finally:
         await store.close()
 
