@@ -62,13 +62,10 @@ def work_per_core(ax: Any, cells: dict[str, dict[str, dict[str, float]]]) -> Non
             cell = cells.get(ours if column in OURS else theirs, {}).get(column)
             if cell:
                 rows.append((f"{what}: {column}", per_core(cell), COLORS[column]))
-        if what == "creates":
-            for column in ("bare SQL, SQLite", "bare SQL, PG"):
-                cell = cells.get("creates/s, 32 clients", {}).get(column)
-                if cell:  # one process on one core: its rate is its rate per core
-                    rows.append(
-                        (f"creates: {column}", (cell["min"], cell["median"], cell["max"]), BARE)
-                    )
+        for column in ("bare SQL, SQLite", "bare SQL, PG"):
+            cell = cells.get(f"{what}/s, 32 clients", {}).get(column)
+            if cell:  # one process on one core: its rate is its rate per core
+                rows.append((f"{what}: {column}", (cell["min"], cell["median"], cell["max"]), BARE))
     for y, (_, (low, mid, high), color) in enumerate(rows):
         ax.barh(y, mid, 0.6, xerr=[[mid - low], [high - mid]], color=color, capsize=2)
         ax.annotate(f"{mid:,.0f}", (high, y), xytext=(4, -3), textcoords="offset points",
