@@ -103,11 +103,10 @@ class InlineConnection(aiosqlite.Connection):
         return await super()._execute(fn, *args, **kwargs)
 
     def _statement_cannot_wait(self, verb: str, words: list[str]) -> bool:
-        if self._holds_lock and self._conn.in_transaction:
-            return True
-        if verb in _READS:
-            return True
-        return verb == "PRAGMA" and len(words) == 2 and words[1].lower() in _READ_PRAGMAS
+        reads = verb in _READS or (
+            verb == "PRAGMA" and len(words) == 2 and words[1].lower() in _READ_PRAGMAS
+        )
+        return self.cannot_wait(writes=not reads)
 
     async def _begin(self, execute: Any, sql: str) -> Any:
         """A BEGIN, inline when it can start at once. BEGIN IMMEDIATE takes the write lock:
