@@ -74,50 +74,44 @@ async def _run_until_done(store: Store, clock: FakeClock, jobs: Jobs) -> None:
         await task
 
 
-async def test_a_burst_past_every_share_is_taken_as_slots_free_up(db_url: str) -> None:
-    clock = FakeClock()
-    store = Store.from_url(db_url)
+async def test_a_burst_past_every_share_is_taken_as_slots_free_up(
+    store: Store, clock: FakeClock
+) -> None:
     jobs = Jobs()
-    try:
-        async with store.write() as tx:
-            for i in range(BURST):
-                # Cards to two hosts: the destination's share binds before the kind's.
-                await tx.enqueue("card", {"i": i, "url": f"http://chat{i % 2}.test/api"},
-                                 now=clock.now())  # fmt: skip
-            for i in range(OTHERS):
-                await tx.enqueue("webhook", {"i": i, "url": "http://hooks.test/in"},
-                                 now=clock.now())  # fmt: skip
-        await _run_until_done(store, clock, jobs)
+    async with store.write() as tx:
+        for i in range(BURST):
+            # Cards to two hosts: the destination's share binds before the kind's.
+            await tx.enqueue("card", {"i": i, "url": f"http://chat{i % 2}.test/api"},
+                             now=clock.now())  # fmt: skip
+        for i in range(OTHERS):
+            await tx.enqueue("webhook", {"i": i, "url": "http://hooks.test/in"},
+                             now=clock.now())  # fmt: skip
+    await _run_until_done(store, clock, jobs)
 
-        assert jobs.peak["kind:card"] <= 4
-        assert jobs.peak["url:http://chat0.test/api"] <= 3
-        assert jobs.peak["url:http://chat1.test/api"] <= 3
-        # Each job ran once, and nothing is left in the queue.
-        assert sorted(i for _, i in jobs.done) == sorted(set(i for _, i in jobs.done))
-        async with store.read() as tx:
-            left = [job for job in await tx.outbox_jobs() if job.state != "done"]
-        assert left == []
-    finally:
-        await store.close()
+    assert jobs.peak["kind:card"] <= 4
+    assert jobs.peak["url:http://chat0.test/api"] <= 3
+    assert jobs.peak["url:http://chat1.test/api"] <= 3
+    # Each job ran once, and nothing is left in the queue.
+    assert sorted(i for _, i in jobs.done) == sorted(set(i for _, i in jobs.done))
+    async with store.read() as tx:
+        left = [job for job in await tx.outbox_jobs() if job.state != "done"]
+    assert left == []
 
 
-async def test_another_kind_queued_behind_a_burst_runs_alongside_it(db_url: str) -> None:
-    clock = FakeClock()
-    store = Store.from_url(db_url)
+async def test_another_kind_queued_behind_a_burst_runs_alongside_it(
+    store: Store, clock: FakeClock
+) -> None:
     jobs = Jobs()
-    try:
-        async with store.write() as tx:
-            for i in range(BURST):
-                await tx.enqueue("card", {"i": i}, now=clock.now())
-        async with store.write() as tx:
-            for i in range(OTHERS):
-                await tx.enqueue("webhook", {"i": i}, now=clock.now())
-        await _run_until_done(store, clock, jobs)
+    async with store.write() as tx:
+        for i in range(BURST):
+            await tx.enqueue("card", {"i": i}, now=clock.now())
+    async with store.write() as tx:
+        for i in range(OTHERS):
+            await tx.enqueue("webhook", {"i": i}, now=clock.now())
+    await _run_until_done(store, clock, jobs)
 
-        order = [kind for kind, _ in jobs.done]
-        last_webhook = max(n for n, kind in enumerate(order) if kind == "webhook")
-        # Four cards at a time, four webhook slots beside them: the webhooks are done while
-        # most of the burst still waits its turn.
-        assert order[: last_webhook + 1].count("card") < BURST // 2, order
-    finally:
-        await store.close()
+    order = [kind for kind, _ in jobs.done]
+    last_webhook = max(n for n, kind in enumerate(order) if kind == "webhook")
+    # Four cards at a time, four webhook slots beside them: the webhooks are done while
+    # most of the burst still waits its turn.
+    assert order[: last_webhook + 1].count("card") < BURST // 2, order
