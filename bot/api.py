@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from bot import json_text
 from bot.admission import Admission, AdmissionSettings
 from bot.agent_actions import AgentActions
 from bot.canonical import canonical_json
@@ -118,6 +119,11 @@ def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
 # -- errors --------------------------------------------------------------------------------
 
 
+def _json_response(data: Any, *, status: int = 200) -> web.Response:
+    """A JSON response, written by orjson (bot.json_text)."""
+    return web.json_response(data, status=status, dumps=json_text.dumps)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return utc_iso(value)
@@ -127,7 +133,7 @@ def _jsonable(value: Any) -> Any:
 def error_response(status: int, code: str, message: str, **details: Any) -> web.Response:
     error = {"code": code, "message": message}
     error |= {k: _jsonable(v) for k, v in details.items() if v is not None and v != []}
-    return web.json_response({"error": error}, status=status)
+    return _json_response({"error": error}, status=status)
 
 
 _HTTP_CODES = {
@@ -299,7 +305,7 @@ async def create(request: web.Request) -> web.Response:
             result.approval.capability,
             extra={"approval_id": result.approval.id, "tenant": tenant, "actor": f"agent:{tenant}"},
         )
-    return web.json_response(public_record(result.approval), status=201 if result.created else 200)
+    return _json_response(public_record(result.approval), status=201 if result.created else 200)
 
 
 async def get(request: web.Request) -> web.Response:
@@ -308,7 +314,7 @@ async def get(request: web.Request) -> web.Response:
         approval = await tx.get_approval(_approval_id(request), tenant)
     if approval is None:
         raise NotFound(f"no approval with id {request.match_info['id']!r}")
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -379,7 +385,7 @@ async def claim(request: web.Request) -> web.Response:
         )
     claimed = await ctx.actions.claim(tenant, _approval_id(request), lease, key)
     approval = claimed.approval
-    return web.json_response(
+    return _json_response(
         {
             "approval": public_record(approval),
             "claim_token": claimed.claim_token,
@@ -402,7 +408,7 @@ async def renew(request: web.Request) -> web.Response:
     body = validate(RenewBody, await _body(request))
     lease = _lease(body.lease, ctx.claim_lease)
     approval = await ctx.actions.renew(tenant, _approval_id(request), body.claim_token, lease)
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 async def release(request: web.Request) -> web.Response:
@@ -411,7 +417,7 @@ async def release(request: web.Request) -> web.Response:
     approval = await request.app[API].actions.release(
         tenant, _approval_id(request), body.claim_token
     )
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 async def complete(request: web.Request) -> web.Response:
@@ -424,21 +430,21 @@ async def complete(request: web.Request) -> web.Response:
     approval = await request.app[API].actions.complete(
         tenant, _approval_id(request), body.claim_token, body.outcome, result
     )
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 async def supersede(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(SupersedeBody, await _body(request))
     approval = await request.app[API].actions.supersede(tenant, _approval_id(request), body.reason)
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 async def cancel(request: web.Request) -> web.Response:
     tenant = _tenant(request)
     body = validate(CancelBody, await _body(request, optional=True))
     approval = await request.app[API].actions.cancel(tenant, _approval_id(request), body.reason)
-    return web.json_response(public_record(approval))
+    return _json_response(public_record(approval))
 
 
 class RouteQuery(BaseModel):
@@ -459,13 +465,13 @@ async def route(request: web.Request) -> web.Response:
     try:
         found = request.app[API].directory.route_for(tenant, query.capability)
     except NoRoute:
-        return web.json_response({"capability": query.capability, "route": None})
+        return _json_response({"capability": query.capability, "route": None})
     answer = {
         "capability": found.capability,
         "approvers": list(found.approvers),
         "required_approvals": found.required_approvals,
     }
-    return web.json_response({"capability": query.capability, "route": answer})
+    return _json_response({"capability": query.capability, "route": answer})
 
 
 _OPENAPI = Path(__file__).with_name("openapi.json")

@@ -30,6 +30,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bot import json_text
 from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
 from store import sqlite_inline
 
@@ -100,6 +101,9 @@ def new_sqlite_file(url: str) -> Path | None:
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for a `sqlite+aiosqlite://` or `postgresql+asyncpg://` URL."""
     url = normalize_url(url)
+    # JSON columns are written and read by orjson (bot/json_text.py says where it is not).
+    kwargs.setdefault("json_serializer", json_text.dumps)
+    kwargs.setdefault("json_deserializer", json_text.loads)
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
