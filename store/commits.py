@@ -22,11 +22,14 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.engine import is_sqlite
+from store.records import OutboxJob
 from store.schema import outbox
 
 log = logging.getLogger(__name__)
@@ -43,14 +46,45 @@ SQLITE_STILL_AFTER = 1.0
 # A listening connection that failed is opened again after this long (the poll covers the gap).
 RECONNECT_AFTER = 1.0
 
-_NEWEST_JOB = str(select(func.max(outbox.c.id)).compile())
+# The newest job any runner may claim: one this process's own runner holds from birth
+# (CommitSignal) wakes nobody.
+_NEWEST_JOB = str(select(func.max(outbox.c.id)).where(outbox.c.locked_by.is_(None)).compile())
+
+
+class Taker(Protocol):
+    """The outbox runner of this process, taking the jobs its transactions queue (below)."""
+
+    def lease(self, kind: str) -> tuple[str, datetime] | None:
+        """The holder and lease end of a job of `kind` due now, if the runner takes it."""
+
+    def take(self, jobs: list[OutboxJob]) -> None:
+        """Jobs a committed transaction queued leased to the runner, to run now."""
 
 
 class CommitSignal:
-    """This process's listeners for "a transaction that queued jobs committed"."""
+    """This process's listeners for "a transaction that queued jobs committed", and the
+    runner that takes the jobs this process queues, if one runs here.
+
+    A job due now, queued while this process's runner has room, is written leased to that
+    runner and handed to it after the commit: no claim (a write transaction), and on
+    PostgreSQL no NOTIFY, stands between a decision and its card or webhook. If the process
+    dies first, the job is taken by any runner once its lease runs out, as a claimed job
+    is; a runner without room leaves the job in the queue for any replica.
+    """
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[], None]] = []
+        self.taker: Taker | None = None
+
+    def hand_to(self, taker: Taker) -> Callable[[], None]:
+        """Lease this process's new jobs to `taker` while it runs; returns the undo."""
+        self.taker = taker
+
+        def stop() -> None:
+            if self.taker is taker:
+                self.taker = None
+
+        return stop
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call `listener` after each such commit; returns a function that unsubscribes."""

@@ -125,6 +125,13 @@ def _enqueue(dialect: str) -> Any:
 
 
 @functools.cache
+def _enqueue_held(dialect: str) -> Any:
+    """A job queued leased to this process's runner (store/commits.py): the row, unless its
+    dedupe key was queued before."""
+    return _enqueue(dialect).returning(outbox)
+
+
+@functools.cache
 def _driver_enqueue(dialect: Dialect) -> DriverStatement:
     return DriverStatement(_enqueue(dialect.name), dialect, keys=_JOB_KEYS)
 
@@ -143,7 +150,9 @@ class OutboxStatements(Statements):
         run_after: datetime | None = None,
     ) -> None:
         """Queue a job in the caller's transaction, due now or at `run_after`; a repeated
-        dedupe_key is a no-op."""
+        dedupe_key is a no-op. A job due now goes to this process's runner if it takes it:
+        leased to it, and handed to it at commit (store/commits.py)."""
+        lease = self.taker.lease(kind) if self.taker is not None and run_after is None else None
         job = {
             "kind": kind,
             "approval_id": approval_id,
@@ -154,6 +163,11 @@ class OutboxStatements(Statements):
             "run_after": run_after or now,
             "created_at": now,
         }
+        if lease is not None:
+            job |= {"locked_by": lease[0], "locked_until": lease[1], "attempts": 1}
+            rows = await self._insert_rows(_enqueue_held(self._dialect), job)
+            self.held.extend(OutboxJob.from_row(row) for row in rows)
+            return
         driver = await self._driver()
         if driver is None:
             await self.conn.execute(_enqueue(self._dialect), job)

@@ -110,11 +110,13 @@ class Store:
             self._writers.connection() as held,
             self._sqlite_transaction(held) if self._write_turn else held.conn.begin(),
         ):
-            tx = Tx(held.conn, raw=held.raw)
+            tx = Tx(held.conn, raw=held.raw, taker=self.commits.taker)
             yield tx
         # Reached only once the transaction committed (an exception skips it).
         if self._checkpoints is not None:
             await self._checkpoints.committed()
+        if tx.held and tx.taker is not None:
+            tx.taker.take(tx.held)
         if tx.queued:
             self.commits.fire()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, literal_column
 from sqlalchemy.engine import Dialect
@@ -24,6 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
+
+if TYPE_CHECKING:
+    from store.commits import Taker
+    from store.records import OutboxJob
 
 _WORD = re.compile(r"[a-z_]+")
 
@@ -79,8 +83,16 @@ async def _begin_asyncpg(adapter: Any) -> bool:
 class Statements:
     """Statements bound to one connection: a write transaction, or a read (`Store`)."""
 
-    def __init__(self, conn: AsyncConnection, *, reading: bool = False, raw: Any = None) -> None:
-        """`raw`: the connection's pool record, when the caller has it at hand."""
+    def __init__(
+        self,
+        conn: AsyncConnection,
+        *,
+        reading: bool = False,
+        raw: Any = None,
+        taker: Taker | None = None,
+    ) -> None:
+        """`raw`: the connection's pool record, when the caller has it at hand; `taker`: the
+        outbox runner of this process, which takes the jobs due now (store/commits.py)."""
         self.conn = conn
         self._dialect = conn.dialect.name
         self._raw: Any = None if raw is None else raw.driver_connection
@@ -88,6 +100,9 @@ class Statements:
         # Whether this transaction queued or requeued an outbox job (Store.write tells the
         # runner after the commit).
         self.queued = False
+        self.taker = taker
+        # The jobs queued leased to `taker`, handed to it once the transaction commits.
+        self.held: list[OutboxJob] = []
         # Reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading
 

@@ -147,6 +147,13 @@ class OutboxRunner:
         self._wake = asyncio.Event()
         self.shares = Shares(self.settings, lambda n: backoff(n, self.settings, self._rand))
         self._lag: LoopLag | None = None  # the process's probe, while `run` runs
+        # While `run` runs: its jobs in flight and parked, and the jobs this process's
+        # transactions queued leased to it, not yet picked up (`take`).
+        self._running: dict[int, asyncio.Task[None]] | None = None
+        self._parked: dict[int, tuple[OutboxJob, datetime]] = {}
+        self._handed: list[OutboxJob] = []
+        # Whether the next pass claims: not when only handed jobs woke it.
+        self._claim_asked = True
         self._settler = Settler(
             store, self.holder, self.clock, self._settle_window, self.settings.batch
         )
@@ -159,6 +166,22 @@ class OutboxRunner:
     def wake(self) -> None:
         """New jobs were committed: look now, not at the next poll. `run` calls it on every
         commit that queued jobs, in this process or another (store/commits.py)."""
+        self._claim_asked = True
+        self._wake.set()
+
+    def lease(self, kind: str) -> tuple[str, datetime] | None:
+        """Whether a job of `kind` queued now in this process is this runner's from birth
+        (store/commits.py): while `run` runs, handles the kind and has room to start or park
+        it (`_admitted`); then the holder and the lease's end to write with it."""
+        if self._running is None or kind not in self.handlers:
+            return None
+        if len(self._parked) + len(self._handed) >= self.settings.concurrency:
+            return None
+        return self.holder, self.clock.now() + self.settings.lease
+
+    def take(self, jobs: list[OutboxJob]) -> None:
+        """Jobs leased to this runner by `lease`, committed: run them as if just claimed."""
+        self._handed.extend(jobs)
         self._wake.set()
 
     async def _claim(self, limit: int, kinds: list[str]) -> list[OutboxJob]:
@@ -355,6 +378,7 @@ class OutboxRunner:
         """
         running: dict[int, asyncio.Task[None]] = {}
         parked: dict[int, tuple[OutboxJob, datetime]] = {}
+        self._parked, self._claim_asked = parked, True
         next_prune = self.clock.now()
         idle_poll = False  # the last wait ended at its timeout, nothing having woken it
         # An idle runner reads when the next job falls due instead of claiming, and waits
@@ -363,6 +387,8 @@ class OutboxRunner:
         wait = self.settings.poll_interval
         lag = self._lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
+        self._running = running
+        unhand = self.store.commits.hand_to(self)
         watcher = asyncio.create_task(
             self.store.watch_commits(self.wake, stop), name="outbox-commits"
         )
@@ -378,6 +404,9 @@ class OutboxRunner:
                         )
                 # Cleared before claiming: a commit landing during the claim wakes the wait.
                 self._wake.clear()
+                handed, self._handed = self._handed, []
+                # Woken only by jobs handed over: nothing new for a claim to find.
+                claim, self._claim_asked = self._claim_asked or not handed, False
                 limit = self.settings.concurrency
                 if lag.late > self.settings.busy_lag:
                     limit = min(limit, self.settings.busy_concurrency)
@@ -395,14 +424,14 @@ class OutboxRunner:
                     room = 0
                 claimed: list[OutboxJob] = []
                 nothing_due = False
-                if room > 0 and idle_poll:
+                if room > 0 and claim and idle_poll:
                     due_in = await self._next_due()
                     # Nothing to do: no write transaction for an idle poll, nor for one while
                     # slow jobs run (a claim per poll was most of a busy runner's writes).
                     nothing_due = due_in > 0
                     if nothing_due:
                         wait = min(wait * 2, self.settings.poll_interval * _IDLE_POLLS, due_in)
-                if room > 0 and not nothing_due:
+                if room > 0 and claim and not nothing_due:
                     wait = self.settings.poll_interval
                     try:
                         claimed = await self._claim(room, kinds)
@@ -410,7 +439,11 @@ class OutboxRunner:
                         log.exception("outbox claim failed; retrying")
                 # Our own lease ran out mid-attempt and we took a job again: the attempt in
                 # flight settles it.
-                fresh = [job for job in claimed if job.id not in running and job.id not in parked]
+                fresh = [
+                    job
+                    for job in [*handed, *claimed]
+                    if job.id not in running and job.id not in parked
+                ]
                 admitted, for_a_slot = await self._admitted(fresh, parked, limit - len(running))
                 for job in admitted:
                     task = asyncio.create_task(self._shared(job), name=f"outbox-{job.id}")
@@ -422,6 +455,7 @@ class OutboxRunner:
                 # claim goes on, so a hundred of them are no wall before another endpoint's.
                 held_back = for_a_slot and bool(running)
                 if claimed and len(claimed) == room and not held_back:
+                    self._claim_asked = True
                     continue  # a full batch: more may be due now
                 idle_poll = await self._idle(
                     stop,
@@ -437,6 +471,10 @@ class OutboxRunner:
                 await asyncio.wait(list(running.values()), timeout=drain)
         finally:
             unsubscribe()
+            unhand()
+            self._running = None
+            # Handed over but never started: handed back below with the rest it holds.
+            self._handed = []
             watcher.cancel()
             left = list(running.values())
             for task in left:

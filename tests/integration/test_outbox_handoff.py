@@ -1,0 +1,170 @@
+"""Jobs queued in a process whose outbox runner runs are born leased to that runner and
+handed to it at commit (store/commits.py, bot/outbox/runner.py): no claim, and on
+PostgreSQL no NOTIFY, stands between a create or a decision and its card or webhook.
+
+Proves, on SQLite and PostgreSQL: the job runs once, leased to this runner from its first
+moment; a runner that dies holding such a job loses it only until its lease runs out, when
+another replica takes it; a runner with no room leaves new jobs in the queue for any replica
+to claim; and a transaction that rolls back hands nothing over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+import pytest
+
+from bot.clock import FakeClock
+from bot.outbox.runner import OutboxRunner, OutboxSettings
+from store.records import OutboxJob
+from store.repository import Store
+
+SETTINGS = OutboxSettings(
+    lease=timedelta(minutes=1), concurrency=2, kind_share=1.0, poll_interval=30.0
+)
+
+
+class Hands:
+    """A handler that records each job it is given and, while `hang` is set, never ends
+    (a runner stuck, or a process about to be killed)."""
+
+    def __init__(self, hang: bool = False) -> None:
+        self.seen: list[OutboxJob] = []
+        self.hang = hang
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, job: OutboxJob) -> None:
+        self.seen.append(job)
+        self.arrived.set()
+        if self.hang:
+            await asyncio.Event().wait()
+
+
+async def _queue(store: Store, clock: FakeClock, n: int = 1, key: str = "job") -> None:
+    async with store.write() as tx:
+        for i in range(n):
+            await tx.enqueue("webhook", {"n": i}, now=clock.now(), dedupe_key=f"{key}-{i}")
+
+
+async def _jobs(store: Store) -> list[OutboxJob]:
+    async with store.read() as tx:
+        return await tx.outbox_jobs()
+
+
+async def _running(runner: OutboxRunner) -> tuple[asyncio.Event, asyncio.Task[None]]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop, drain=0.01))
+    for _ in range(200):  # until the runner has made its first pass and takes jobs
+        if runner.lease("webhook") is not None:
+            break
+        await asyncio.sleep(0.005)
+    return stop, task
+
+
+async def test_a_job_queued_beside_the_runner_is_leased_to_it_in_the_commit(
+    store: Store, clock: FakeClock
+) -> None:
+    hands = Hands()
+    runner = OutboxRunner(store, {"webhook": hands}, clock, SETTINGS, holder="here")
+    stop, task = await _running(runner)
+    try:
+        await _queue(store, clock)
+        # Leased in the commit itself: another replica claiming at once finds nothing.
+        replica = OutboxRunner(store, {"webhook": Hands()}, clock, SETTINGS, holder="replica")
+        assert await replica.run_once() == 0
+        async with asyncio.timeout(5):
+            await hands.arrived.wait()
+        (job,) = hands.seen
+        assert (job.locked_by, job.attempts) == ("here", 1)
+        assert job.locked_until == clock.now() + SETTINGS.lease
+        for _ in range(200):
+            if (await _jobs(store))[0].state == "done":
+                break
+            await asyncio.sleep(0.01)
+        assert [(j.state, j.attempts) for j in await _jobs(store)] == [("done", 1)]
+    finally:
+        stop.set()
+        await task
+
+
+class Died:
+    """The runner of a process killed right after the commit: it leased the job, and never
+    ran it nor handed it back."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def lease(self, kind: str) -> tuple[str, datetime]:
+        return "died", self.clock.now() + SETTINGS.lease
+
+    def take(self, jobs: list[OutboxJob]) -> None:
+        pass
+
+
+async def test_a_job_held_by_a_runner_that_died_is_taken_after_its_lease(
+    store: Store, clock: FakeClock
+) -> None:
+    undo = store.commits.hand_to(Died(clock))
+    await _queue(store, clock)
+    undo()
+    [held] = await _jobs(store)
+    assert (held.state, held.locked_by, held.attempts) == ("queued", "died", 1)
+
+    other = Hands()
+    replica = OutboxRunner(store, {"webhook": other}, clock, SETTINGS, holder="replica")
+    assert await replica.run_once() == 0  # still leased to the dead runner
+    clock.advance(SETTINGS.lease + timedelta(seconds=1))
+    assert await replica.run_once() == 1
+    assert [job.id for job in other.seen] == [held.id]
+    assert [(j.state, j.attempts) for j in await _jobs(store)] == [("done", 2)]
+
+
+async def test_a_runner_with_no_room_leaves_new_jobs_to_any_replica(
+    store: Store, clock: FakeClock
+) -> None:
+    stuck = Hands(hang=True)
+    busy = OutboxRunner(store, {"webhook": stuck}, clock, SETTINGS, holder="busy")
+    stop, task = await _running(busy)
+    try:
+        # As many as it runs, and as many again parked: it has no more room.
+        full = 2 * SETTINGS.concurrency
+        await _queue(store, clock, n=full, key="first")
+        for _ in range(200):
+            if len(stuck.seen) == SETTINGS.concurrency:
+                break
+            await asyncio.sleep(0.01)
+        assert len(stuck.seen) == SETTINGS.concurrency
+        assert [job.locked_by for job in await _jobs(store)] == ["busy"] * full
+        await _queue(store, clock, key="more")  # queued for anyone
+
+        other = Hands()
+        replica = OutboxRunner(store, {"webhook": other}, clock, SETTINGS, holder="replica")
+        assert await replica.run_once() == 1
+        assert [job.payload for job in other.seen] == [{"n": 0}]
+        assert other.seen[0].dedupe_key == "more-0"
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_transaction_that_rolls_back_hands_nothing_over(
+    store: Store, clock: FakeClock
+) -> None:
+    hands = Hands()
+    runner = OutboxRunner(store, {"webhook": hands}, clock, SETTINGS, holder="here")
+    stop, task = await _running(runner)
+    try:
+        with pytest.raises(RuntimeError):
+            async with store.write() as tx:
+                await tx.enqueue("webhook", {"n": 0}, now=clock.now(), dedupe_key="gone")
+                raise RuntimeError("the change failed after queueing its effect")
+        await _queue(store, clock, key="kept")
+        async with asyncio.timeout(5):
+            await hands.arrived.wait()
+        await asyncio.sleep(0.05)
+        assert [job.dedupe_key for job in hands.seen] == ["kept-0"]
+        assert [job.dedupe_key for job in await _jobs(store)] == ["kept-0"]
+    finally:
+        stop.set()
+        await task
