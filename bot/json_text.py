@@ -12,9 +12,12 @@ library:
 - it refuses to read an escaped lone surrogate, which `json.loads` reads.
 
 The text differs from the standard library's only in form (no spaces, UTF-8 unescaped);
-rows written before read the same. Request bodies are still parsed by bot.validation
-(duplicate keys are refused there, which orjson cannot tell), and hashes are RFC 8785's
-(bot.canonical).
+rows written before read the same. Two differences stay, harmless here: orjson writes NaN
+and infinities as null (request bodies refuse them: bot.validation), and writes datetimes,
+UUIDs and dataclasses where `json.dumps` raised. The list endpoint's records are still
+written by `json.dumps`, whose output sizes its pages. Request bodies are still parsed by
+bot.validation (duplicate keys are refused there, which orjson cannot tell), and hashes
+are RFC 8785's (bot.canonical).
 """
 
 from __future__ import annotations

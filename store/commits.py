@@ -25,12 +25,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.engine import is_sqlite
 from store.records import OutboxJob
-from store.schema import outbox
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +45,13 @@ SQLITE_STILL_AFTER = 1.0
 RECONNECT_AFTER = 1.0
 
 # The newest job any runner may claim: one this process's own runner holds from birth
-# (CommitSignal) wakes nobody.
-_NEWEST_JOB = str(select(func.max(outbox.c.id)).where(outbox.c.locked_by.is_(None)).compile())
+# (CommitSignal) wakes nobody, nor does a job that finished. Through the queue's index: by the
+# primary key, SQLite walked back over every done job when none was queued (11 ms on 200,000
+# rows, against 2 µs; 0.2 ms with 2,000 queued).
+_NEWEST_JOB = (
+    "SELECT max(id) FROM outbox INDEXED BY ix_outbox_due"
+    " WHERE state = 'queued' AND locked_by IS NULL"
+)
 
 
 class Taker(Protocol):
@@ -57,8 +60,9 @@ class Taker(Protocol):
     def lease(self, kind: str) -> tuple[str, datetime] | None:
         """The holder and lease end of a job of `kind` due now, if the runner takes it."""
 
-    def take(self, jobs: list[OutboxJob]) -> None:
-        """Jobs a committed transaction queued leased to the runner, to run now."""
+    def take(self, jobs: list[OutboxJob], leased: int) -> None:
+        """After a write transaction that asked for `leased` leases ended: the jobs it
+        committed leased to the runner, to run now (none if it rolled back)."""
 
 
 class CommitSignal:

@@ -164,6 +164,7 @@ class OutboxStatements(Statements):
             "created_at": now,
         }
         if lease is not None:
+            self.leased += 1
             job |= {"locked_by": lease[0], "locked_until": lease[1], "attempts": 1}
             rows = await self._insert_rows(_enqueue_held(self._dialect), job)
             self.held.extend(OutboxJob.from_row(row) for row in rows)

@@ -104,19 +104,27 @@ class Store:
         `background`: work nobody is waiting on (the outbox's claims and settles). On SQLite
         its turn comes after the turns of writers someone waits on (a click, an API call),
         so a burst of outbox work does not queue in front of a person's decision."""
-        async with (
-            self._writer_turn(background),
-            translated_errors(),
-            self._writers.connection() as held,
-            self._sqlite_transaction(held) if self._write_turn else held.conn.begin(),
-        ):
-            tx = Tx(held.conn, raw=held.raw, taker=self.commits.taker)
-            yield tx
-        # Reached only once the transaction committed (an exception skips it).
+        tx: Tx | None = None
+        try:
+            async with (
+                self._writer_turn(background),
+                translated_errors(),
+                self._writers.connection() as held,
+                self._sqlite_transaction(held) if self._write_turn else held.conn.begin(),
+            ):
+                tx = Tx(held.conn, raw=held.raw, taker=self.commits.taker)
+                yield tx
+        except BaseException:
+            if tx is not None and tx.leased and tx.taker is not None:
+                tx.taker.take([], tx.leased)  # rolled back: its leases come to nothing
+            raise
+        # Reached only once the transaction committed (an exception skips it). The jobs go to
+        # the runner before anything else is awaited (and could be cancelled).
+        assert tx is not None
+        if tx.leased and tx.taker is not None:
+            tx.taker.take(tx.held, tx.leased)
         if self._checkpoints is not None:
             await self._checkpoints.committed()
-        if tx.held and tx.taker is not None:
-            tx.taker.take(tx.held)
         if tx.queued:
             self.commits.fire()
 

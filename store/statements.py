@@ -101,8 +101,10 @@ class Statements:
         # runner after the commit).
         self.queued = False
         self.taker = taker
-        # The jobs queued leased to `taker`, handed to it once the transaction commits.
+        # The jobs queued leased to `taker`, handed to it once the transaction commits, and
+        # how many leases it gave (a dedupe conflict inserts nothing).
         self.held: list[OutboxJob] = []
+        self.leased = 0
         # Reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading
 

@@ -152,8 +152,11 @@ class OutboxRunner:
         self._running: dict[int, asyncio.Task[None]] | None = None
         self._parked: dict[int, tuple[OutboxJob, datetime]] = {}
         self._handed: list[OutboxJob] = []
-        # Whether the next pass claims: not when only handed jobs woke it.
+        self._promised = 0  # leases given to transactions still open
+        # Whether the next pass claims: not when only handed jobs woke it, unless a poll
+        # interval went by since the last claim (retries and put-back jobs fall due unseen).
         self._claim_asked = True
+        self._next_claim = 0.0  # loop time
         self._settler = Settler(
             store, self.holder, self.clock, self._settle_window, self.settings.batch
         )
@@ -175,14 +178,19 @@ class OutboxRunner:
         it (`_admitted`); then the holder and the lease's end to write with it."""
         if self._running is None or kind not in self.handlers:
             return None
-        if len(self._parked) + len(self._handed) >= self.settings.concurrency:
+        waiting = len(self._parked) + len(self._handed) + self._promised
+        if waiting >= self.settings.concurrency:
             return None
+        self._promised += 1
         return self.holder, self.clock.now() + self.settings.lease
 
-    def take(self, jobs: list[OutboxJob]) -> None:
-        """Jobs leased to this runner by `lease`, committed: run them as if just claimed."""
-        self._handed.extend(jobs)
-        self._wake.set()
+    def take(self, jobs: list[OutboxJob], leased: int) -> None:
+        """A transaction that had `leased` leases from `lease` ended; `jobs`, committed, run
+        as if just claimed (none if it rolled back)."""
+        self._promised = max(self._promised - leased, 0)
+        if jobs:
+            self._handed.extend(jobs)
+            self._wake.set()
 
     async def _claim(self, limit: int, kinds: list[str]) -> list[OutboxJob]:
         now = self.clock.now()
@@ -387,8 +395,9 @@ class OutboxRunner:
         wait = self.settings.poll_interval
         lag = self._lag = LoopLag.acquire()  # the process's one probe, shared with the create gate
         unsubscribe = self.store.commits.subscribe(self.wake)
-        self._running = running
+        self._running, self._promised = running, 0
         unhand = self.store.commits.hand_to(self)
+        loop = asyncio.get_running_loop()
         watcher = asyncio.create_task(
             self.store.watch_commits(self.wake, stop), name="outbox-commits"
         )
@@ -405,8 +414,10 @@ class OutboxRunner:
                 # Cleared before claiming: a commit landing during the claim wakes the wait.
                 self._wake.clear()
                 handed, self._handed = self._handed, []
-                # Woken only by jobs handed over: nothing new for a claim to find.
-                claim, self._claim_asked = self._claim_asked or not handed, False
+                # Woken only by jobs handed over: nothing new for a claim to find, unless a
+                # poll interval went by without one.
+                due = loop.time() >= self._next_claim
+                claim, self._claim_asked = self._claim_asked or not handed or due, False
                 limit = self.settings.concurrency
                 if lag.late > self.settings.busy_lag:
                     limit = min(limit, self.settings.busy_concurrency)
@@ -424,6 +435,8 @@ class OutboxRunner:
                     room = 0
                 claimed: list[OutboxJob] = []
                 nothing_due = False
+                if room > 0 and claim:
+                    self._next_claim = loop.time() + self.settings.poll_interval
                 if room > 0 and claim and idle_poll:
                     due_in = await self._next_due()
                     # Nothing to do: no write transaction for an idle poll, nor for one while
@@ -467,6 +480,9 @@ class OutboxRunner:
                 )
                 if not idle_poll:
                     wait = self.settings.poll_interval  # woken: back to the plain poll
+            # Stopping: no more leases (one given now could commit after the hand-back).
+            unhand()
+            self._running = None
             if running:
                 await asyncio.wait(list(running.values()), timeout=drain)
         finally:

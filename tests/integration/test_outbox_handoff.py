@@ -11,6 +11,7 @@ to claim; and a transaction that rolls back hands nothing over.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -55,8 +56,8 @@ async def _jobs(store: Store) -> list[OutboxJob]:
 async def _running(runner: OutboxRunner) -> tuple[asyncio.Event, asyncio.Task[None]]:
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop, drain=0.01))
-    for _ in range(200):  # until the runner has made its first pass and takes jobs
-        if runner.lease("webhook") is not None:
+    for _ in range(200):  # until the runner takes this process's jobs
+        if runner.store.commits.taker is runner:
             break
         await asyncio.sleep(0.005)
     return stop, task
@@ -98,7 +99,7 @@ class Died:
     def lease(self, kind: str) -> tuple[str, datetime]:
         return "died", self.clock.now() + SETTINGS.lease
 
-    def take(self, jobs: list[OutboxJob]) -> None:
+    def take(self, jobs: list[OutboxJob], leased: int) -> None:
         pass
 
 
@@ -127,15 +128,14 @@ async def test_a_runner_with_no_room_leaves_new_jobs_to_any_replica(
     busy = OutboxRunner(store, {"webhook": stuck}, clock, SETTINGS, holder="busy")
     stop, task = await _running(busy)
     try:
-        # As many as it runs, and as many again parked: it has no more room.
-        full = 2 * SETTINGS.concurrency
-        await _queue(store, clock, n=full, key="first")
+        # As many as it runs, then as many again, parked: it has no more room.
+        await _queue(store, clock, n=SETTINGS.concurrency, key="first")
         for _ in range(200):
             if len(stuck.seen) == SETTINGS.concurrency:
                 break
             await asyncio.sleep(0.01)
-        assert len(stuck.seen) == SETTINGS.concurrency
-        assert [job.locked_by for job in await _jobs(store)] == ["busy"] * full
+        await _queue(store, clock, n=SETTINGS.concurrency, key="second")
+        assert [job.locked_by for job in await _jobs(store)] == ["busy"] * 2 * SETTINGS.concurrency
         await _queue(store, clock, key="more")  # queued for anyone
 
         other = Hands()
@@ -165,6 +165,33 @@ async def test_a_transaction_that_rolls_back_hands_nothing_over(
         await asyncio.sleep(0.05)
         assert [job.dedupe_key for job in hands.seen] == ["kept-0"]
         assert [job.dedupe_key for job in await _jobs(store)] == ["kept-0"]
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_job_falling_due_is_claimed_while_jobs_keep_being_handed_over(
+    store: Store, clock: FakeClock
+) -> None:
+    # Nothing wakes the runner for a retry or a put-back job falling due; a claim per poll
+    # interval finds it, even while hand-overs keep waking the runner.
+    settings = replace(SETTINGS, poll_interval=0.05, concurrency=8)
+    hands = Hands()
+    runner = OutboxRunner(store, {"webhook": hands}, clock, settings, holder="here")
+    stop, task = await _running(runner)
+    try:
+        later = clock.now() + timedelta(seconds=30)
+        async with store.write() as tx:
+            await tx.enqueue("webhook", {}, now=clock.now(), run_after=later, dedupe_key="later")
+        await asyncio.sleep(0.1)  # the claim its commit woke found it not yet due
+        clock.advance(timedelta(seconds=31))
+        async with asyncio.timeout(5):
+            for i in range(500):
+                if any(job.dedupe_key == "later" for job in hands.seen):
+                    break
+                await _queue(store, clock, key=f"steady-{i}")  # handed over every 10 ms
+                await asyncio.sleep(0.01)
+        assert any(job.dedupe_key == "later" for job in hands.seen)
     finally:
         stop.set()
         await task

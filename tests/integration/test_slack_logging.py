@@ -23,20 +23,38 @@ from tests.fakes.slack import FakeSlack
 from tests.support.samples import approval_record
 
 
+def _channel(store: Store, directory: Directory, clock: FakeClock, base_url: str) -> SlackChannel:
+    return SlackChannel(
+        SlackConfig(api_base_url=base_url),
+        directory=directory,
+        operator=Operator(store, directory, clock),
+        delegations=Delegations(store, directory, clock),
+        memory=ChatMemory(store, clock),
+        environ={"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s"},
+    )
+
+
+async def test_at_info_slack_sdk_builds_no_debug_line_while_the_channel_runs(
+    store: Store, directory: Directory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="slack_sdk")
+    async with FakeSlack() as slack:
+        channel = _channel(store, directory, clock, slack.base_url)
+        await channel.start()
+        try:
+            # slack-sdk builds its debug lines when this level is DEBUG or lower (0, unset).
+            assert channel.client.logger.level == logging.INFO
+        finally:
+            await channel.stop()
+
+
 async def test_slack_sdk_request_lines_are_logged_when_debug_is_asked_for(
     store: Store, directory: Directory, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="slack_sdk")
     card = Card.from_approval(approval_record(), datetime(2026, 3, 2, 9, tzinfo=UTC), directory)
     async with FakeSlack() as slack:
-        channel = SlackChannel(
-            SlackConfig(api_base_url=slack.base_url),
-            directory=directory,
-            operator=Operator(store, directory, clock),
-            delegations=Delegations(store, directory, clock),
-            memory=ChatMemory(store, clock),
-            environ={"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s"},
-        )
+        channel = _channel(store, directory, clock, slack.base_url)
         await channel.start()
         try:
             await channel.post_card(card, Target.parse("slack:C0FINANCE"))

@@ -13,7 +13,7 @@ VALUES = [
     {"amount": 12000, "currency": "EUR", "note": "für Zoë ✓", "nested": [1, 2.5, None, True]},
     2**70,  # past 64 bits: orjson refuses to write it and would read it as a float
     -(2**70),
-    2**64 - 1,  # the largest integer orjson reads exactly
+    2**64 - 1,  # 20 digits: read by the standard library, as every run of 19 or more is
     -(2**63),
     {"account": 123456789012345678901234567890},
     {"id": "00000000000000000000000"},  # a long run of digits inside a string
