@@ -11,6 +11,9 @@ to claim; and a transaction that rolls back hands nothing over.
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -53,23 +56,44 @@ async def _jobs(store: Store) -> list[OutboxJob]:
         return await tx.outbox_jobs()
 
 
-async def _running(runner: OutboxRunner) -> tuple[asyncio.Event, asyncio.Task[None]]:
+async def _done(store: Store) -> bool:
+    return (await _jobs(store))[0].state == "done"
+
+
+async def _until(holds: Callable[[], Awaitable[bool] | bool]) -> None:
+    """Wait (at most 2 s) until `holds()` is true."""
+    for _ in range(200):
+        outcome = holds()
+        if await outcome if inspect.isawaitable(outcome) else outcome:
+            return
+        await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def _running(
+    store: Store,
+    clock: FakeClock,
+    hands: Hands,
+    holder: str,
+    settings: OutboxSettings = SETTINGS,
+) -> AsyncIterator[OutboxRunner]:
+    """A runner performing `hands`, running and taking this process's jobs; stopped after."""
+    runner = OutboxRunner(store, {"webhook": hands}, clock, settings, holder=holder)
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop, drain=0.01))
-    for _ in range(200):  # until the runner takes this process's jobs
-        if runner.store.commits.taker is runner:
-            break
-        await asyncio.sleep(0.005)
-    return stop, task
+    try:
+        await _until(lambda: store.commits.taker is runner)
+        yield runner
+    finally:
+        stop.set()
+        await task
 
 
 async def test_a_job_queued_beside_the_runner_is_leased_to_it_in_the_commit(
     store: Store, clock: FakeClock
 ) -> None:
     hands = Hands()
-    runner = OutboxRunner(store, {"webhook": hands}, clock, SETTINGS, holder="here")
-    stop, task = await _running(runner)
-    try:
+    async with _running(store, clock, hands, "here"):
         await _queue(store, clock)
         # Leased in the commit itself: another replica claiming at once finds nothing.
         replica = OutboxRunner(store, {"webhook": Hands()}, clock, SETTINGS, holder="replica")
@@ -79,14 +103,8 @@ async def test_a_job_queued_beside_the_runner_is_leased_to_it_in_the_commit(
         (job,) = hands.seen
         assert (job.locked_by, job.attempts) == ("here", 1)
         assert job.locked_until == clock.now() + SETTINGS.lease
-        for _ in range(200):
-            if (await _jobs(store))[0].state == "done":
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: _done(store))
         assert [(j.state, j.attempts) for j in await _jobs(store)] == [("done", 1)]
-    finally:
-        stop.set()
-        await task
 
 
 class Died:
@@ -125,15 +143,10 @@ async def test_a_runner_with_no_room_leaves_new_jobs_to_any_replica(
     store: Store, clock: FakeClock
 ) -> None:
     stuck = Hands(hang=True)
-    busy = OutboxRunner(store, {"webhook": stuck}, clock, SETTINGS, holder="busy")
-    stop, task = await _running(busy)
-    try:
+    async with _running(store, clock, stuck, "busy"):
         # As many as it runs, then as many again, parked: it has no more room.
         await _queue(store, clock, n=SETTINGS.concurrency, key="first")
-        for _ in range(200):
-            if len(stuck.seen) == SETTINGS.concurrency:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: len(stuck.seen) == SETTINGS.concurrency)
         await _queue(store, clock, n=SETTINGS.concurrency, key="second")
         assert [job.locked_by for job in await _jobs(store)] == ["busy"] * 2 * SETTINGS.concurrency
         await _queue(store, clock, key="more")  # queued for anyone
@@ -143,18 +156,13 @@ async def test_a_runner_with_no_room_leaves_new_jobs_to_any_replica(
         assert await replica.run_once() == 1
         assert [job.payload for job in other.seen] == [{"n": 0}]
         assert other.seen[0].dedupe_key == "more-0"
-    finally:
-        stop.set()
-        await task
 
 
 async def test_a_transaction_that_rolls_back_hands_nothing_over(
     store: Store, clock: FakeClock
 ) -> None:
     hands = Hands()
-    runner = OutboxRunner(store, {"webhook": hands}, clock, SETTINGS, holder="here")
-    stop, task = await _running(runner)
-    try:
+    async with _running(store, clock, hands, "here"):
         with pytest.raises(RuntimeError):
             async with store.write() as tx:
                 await tx.enqueue("webhook", {"n": 0}, now=clock.now(), dedupe_key="gone")
@@ -165,9 +173,6 @@ async def test_a_transaction_that_rolls_back_hands_nothing_over(
         await asyncio.sleep(0.05)
         assert [job.dedupe_key for job in hands.seen] == ["kept-0"]
         assert [job.dedupe_key for job in await _jobs(store)] == ["kept-0"]
-    finally:
-        stop.set()
-        await task
 
 
 async def test_a_job_falling_due_is_claimed_while_jobs_keep_being_handed_over(
@@ -177,9 +182,7 @@ async def test_a_job_falling_due_is_claimed_while_jobs_keep_being_handed_over(
     # interval finds it, even while hand-overs keep waking the runner.
     settings = replace(SETTINGS, poll_interval=0.05, concurrency=8)
     hands = Hands()
-    runner = OutboxRunner(store, {"webhook": hands}, clock, settings, holder="here")
-    stop, task = await _running(runner)
-    try:
+    async with _running(store, clock, hands, "here", settings):
         later = clock.now() + timedelta(seconds=30)
         async with store.write() as tx:
             await tx.enqueue("webhook", {}, now=clock.now(), run_after=later, dedupe_key="later")
@@ -192,6 +195,3 @@ async def test_a_job_falling_due_is_claimed_while_jobs_keep_being_handed_over(
                 await _queue(store, clock, key=f"steady-{i}")  # handed over every 10 ms
                 await asyncio.sleep(0.01)
         assert any(job.dedupe_key == "later" for job in hands.seen)
-    finally:
-        stop.set()
-        await task
