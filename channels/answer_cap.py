@@ -9,11 +9,13 @@ other failed call, and the outbox retries it later.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import httpx
 
+from bot import json_text
 from bot.errors import DeliveryFailed
 
 ANSWER_LIMIT = 4 * 1024 * 1024
@@ -36,6 +38,17 @@ class CappedResponse(aiohttp.ClientResponse):
                     )
             self._body = bytes(body)
         return await super().read()
+
+    async def json(
+        self,
+        *,
+        encoding: str | None = None,
+        loads: Callable[[str], Any] = json_text.loads,
+        content_type: str | None = "application/json",
+    ) -> Any:
+        # slack-sdk reads every answer with json() and no `loads`: orjson's, not the
+        # standard library's, unless it asks for another.
+        return await super().json(encoding=encoding, loads=loads, content_type=content_type)
 
 
 class _Capped(httpx.AsyncByteStream):

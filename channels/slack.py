@@ -32,6 +32,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import json_text
 from bot.card import Card
 from bot.chat_memory import ChatMemory
 from bot.delegations import USAGE, Delegations
@@ -155,8 +156,10 @@ class SlackChannel:
     async def start(self) -> None:
         """One long-lived HTTP session for every Web API call, reading answers no further
         than channels.answer_cap's cap (slack-sdk would otherwise open a session per call and
-        read each answer whole)."""
-        self.client.session = aiohttp.ClientSession(response_class=CappedResponse)
+        read each answer whole), its bodies written and read by orjson (bot/json_text.py)."""
+        self.client.session = aiohttp.ClientSession(
+            response_class=CappedResponse, json_serialize=json_text.dumps
+        )
         # slack-sdk builds its debug lines (the request's fields and headers, the answer)
         # whenever its logger's own level is at most DEBUG, and an unset level (0) is:
         # about 3 % of a create's CPU with its card, for lines nobody sees. The level the

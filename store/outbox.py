@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Dialect
 from store.commits import NOTIFY
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
-from store.records import OutboxJob
+from store.records import Approval, OutboxJob
 from store.schema import outbox
 from store.statements import Statements, insert_for, one_of
 
@@ -148,10 +149,12 @@ class OutboxStatements(Statements):
         approval_id: str | None = None,
         dedupe_key: str | None = None,
         run_after: datetime | None = None,
+        subject: Approval | None = None,
     ) -> None:
         """Queue a job in the caller's transaction, due now or at `run_after`; a repeated
         dedupe_key is a no-op. A job due now goes to this process's runner if it takes it:
-        leased to it, and handed to it at commit (store/commits.py)."""
+        leased to it, and handed to it at commit (store/commits.py), carrying `subject` (the
+        approval as this transaction has it) so that the runner need not read it back."""
         lease = self.taker.lease(kind) if self.taker is not None and run_after is None else None
         job = {
             "kind": kind,
@@ -167,7 +170,9 @@ class OutboxStatements(Statements):
             self.leased += 1
             job |= {"locked_by": lease[0], "locked_until": lease[1], "attempts": 1}
             rows = await self._insert_rows(_enqueue_held(self._dialect), job)
-            self.held.extend(OutboxJob.from_row(row) for row in rows)
+            for row in rows:
+                queued = OutboxJob.from_row(row)
+                self.held.append(queued if subject is None else replace(queued, subject=subject))
             return
         driver = await self._driver()
         if driver is None:

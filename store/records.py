@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -207,6 +207,12 @@ class OutboxJob(_FromRow):
     last_error: str | None
     created_at: datetime
     done_at: datetime | None
+    # Never stored: the approval as the transaction that queued the job (leased at birth,
+    # store/commits.py) left it, so that its runner need not read it back. A transition
+    # since has a newer version; whoever uses it must check (bot/outbox/cards.py does).
+    subject: Approval | None = field(default=None, compare=False, repr=False)
+
+    _ATTACHED: ClassVar[frozenset[str]] = frozenset({"subject"})
 
 
 @dataclass(frozen=True, slots=True)

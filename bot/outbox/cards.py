@@ -53,8 +53,12 @@ class CardJobs:
         if channel is None:
             return SKIPPED
         assert job.approval_id is not None
-        async with self.store.read() as tx:
-            approval = await tx.get_approval(job.approval_id)
+        # Handed over at birth, the job carries its approval as its transaction committed it;
+        # a transition since is caught by `record` below, as one during the post is.
+        approval = job.subject
+        if approval is None:
+            async with self.store.read() as tx:
+                approval = await tx.get_approval(job.approval_id)
         if approval is None or (approval.state != State.PENDING and approval.grant_id is None):
             return None  # decided before its card could go out: nothing left to ask
         # A request a standing grant approved at create still posts its card

@@ -77,6 +77,7 @@ async def _post_card(tx: Tx, approval: Approval, target: Target, now: datetime) 
         now=now,
         approval_id=approval.id,
         dedupe_key=f"{JobKind.POST_CARD}:{approval.id}:{target}",
+        subject=approval,
     )
 
 

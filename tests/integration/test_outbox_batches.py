@@ -117,6 +117,7 @@ class _Gate:
     open: asyncio.Event = field(default_factory=asyncio.Event)
     posting: asyncio.Event = field(default_factory=asyncio.Event)
     updated: list[tuple[MessageRef, Card]] = field(default_factory=list)
+    edited: asyncio.Event = field(default_factory=asyncio.Event)
 
     expected: int = 1
 
@@ -129,6 +130,7 @@ class _Gate:
 
     async def update_card(self, ref: MessageRef, card: Card) -> None:
         self.updated.append((ref, card))
+        self.edited.set()
 
     async def send_notice(self, target: Target, text: str) -> None:
         raise AssertionError("no notice expected")
@@ -167,6 +169,45 @@ async def test_a_card_posted_while_its_request_was_decided_is_updated_after_its_
     async with store.read() as tx:
         [message] = await tx.card_messages_for(created.approval.id)
     assert message.rendered_state == "approved"
+
+
+async def test_a_card_handed_over_at_birth_posts_without_reading_its_request_back(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The card job of a request created beside a running runner carries the request as its
+    commit left it: the card goes out with no read of the approval; and a decision made
+    while that card is on its way still reaches the card."""
+    directory = _carded()
+    gate = _Gate()
+    cards = CardJobs(store, directory, clock, {"slack": gate})
+    handlers = {JobKind.POST_CARD: cards.post, JobKind.UPDATE_CARD: cards.update}
+    runner = OutboxRunner(store, handlers, clock, OutboxSettings(poll_interval=30.0))
+    stop = asyncio.Event()
+    running = asyncio.create_task(runner.run(stop, drain=0.01))
+    try:
+        async with asyncio.timeout(5):
+            for _ in range(500):  # until it runs and takes this process's jobs
+                if store.commits.taker is runner:
+                    break
+                await asyncio.sleep(0.01)
+            reads: list[str] = []
+            read = store.read
+            monkeypatch.setattr(store, "read", lambda: reads.append("read") or read())
+            created = await create_request(store, directory, clock, "acme", make_request())
+            await gate.posting.wait()
+            assert reads == []  # handed over with its request: nothing read back
+            monkeypatch.setattr(store, "read", read)
+            await Operator(store, directory, clock).approve_shown(
+                created.approval.id, created.approval.hash, Actor("alice", "cli")
+            )
+            gate.open.set()
+            await gate.edited.wait()
+    finally:
+        stop.set()
+        await running
+    [(ref, card)] = gate.updated
+    assert ref.message_id == f"{created.approval.id}.1"
+    assert card.state == "approved"
 
 
 @pytest.mark.parametrize("batch", [1, 10], ids=["one job at a time", "all in one batch"])
