@@ -417,7 +417,7 @@ async def _insert(
 ) -> Created:
     tenant, run_id, hash_, approvers = draft.tenant, draft.run_id, draft.hash, draft.approvers
     actor = f"agent:{tenant}"
-    async with store.write() as tx:
+    async with store.write_shared() as tx:
         # Read in the transaction that inserts, not one of its own: a delegation that
         # committed before this request did is seen, from whichever replica made it.
         away = await delegations_of(tx, directory, approvers, draft.capability, now)

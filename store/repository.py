@@ -46,6 +46,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
+from store.shared_writes import Group, Orphaned, savepoint, unless_cancelled
 from store.sqlite_inline import Checkpoints
 from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
@@ -83,6 +84,8 @@ class Store:
             Checkpoints(self._readers.connection, self._writer_turn) if sqlite else None
         )
         self.commits = CommitSignal()
+        # The creates waiting together for SQLite's write lock (store/shared_writes.py).
+        self._forming: Group | None = None
 
     @classmethod
     def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
@@ -104,6 +107,94 @@ class Store:
         `background`: work nobody is waiting on (the outbox's claims and settles). On SQLite
         its turn comes after the turns of writers someone waits on (a click, an API call),
         so a burst of outbox work does not queue in front of a person's decision."""
+        if not background:
+            # No create that arrives after this write goes before it (store/shared_writes.py).
+            self._forming = None
+        async with self._transaction(background) as (tx, _):
+            yield tx
+        await self._committed(tx)
+
+    @asynccontextmanager
+    async def write_shared(self) -> AsyncIterator[Tx]:
+        """A write transaction, as `write`, that on SQLite callers waiting for the write lock
+        at the same time share (group commit, store/shared_writes.py): the block must use
+        nothing but `tx` (its statements run between other blocks' in one transaction), and
+        returns once the group's COMMIT is done. For creates."""
+        group = self._forming
+        if self._write_turn is None:
+            async with self.write() as tx:
+                yield tx
+        elif group is not None and group.has_room():
+            async with self._member_of(group) as tx:
+                yield tx
+        else:
+            async with self._lead(Group()) as tx:
+                yield tx
+
+    @asynccontextmanager
+    async def _lead(self, group: Group) -> AsyncIterator[Tx]:
+        """Wait for the lock while others join, begin, run this block and then each member's
+        in turn (each in a savepoint), and commit for all."""
+        self._forming = group
+        error: BaseException | None = None
+        cancelled = False
+        try:
+            async with self._transaction(False) as (tx, driver):
+                if self._forming is group:
+                    self._forming = None  # begun: later arrivals form the next group
+                members = group.close(tx, driver)
+                if not members:  # alone: a write as any other
+                    yield tx
+                else:
+                    try:
+                        async with translated_errors(), savepoint(tx, driver, 0):
+                            yield tx
+                    except BaseException as exc:  # its own writes undone; the others go on
+                        error = exc
+                    for number, member in enumerate(members, 1):
+                        if not member.done.done():
+                            member.turn.set_result(number)
+                        cancelled |= await unless_cancelled(member.done)
+        except BaseException as exc:
+            if self._forming is group:
+                self._forming = None
+            group.end(exc)
+            raise
+        group.end(None)
+        await self._committed(tx, len(members) + 1)
+        if error is not None:
+            raise error
+        if cancelled:
+            raise asyncio.CancelledError
+
+    @asynccontextmanager
+    async def _member_of(self, group: Group) -> AsyncIterator[Tx]:
+        """Wait for this block's turn in `group`'s transaction, run it in a savepoint, and
+        return once the group has committed."""
+        member = group.join()
+        try:
+            number = await member.turn
+        except Orphaned:
+            number = None
+        except BaseException:
+            group.leave(member)
+            raise
+        if number is None:
+            async with self._lead(Group()) as tx:
+                yield tx
+            return
+        assert group.tx is not None and group.driver is not None
+        try:
+            async with translated_errors(), savepoint(group.tx, group.driver, number):
+                yield group.tx
+        finally:
+            member.done.set_result(None)
+        await asyncio.shield(group.committed)
+
+    @asynccontextmanager
+    async def _transaction(self, background: bool) -> AsyncIterator[tuple[Tx, Any]]:
+        """Turn, connection, BEGIN; COMMIT when the block exits normally, rolled back (and
+        its outbox leases given back) otherwise. The Tx, and the driver's connection."""
         tx: Tx | None = None
         try:
             async with (
@@ -113,18 +204,19 @@ class Store:
                 self._sqlite_transaction(held) if self._write_turn else held.conn.begin(),
             ):
                 tx = Tx(held.conn, raw=held.raw, taker=self.commits.taker)
-                yield tx
+                yield tx, held.raw.driver_connection
         except BaseException:
             if tx is not None and tx.leased and tx.taker is not None:
                 tx.taker.take([], tx.leased)  # rolled back: its leases come to nothing
             raise
-        # Reached only once the transaction committed (an exception skips it). The jobs go to
-        # the runner before anything else is awaited (and could be cancelled).
-        assert tx is not None
+
+    async def _committed(self, tx: Tx, transactions: int = 1) -> None:
+        """After a COMMIT (`transactions` callers' writes): the jobs go to the runner before
+        anything else is awaited (and could be cancelled)."""
         if tx.leased and tx.taker is not None:
             tx.taker.take(tx.held, tx.leased)
         if self._checkpoints is not None:
-            await self._checkpoints.committed()
+            await self._checkpoints.committed(transactions)
         if tx.queued:
             self.commits.fire()
 

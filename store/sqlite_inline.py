@@ -79,6 +79,14 @@ class InlineConnection(aiosqlite.Connection):
         if self._connection is not None and self._connection.in_transaction:
             await self.rollback()
 
+    async def write_now(self, sql: str) -> None:
+        """A statement that writes and returns nothing (a SAVEPOINT): inline when it
+        cannot wait, else on the thread."""
+        if self.cannot_wait(writes=True):
+            self._conn.execute(sql)
+        else:
+            await self._execute(self._conn.execute, sql)
+
     def cannot_wait(self, writes: bool) -> bool:
         """Whether a statement that `writes` (or only reads) would run without waiting now."""
         if not self.inline or self._connection is None:
@@ -165,9 +173,10 @@ class Checkpoints:
         self._commits = 0
         self._running: asyncio.Task[None] | None = None
 
-    async def committed(self) -> None:
-        """A write transaction of this process committed."""
-        self._commits += 1
+    async def committed(self, transactions: int = 1) -> None:
+        """A write transaction of this process committed (`transactions` callers' writes
+        that shared one COMMIT count as that many)."""
+        self._commits += transactions
         if self._commits < self._every or (self._running and not self._running.done()):
             return
         self._commits = 0

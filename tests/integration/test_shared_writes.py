@@ -1,0 +1,210 @@
+"""Creates that wait for SQLite's write lock together share one transaction (group commit,
+store/shared_writes.py).
+
+Proves, on SQLite: creates queued behind another write commit in one transaction, each as it
+was asked (none lost, none merged); a block that fails in a shared transaction is undone
+alone, with the outbox leases it took, and the others commit; a decision queued before them
+is not overtaken by creates that arrive after it; creates whose group's lead was cancelled
+before it began write on their own, as does one cancelled in the queue. On PostgreSQL a
+shared write is a write of its own, and the same concurrent creates all land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.clock import FakeClock
+from bot.intake import Created, create_request
+from bot.routing import Directory
+from store.records import OutboxJob
+from store.repository import Store
+from tests.support.samples import make_request
+
+CREATES = 8
+
+
+def _counting_transactions(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every write transaction `store` begins from now on (shared ones once)."""
+    begun: list[bool] = []
+    transaction = store._transaction
+
+    def counted(background: bool) -> Any:
+        begun.append(background)
+        return transaction(background)
+
+    monkeypatch.setattr(store, "_transaction", counted)
+    return begun
+
+
+@asynccontextmanager
+async def _lock_held(store: Store) -> AsyncIterator[None]:
+    """A write holding the lock (on SQLite, this process's writers queue behind it)."""
+    async with store.write():
+        yield
+
+
+async def _queued(*tasks: Awaitable[Any]) -> list[asyncio.Task[Any]]:
+    """Start `tasks` and let each run until it waits (for the lock, on SQLite)."""
+    started = [asyncio.ensure_future(task) for task in tasks]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    return started
+
+
+async def test_creates_waiting_together_commit_once_and_each_lands(
+    store: Store, clock: FakeClock, directory: Directory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    begun = _counting_transactions(store, monkeypatch)
+    async with _lock_held(store):
+        creates = await _queued(
+            *(
+                create_request(store, directory, clock, "acme", make_request(run_id=f"run-{i}"))
+                for i in range(CREATES)
+            )
+        )
+    results: list[Created] = await asyncio.gather(*creates)
+    # SQLite: the held write, then one transaction for all the creates queued behind it.
+    # PostgreSQL: a transaction each (its writers do not queue for one lock).
+    sqlite = store.engine.dialect.name == "sqlite"
+    assert len(begun) == (2 if sqlite else 1 + CREATES)
+    assert all(result.created for result in results)
+    assert len({result.approval.id for result in results}) == CREATES
+    async with store.read() as tx:
+        for result in results:
+            stored = await tx.get_approval(result.approval.id)
+            assert stored is not None and stored.run_id == result.approval.run_id
+            assert [event.type for event in await tx.events_for(stored.id)] == ["requested"]
+
+
+class _Leases:
+    """An outbox runner's side of leasing at birth (store/commits.py): what it was handed."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.handed: list[tuple[list[OutboxJob], int]] = []
+
+    def lease(self, kind: str) -> tuple[str, datetime]:
+        return "here", self.clock.now() + timedelta(minutes=1)
+
+    def take(self, jobs: list[OutboxJob], leased: int) -> None:
+        self.handed.append((list(jobs), leased))
+
+
+async def _queue_job(store: Store, clock: FakeClock, key: str, fail: bool = False) -> None:
+    async with store.write_shared() as tx:
+        await tx.enqueue("webhook", {"key": key}, now=clock.now(), dedupe_key=key)
+        if fail:
+            raise RuntimeError(f"{key} refused")
+
+
+async def _job_keys(store: Store) -> list[str]:
+    async with store.read() as tx:
+        return sorted(str(job.dedupe_key) for job in await tx.outbox_jobs())
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
+    store: Store, clock: FakeClock
+) -> None:
+    leases = _Leases(clock)
+    undo = store.commits.hand_to(leases)
+    async with _lock_held(store):
+        queued = await _queued(
+            _queue_job(store, clock, "a"),
+            _queue_job(store, clock, "b", fail=True),
+            _queue_job(store, clock, "c"),
+        )
+    outcomes = await asyncio.gather(*queued, return_exceptions=True)
+    undo()
+    assert [type(outcome).__name__ for outcome in outcomes] == [
+        "NoneType",
+        "RuntimeError",
+        "NoneType",
+    ]
+    assert await _job_keys(store) == ["a", "c"]
+    # b's lease came back on its own (no job); a's and c's jobs went over at the one commit.
+    assert [([job.dedupe_key for job in jobs], n) for jobs, n in leases.handed] == [
+        ([], 1),
+        (["a", "c"], 2),
+    ]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_decision_queued_before_creates_is_not_overtaken_by_them(
+    store: Store, clock: FakeClock
+) -> None:
+    order: list[str] = []
+
+    async def shared(name: str) -> None:
+        async with store.write_shared() as tx:
+            await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key=name)
+            order.append(name)
+
+    async def decision() -> None:
+        async with store.write() as tx:
+            await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key="decision")
+            order.append("decision")
+
+    async with _lock_held(store):
+        # A create waits for the lock (its group forming), then a decision, then another
+        # create: that one must not join the first create's group, ahead of the decision.
+        first = await _queued(shared("create-1"))
+        then = await _queued(decision())
+        last = await _queued(shared("create-2"))
+    await asyncio.gather(*first, *then, *last)
+    assert order == ["create-1", "decision", "create-2"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_creates_whose_lead_was_cancelled_before_it_began_write_on_their_own(
+    store: Store, clock: FakeClock
+) -> None:
+    async with _lock_held(store):
+        [lead] = await _queued(_queue_job(store, clock, "lead"))
+        members = await _queued(
+            _queue_job(store, clock, "member-1"), _queue_job(store, clock, "member-2")
+        )
+        lead.cancel()  # a client gone, or the server stopping
+        await _queued()
+    await asyncio.gather(*members)
+    with pytest.raises(asyncio.CancelledError):
+        await lead
+    assert await _job_keys(store) == ["member-1", "member-2"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("began", [False, True], ids=["before its group began", "after"])
+async def test_a_member_cancelled_while_it_waits_writes_nothing_and_holds_no_one_up(
+    store: Store, clock: FakeClock, began: bool
+) -> None:
+    release = asyncio.Event()
+
+    async def slow() -> None:
+        async with store.write_shared() as tx:
+            await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key="slow")
+            await release.wait()  # the group has begun, and this member's block runs
+
+    async with _lock_held(store):
+        queued = await _queued(
+            _queue_job(store, clock, "lead"),
+            slow(),
+            _queue_job(store, clock, "gone"),
+            _queue_job(store, clock, "member"),
+        )
+        if not began:
+            queued[2].cancel()
+    await _queued()
+    if began:
+        queued[2].cancel()
+        await _queued()
+    release.set()
+    async with asyncio.timeout(5):
+        outcomes = await asyncio.gather(*queued, return_exceptions=True)
+    assert isinstance(outcomes[2], asyncio.CancelledError)
+    assert await _job_keys(store) == ["lead", "member", "slow"]
