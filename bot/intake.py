@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
@@ -396,7 +397,17 @@ async def create_request(
     # write lock short; rebuilt inside it when someone is.
     values, requested = new_approval(draft, now=now, actor=f"agent:{tenant}")
     try:
-        return await _insert(store, directory, draft, values, requested, route, now)
+        return await store.write_shared(  # type: ignore[no-any-return]
+            partial(
+                _insert,
+                directory=directory,
+                draft=draft,
+                values=values,
+                requested=requested,
+                route=route,
+                now=now,
+            )
+        )
     except _AskedBefore as asked:  # its insert rolled back
         return Created(asked.approval, created=False)
 
@@ -407,7 +418,7 @@ class _AskedBefore(Exception):
 
 
 async def _insert(
-    store: Store,
+    tx: Tx,
     directory: Directory,
     draft: Draft,
     values: dict[str, Any],
@@ -415,51 +426,52 @@ async def _insert(
     route: Route,
     now: datetime,
 ) -> Created:
+    """The create's writes, in the transaction `Store.write_shared` gives it (on SQLite
+    shared with the creates waiting beside it: it uses nothing but `tx`)."""
     tenant, run_id, hash_, approvers = draft.tenant, draft.run_id, draft.hash, draft.approvers
     actor = f"agent:{tenant}"
-    async with store.write_shared() as tx:
-        # Read in the transaction that inserts, not one of its own: a delegation that
-        # committed before this request did is seen, from whichever replica made it.
-        away = await delegations_of(tx, directory, approvers, draft.capability, now)
-        delegated = away.get(approvers[0])
-        if delegated is not None:
-            values, requested = new_approval(
-                replace(
-                    draft,
-                    delegated_to=delegated.delegate,
-                    assigned_note=away_note(directory, delegated),
-                ),
-                now=now,
-                actor=actor,
-            )
-        if values["step_key"] is not None:
-            await tx.lock_step(tenant, run_id, values["step_key"])
-        approval = await tx.insert_approval(values)
-        if approval is None:
-            existing = await tx.approval_by_key(tenant, run_id, hash_)
-            assert existing is not None  # the conflict that skipped our insert is this row
-            return Created(existing, created=False)
-        # Asked for before, and approved as edited since (its hash is the revision's now):
-        # the same request, not a new one. Looked for after the insert, which waited for an
-        # edit of the conflicting row still in progress.
-        edited = await tx.edited_request(tenant, run_id, hash_)
-        if edited is not None:
-            raise _AskedBefore(edited)
-        await tx.insert_event(requested)
-        superseded = await _replace_older(tx, directory, approval, now)
-        # Inside a person's standing grant: approved by it at once, in this transaction.
-        granted = await standing.approve_by_grant(tx, directory, approval, route, now)
-        if granted is not None:
-            approval = granted.approval
-            if not route.notify_grant_uses:
-                return Created(approval, created=True, superseded=superseded, granted=granted)
-        await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
-        # Approvers who are away: their delegates get the card too; if the assignee is one
-        # of them, the card and the trail say who decides in their place.
-        for delegation in away.values():
-            await jobs.enqueue_personal_cards(
-                tx, directory, approval, delegation.delegate, approval.created_at
-            )
+    # Read in the transaction that inserts, not one of its own: a delegation that
+    # committed before this request did is seen, from whichever replica made it.
+    away = await delegations_of(tx, directory, approvers, draft.capability, now)
+    delegated = away.get(approvers[0])
+    if delegated is not None:
+        values, requested = new_approval(
+            replace(
+                draft,
+                delegated_to=delegated.delegate,
+                assigned_note=away_note(directory, delegated),
+            ),
+            now=now,
+            actor=actor,
+        )
+    if values["step_key"] is not None:
+        await tx.lock_step(tenant, run_id, values["step_key"])
+    approval = await tx.insert_approval(values)
+    if approval is None:
+        existing = await tx.approval_by_key(tenant, run_id, hash_)
+        assert existing is not None  # the conflict that skipped our insert is this row
+        return Created(existing, created=False)
+    # Asked for before, and approved as edited since (its hash is the revision's now):
+    # the same request, not a new one. Looked for after the insert, which waited for an
+    # edit of the conflicting row still in progress.
+    edited = await tx.edited_request(tenant, run_id, hash_)
+    if edited is not None:
+        raise _AskedBefore(edited)
+    await tx.insert_event(requested)
+    superseded = await _replace_older(tx, directory, approval, now)
+    # Inside a person's standing grant: approved by it at once, in this transaction.
+    granted = await standing.approve_by_grant(tx, directory, approval, route, now)
+    if granted is not None:
+        approval = granted.approval
+        if not route.notify_grant_uses:
+            return Created(approval, created=True, superseded=superseded, granted=granted)
+    await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
+    # Approvers who are away: their delegates get the card too; if the assignee is one
+    # of them, the card and the trail say who decides in their place.
+    for delegation in away.values():
+        await jobs.enqueue_personal_cards(
+            tx, directory, approval, delegation.delegate, approval.created_at
+        )
     return Created(approval, created=True, superseded=superseded, granted=granted)
 
 

@@ -46,7 +46,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
-from store.shared_writes import Group, Orphaned, savepoint, unless_cancelled
+from store.shared_writes import Block, Group, savepoint
 from store.sqlite_inline import Checkpoints
 from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
@@ -84,14 +84,18 @@ class Store:
             Checkpoints(self._readers.connection, self._writer_turn) if sqlite else None
         )
         self.commits = CommitSignal()
-        # The creates waiting together for SQLite's write lock (store/shared_writes.py).
+        # Creates waiting together for SQLite's write lock, and the groups' tasks
+        # (store/shared_writes.py).
         self._forming: Group | None = None
+        self._groups: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_url(cls, url: str, **engine_kwargs: Any) -> Store:
         return cls(create_engine(url, **engine_kwargs))
 
     async def close(self) -> None:
+        # Writes some caller began: committed (or failed) before the connections go.
+        await asyncio.gather(*self._groups, return_exceptions=True)
         if self._checkpoints is not None:
             await self._checkpoints.close()
         await self._readers.close()
@@ -114,82 +118,57 @@ class Store:
             yield tx
         await self._committed(tx)
 
-    @asynccontextmanager
-    async def write_shared(self) -> AsyncIterator[Tx]:
-        """A write transaction, as `write`, that on SQLite callers waiting for the write lock
-        at the same time share (group commit, store/shared_writes.py): the block must use
-        nothing but `tx` (its statements run between other blocks' in one transaction), and
-        returns once the group's COMMIT is done. For creates."""
-        group = self._forming
+    async def write_shared(self, block: Block) -> Any:
+        """`block(tx)` in a write transaction that, on SQLite, the blocks waiting for the
+        write lock at the same time share (group commit, store/shared_writes.py); its
+        outcome once that transaction committed. `block` must use nothing but `tx`. For
+        creates."""
         if self._write_turn is None:
             async with self.write() as tx:
-                yield tx
-        elif group is not None and group.has_room():
-            async with self._member_of(group) as tx:
-                yield tx
-        else:
-            async with self._lead(Group()) as tx:
-                yield tx
+                return await block(tx)
+        group = self._forming
+        if group is None or not group.has_room():
+            group = self._forming = Group()
+            task = asyncio.get_running_loop().create_task(self._commit_group(group))
+            self._groups.add(task)
+            task.add_done_callback(self._groups.discard)
+        return await group.add(block)
 
-    @asynccontextmanager
-    async def _lead(self, group: Group) -> AsyncIterator[Tx]:
-        """Wait for the lock while others join, begin, run this block and then each member's
-        in turn (each in a savepoint), and commit for all."""
-        self._forming = group
-        error: BaseException | None = None
-        cancelled = False
+    async def _commit_group(self, group: Group) -> None:
+        """Wait for the lock while blocks join, begin, run each block (each in a savepoint
+        when there are several), commit, and give each caller its block's outcome."""
+        outcomes: list[tuple[asyncio.Future[Any], Any, bool]] = []
         try:
             async with self._transaction(False) as (tx, driver):
                 if self._forming is group:
                     self._forming = None  # begun: later arrivals form the next group
-                members = group.close(tx, driver)
-                if not members:  # alone: a write as any other
-                    yield tx
-                else:
+                blocks = group.close()
+                for number, (block, outcome) in enumerate(blocks):
                     try:
-                        async with translated_errors(), savepoint(tx, driver, 0):
-                            yield tx
-                    except BaseException as exc:  # its own writes undone; the others go on
-                        error = exc
-                    for number, member in enumerate(members, 1):
-                        if not member.done.done():
-                            member.turn.set_result(number)
-                        cancelled |= await unless_cancelled(member.done)
+                        if len(blocks) == 1:  # alone: a write as any other
+                            result = await block(tx)
+                        else:
+                            async with translated_errors(), savepoint(tx, driver, number):
+                                result = await block(tx)
+                    except Exception as exc:
+                        if len(blocks) == 1:
+                            raise
+                        outcomes.append((outcome, exc, True))  # undone alone; others go on
+                    else:
+                        outcomes.append((outcome, result, False))
         except BaseException as exc:
             if self._forming is group:
                 self._forming = None
-            group.end(exc)
-            raise
-        group.end(None)
-        await self._committed(tx, len(members) + 1)
-        if error is not None:
-            raise error
-        if cancelled:
-            raise asyncio.CancelledError
-
-    @asynccontextmanager
-    async def _member_of(self, group: Group) -> AsyncIterator[Tx]:
-        """Wait for this block's turn in `group`'s transaction, run it in a savepoint, and
-        return once the group has committed."""
-        member = group.join()
-        try:
-            number = await member.turn
-        except Orphaned:
-            number = None
-        except BaseException:
-            group.leave(member)
-            raise
-        if number is None:
-            async with self._lead(Group()) as tx:
-                yield tx
+            group.fail(exc)
             return
-        assert group.tx is not None and group.driver is not None
-        try:
-            async with translated_errors(), savepoint(group.tx, group.driver, number):
-                yield group.tx
-        finally:
-            member.done.set_result(None)
-        await asyncio.shield(group.committed)
+        await self._committed(tx, len(outcomes))
+        for outcome, value, failed in outcomes:
+            if outcome.done():  # its caller gave up waiting: the writes stand
+                continue
+            if failed:
+                outcome.set_exception(value)
+            else:
+                outcome.set_result(value)
 
     @asynccontextmanager
     async def _transaction(self, background: bool) -> AsyncIterator[tuple[Tx, Any]]:

@@ -4,9 +4,9 @@ store/shared_writes.py).
 Proves, on SQLite: creates queued behind another write commit in one transaction, each as it
 was asked (none lost, none merged); a block that fails in a shared transaction is undone
 alone, with the outbox leases it took, and the others commit; a decision queued before them
-is not overtaken by creates that arrive after it; creates whose group's lead was cancelled
-before it began write on their own, as does one cancelled in the queue. On PostgreSQL a
-shared write is a write of its own, and the same concurrent creates all land.
+is not overtaken by creates that arrive after it; a caller cancelled while it waits (the
+one whose arrival started the group included) writes nothing and holds no one up. On
+PostgreSQL a shared write is a write of its own, and the same concurrent creates all land.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from bot.clock import FakeClock
 from bot.intake import Created, create_request
 from bot.routing import Directory
 from store.records import OutboxJob
-from store.repository import Store
+from store.repository import Store, Tx
+from store.shared_writes import Block
 from tests.support.samples import make_request
 
 CREATES = 8
@@ -96,11 +97,16 @@ class _Leases:
         self.handed.append((list(jobs), leased))
 
 
-async def _queue_job(store: Store, clock: FakeClock, key: str, fail: bool = False) -> None:
-    async with store.write_shared() as tx:
+def _job(clock: FakeClock, key: str, fail: bool = False) -> Block:
+    """A block queueing one outbox job under `key` (then failing, if asked)."""
+
+    async def block(tx: Tx) -> str:
         await tx.enqueue("webhook", {"key": key}, now=clock.now(), dedupe_key=key)
         if fail:
             raise RuntimeError(f"{key} refused")
+        return key
+
+    return block
 
 
 async def _job_keys(store: Store) -> list[str]:
@@ -116,17 +122,14 @@ async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
     undo = store.commits.hand_to(leases)
     async with _lock_held(store):
         queued = await _queued(
-            _queue_job(store, clock, "a"),
-            _queue_job(store, clock, "b", fail=True),
-            _queue_job(store, clock, "c"),
+            store.write_shared(_job(clock, "a")),
+            store.write_shared(_job(clock, "b", fail=True)),
+            store.write_shared(_job(clock, "c")),
         )
     outcomes = await asyncio.gather(*queued, return_exceptions=True)
     undo()
-    assert [type(outcome).__name__ for outcome in outcomes] == [
-        "NoneType",
-        "RuntimeError",
-        "NoneType",
-    ]
+    assert outcomes[0] == "a" and outcomes[2] == "c"
+    assert isinstance(outcomes[1], RuntimeError) and str(outcomes[1]) == "b refused"
     assert await _job_keys(store) == ["a", "c"]
     # b's lease came back on its own (no job); a's and c's jobs went over at the one commit.
     assert [([job.dedupe_key for job in jobs], n) for jobs, n in leases.handed] == [
@@ -141,10 +144,12 @@ async def test_a_decision_queued_before_creates_is_not_overtaken_by_them(
 ) -> None:
     order: list[str] = []
 
-    async def shared(name: str) -> None:
-        async with store.write_shared() as tx:
+    def shared(name: str) -> Block:
+        async def block(tx: Tx) -> None:
             await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key=name)
             order.append(name)
+
+        return block
 
     async def decision() -> None:
         async with store.write() as tx:
@@ -154,57 +159,26 @@ async def test_a_decision_queued_before_creates_is_not_overtaken_by_them(
     async with _lock_held(store):
         # A create waits for the lock (its group forming), then a decision, then another
         # create: that one must not join the first create's group, ahead of the decision.
-        first = await _queued(shared("create-1"))
+        first = await _queued(store.write_shared(shared("create-1")))
         then = await _queued(decision())
-        last = await _queued(shared("create-2"))
+        last = await _queued(store.write_shared(shared("create-2")))
     await asyncio.gather(*first, *then, *last)
     assert order == ["create-1", "decision", "create-2"]
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_creates_whose_lead_was_cancelled_before_it_began_write_on_their_own(
-    store: Store, clock: FakeClock
+@pytest.mark.parametrize("gone", [0, 1], ids=["the one that started the group", "another"])
+async def test_a_caller_cancelled_while_it_waits_writes_nothing_and_holds_no_one_up(
+    store: Store, clock: FakeClock, gone: int
 ) -> None:
+    keys = ["first", "second", "third"]
     async with _lock_held(store):
-        [lead] = await _queued(_queue_job(store, clock, "lead"))
-        members = await _queued(
-            _queue_job(store, clock, "member-1"), _queue_job(store, clock, "member-2")
-        )
-        lead.cancel()  # a client gone, or the server stopping
+        queued = await _queued(*(store.write_shared(_job(clock, key)) for key in keys))
+        queued[gone].cancel()  # a client gone, or the server stopping
         await _queued()
-    await asyncio.gather(*members)
-    with pytest.raises(asyncio.CancelledError):
-        await lead
-    assert await _job_keys(store) == ["member-1", "member-2"]
-
-
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("began", [False, True], ids=["before its group began", "after"])
-async def test_a_member_cancelled_while_it_waits_writes_nothing_and_holds_no_one_up(
-    store: Store, clock: FakeClock, began: bool
-) -> None:
-    release = asyncio.Event()
-
-    async def slow() -> None:
-        async with store.write_shared() as tx:
-            await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key="slow")
-            await release.wait()  # the group has begun, and this member's block runs
-
-    async with _lock_held(store):
-        queued = await _queued(
-            _queue_job(store, clock, "lead"),
-            slow(),
-            _queue_job(store, clock, "gone"),
-            _queue_job(store, clock, "member"),
-        )
-        if not began:
-            queued[2].cancel()
-    await _queued()
-    if began:
-        queued[2].cancel()
-        await _queued()
-    release.set()
     async with asyncio.timeout(5):
         outcomes = await asyncio.gather(*queued, return_exceptions=True)
-    assert isinstance(outcomes[2], asyncio.CancelledError)
-    assert await _job_keys(store) == ["lead", "member", "slow"]
+    assert isinstance(outcomes[gone], asyncio.CancelledError)
+    kept = [key for i, key in enumerate(keys) if i != gone]
+    assert [o for i, o in enumerate(outcomes) if i != gone] == kept
+    assert await _job_keys(store) == sorted(kept)
