@@ -203,7 +203,10 @@ class ApprovalStatements(Statements):
             params["w_version"] = expect_version
         if expect_hash is not None:
             params["w_hash"] = expect_hash
-        return await self._driver_row(stmt, params)
+        updated = await self._driver_row(stmt, params)
+        if updated is not None and self.held:
+            self._forget_subject(approval_id)
+        return updated
 
     async def lock_approvals_or_fail(self, approval_ids: Collection[str]) -> None:
         """Lock these approvals' rows until commit, or fail at once (PostgreSQL's NOWAIT) if

@@ -207,9 +207,10 @@ class OutboxJob(_FromRow):
     last_error: str | None
     created_at: datetime
     done_at: datetime | None
-    # Never stored: the approval as the transaction that queued the job (leased at birth,
-    # store/commits.py) left it, so that its runner need not read it back. A transition
-    # since has a newer version; whoever uses it must check (bot/outbox/cards.py does).
+    # Never stored: the approval as it was when a job leased at birth (store/commits.py) was
+    # queued, so that its runner need not read it back; dropped if the same transaction
+    # moves the approval later (Statements._forget_subject). A transition after the commit
+    # has a newer version: whoever uses it must check (bot/outbox/cards.py does).
     subject: Approval | None = field(default=None, compare=False, repr=False)
 
     _ATTACHED: ClassVar[frozenset[str]] = frozenset({"subject"})

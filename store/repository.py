@@ -46,7 +46,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
-from store.shared_writes import Block, Group, savepoint
+from store.shared_writes import Block, Group, TransactionLost, savepoint
 from store.sqlite_inline import Checkpoints
 from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
@@ -95,7 +95,8 @@ class Store:
 
     async def close(self) -> None:
         # Writes some caller began: committed (or failed) before the connections go.
-        await asyncio.gather(*self._groups, return_exceptions=True)
+        while self._groups:
+            await asyncio.gather(*self._groups, return_exceptions=True)
         if self._checkpoints is not None:
             await self._checkpoints.close()
         await self._readers.close()
@@ -144,12 +145,16 @@ class Store:
                     self._forming = None  # begun: later arrivals form the next group
                 blocks = group.close()
                 for number, (block, outcome) in enumerate(blocks):
+                    if outcome.done():  # its caller gave up before its turn
+                        continue
                     try:
                         if len(blocks) == 1:  # alone: a write as any other
                             result = await block(tx)
                         else:
                             async with translated_errors(), savepoint(tx, driver, number):
                                 result = await block(tx)
+                    except TransactionLost:
+                        raise
                     except Exception as exc:
                         if len(blocks) == 1:
                             raise
@@ -160,8 +165,11 @@ class Store:
             if self._forming is group:
                 self._forming = None
             group.fail(exc)
+            if not isinstance(exc, Exception):
+                raise
             return
-        await self._committed(tx, len(outcomes))
+        # The callers first (nothing below may leave them waiting), then the runner's jobs,
+        # before anything is awaited.
         for outcome, value, failed in outcomes:
             if outcome.done():  # its caller gave up waiting: the writes stand
                 continue
@@ -169,6 +177,7 @@ class Store:
                 outcome.set_exception(value)
             else:
                 outcome.set_result(value)
+        await self._committed(tx, sum(1 for _, _, failed in outcomes if not failed))
 
     @asynccontextmanager
     async def _transaction(self, background: bool) -> AsyncIterator[tuple[Tx, Any]]:

@@ -11,15 +11,17 @@ one COMMIT for the group, and each create's caller gets its block's outcome once
 COMMIT is done (if it fails, every block fails with it, as each would have alone). The
 pages the blocks share (index leaves, the tables' last pages) are written to the log once.
 
-The blocks run one after the other in the group's task, with no turn of the event loop
-between them: the lock is held for their work only, however busy the loop is.
+The blocks run one after the other in the group's task (so in the context of the create
+that started it), with no turn of the event loop between them in WAL mode, where their
+statements run inline: the lock is held for their work only, however busy the loop is.
+Should SQLite end the whole transaction under a failing block (an I/O error, a full
+disk: it may), every block of the group fails with it, as each would have alone.
 
 Humans first: a write that is not shared (a decision, a claim: `Store.write`) closes the
 group that is forming, so no create that arrives after it goes before it; the group waits
-in the same queue as everyone. A group takes at most `BLOCKS_MAX` blocks, so a decision
-waits for at most that many creates. A caller cancelled before its block ran leaves nothing
-behind; once its block ran, its writes commit with the group's (as a write cancelled
-during its COMMIT would).
+in the same queue as everyone, and takes at most `BLOCKS_MAX` blocks. A caller cancelled
+before its block ran leaves nothing behind; once its block ran, its writes commit with the
+group's (as a write cancelled during its COMMIT would).
 
 PostgreSQL's writers do not queue for one lock (each has a connection and a transaction of
 its own), and `Store.write_shared` runs the block in a write of its own there.
@@ -32,12 +34,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from bot.errors import StoreUnavailable
+
 if TYPE_CHECKING:
     from store.repository import Tx
     from store.sqlite_inline import InlineConnection
 
-# Blocks in one group: a decision queued behind a group waits for at most this many creates
-# (each a few hundred microseconds on SQLite).
+# Blocks in one group (each a few hundred microseconds on SQLite): the longest a decision
+# queued behind the group waits for it.
 BLOCKS_MAX = 16
 
 Block = Callable[["Tx"], Awaitable[Any]]
@@ -69,11 +73,23 @@ class Group:
         return [(block, outcome) for block, outcome in self.blocks if not outcome.done()]
 
     def fail(self, error: BaseException) -> None:
-        """The transaction did not commit: every caller still waiting gets `error`."""
+        """The transaction did not commit: every caller still waiting gets `error` (or, if
+        the group's task itself was interrupted, an error of its own saying so)."""
         self.open = False
         for _, outcome in self.blocks:
-            if not outcome.done():
+            if outcome.done():
+                continue
+            if isinstance(error, Exception):
                 outcome.set_exception(error)
+            else:
+                interrupted = StoreUnavailable(f"the shared write was interrupted ({error!r})")
+                interrupted.__cause__ = error
+                outcome.set_exception(interrupted)
+
+
+class TransactionLost(StoreUnavailable):
+    """SQLite ended the group's transaction under a failing block: the blocks before it were
+    rolled back too, so the whole group fails."""
 
 
 @asynccontextmanager
@@ -84,9 +100,14 @@ async def savepoint(tx: Tx, driver: InlineConnection, number: int) -> AsyncItera
     await driver.write_now(f"SAVEPOINT block_{number}")
     try:
         yield
-    except BaseException:
-        await driver.write_now(f"ROLLBACK TO block_{number}")
-        await driver.write_now(f"RELEASE block_{number}")
+    except BaseException as exc:
+        if not driver.in_transaction:
+            raise TransactionLost(f"SQLite ended the transaction: {exc}") from exc
+        try:
+            await driver.write_now(f"ROLLBACK TO block_{number}")
+            await driver.write_now(f"RELEASE block_{number}")
+        except Exception as broken:
+            raise TransactionLost(f"could not undo a failed block: {broken}") from exc
         given = tx.leased - leased
         del tx.held[held:]
         tx.leased = leased

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, literal_column
@@ -107,6 +108,15 @@ class Statements:
         self.leased = 0
         # Reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading
+
+    def _forget_subject(self, approval_id: str) -> None:
+        """The approval moved after jobs that carry it were queued in this transaction (a
+        later create of the same step superseded it, in a shared write): their runner reads
+        it afresh instead (OutboxJob.subject)."""
+        self.held = [
+            replace(job, subject=None) if job.approval_id == approval_id else job
+            for job in self.held
+        ]
 
     async def _driver(self) -> Any | None:
         """The driver's connection for the hot statements (store/fast_path.py), or None while

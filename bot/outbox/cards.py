@@ -53,8 +53,9 @@ class CardJobs:
         if channel is None:
             return SKIPPED
         assert job.approval_id is not None
-        # Handed over at birth, the job carries its approval as its transaction committed it;
-        # a transition since is caught by `record` below, as one during the post is.
+        # Handed over at birth, the job carries its approval as its transaction left it; a
+        # transition after the commit is caught by `record` below, as one during the post is
+        # (the card goes out, then is brought up to date).
         approval = job.subject
         if approval is None:
             async with self.store.read() as tx:

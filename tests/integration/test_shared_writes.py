@@ -3,15 +3,18 @@ store/shared_writes.py).
 
 Proves, on SQLite: creates queued behind another write commit in one transaction, each as it
 was asked (none lost, none merged); a block that fails in a shared transaction is undone
-alone, with the outbox leases it took, and the others commit; a decision queued before them
-is not overtaken by creates that arrive after it; a caller cancelled while it waits (the
-one whose arrival started the group included) writes nothing and holds no one up. On
+alone, with the outbox leases it took, and the others commit; a request superseded by a
+later create of its step in the same transaction hands its card job over without the stale
+request (its runner reads it afresh, and posts no card for it); a decision queued before
+them is not overtaken by creates that arrive after it; a caller cancelled while it waits
+(the one whose arrival started the group included) writes nothing and holds no one up. On
 PostgreSQL a shared write is a write of its own, and the same concurrent creates all land.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -20,12 +23,13 @@ from typing import Any
 import pytest
 
 from bot.clock import FakeClock
+from bot.config import parse_config
 from bot.intake import Created, create_request
 from bot.routing import Directory
 from store.records import OutboxJob
 from store.repository import Store, Tx
 from store.shared_writes import Block
-from tests.support.samples import make_request
+from tests.support.samples import TEST_CONFIG, make_request
 
 CREATES = 8
 
@@ -182,3 +186,41 @@ async def test_a_caller_cancelled_while_it_waits_writes_nothing_and_holds_no_one
     kept = [key for i, key in enumerate(keys) if i != gone]
     assert [o for i, o in enumerate(outcomes) if i != gone] == kept
     assert await _job_keys(store) == sorted(kept)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_request_superseded_in_its_own_group_hands_over_no_stale_card(
+    store: Store, clock: FakeClock
+) -> None:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["routes"][0]["notify"] = ["slack:C0FIN"]
+    directory = parse_config(config).directory()
+    leases = _Leases(clock)
+    undo = store.commits.hand_to(leases)
+    step = {"name": "refund"}
+    async with _lock_held(store):
+        queued = await _queued(
+            *(
+                create_request(
+                    store,
+                    directory,
+                    clock,
+                    "acme",
+                    make_request(
+                        step=step,
+                        tool={"name": "stripe.refunds.create", "arguments": {"amount": amount}},
+                    ),
+                )
+                for amount in (100, 200)
+            )
+        )
+    older, newer = await asyncio.gather(*queued)
+    undo()
+    assert [s.approval.id for s in newer.superseded] == [older.approval.id]
+    [(jobs, _)] = leases.handed
+    carried = {job.approval_id: job.subject for job in jobs if job.kind == "post_card"}
+    # The older request's job carries nothing (it moved after its job was queued); the
+    # newer one's carries the request as committed.
+    assert carried[older.approval.id] is None
+    newest = carried[newer.approval.id]
+    assert newest is not None and newest.state == "pending"
