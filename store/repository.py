@@ -144,19 +144,20 @@ class Store:
                 if self._forming is group:
                     self._forming = None  # begun: later arrivals form the next group
                 blocks = group.close()
+                shared = len(blocks) > 1  # alone, a block writes as any other write
                 for number, (block, outcome) in enumerate(blocks):
                     if outcome.done():  # its caller gave up before its turn
                         continue
                     try:
-                        if len(blocks) == 1:  # alone: a write as any other
+                        async with (
+                            translated_errors(),
+                            savepoint(tx, driver, number) if shared else nullcontext(),
+                        ):
                             result = await block(tx)
-                        else:
-                            async with translated_errors(), savepoint(tx, driver, number):
-                                result = await block(tx)
                     except TransactionLost:
                         raise
                     except Exception as exc:
-                        if len(blocks) == 1:
+                        if not shared:
                             raise
                         outcomes.append((outcome, exc, True))  # undone alone; others go on
                     else:
@@ -194,8 +195,8 @@ class Store:
                 tx = Tx(held.conn, raw=held.raw, taker=self.commits.taker)
                 yield tx, held.raw.driver_connection
         except BaseException:
-            if tx is not None and tx.leased and tx.taker is not None:
-                tx.taker.take([], tx.leased)  # rolled back: its leases come to nothing
+            if tx is not None:
+                tx.drop_jobs_since()  # rolled back
             raise
 
     async def _committed(self, tx: Tx, transactions: int = 1) -> None:

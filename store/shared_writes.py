@@ -96,7 +96,7 @@ class TransactionLost(StoreUnavailable):
 async def savepoint(tx: Tx, driver: InlineConnection, number: int) -> AsyncIterator[None]:
     """One block inside the group's transaction (on `driver`, its connection): undone alone
     if it raises, with the outbox leases it took (store/commits.py)."""
-    held, leased = len(tx.held), tx.leased
+    mark = tx.jobs_mark()
     await driver.write_now(f"SAVEPOINT block_{number}")
     try:
         yield
@@ -108,10 +108,6 @@ async def savepoint(tx: Tx, driver: InlineConnection, number: int) -> AsyncItera
             await driver.write_now(f"RELEASE block_{number}")
         except Exception as broken:
             raise TransactionLost(f"could not undo a failed block: {broken}") from exc
-        given = tx.leased - leased
-        del tx.held[held:]
-        tx.leased = leased
-        if given and tx.taker is not None:
-            tx.taker.take([], given)  # its jobs came to nothing
+        tx.drop_jobs_since(mark)
         raise
     await driver.write_now(f"RELEASE block_{number}")

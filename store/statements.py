@@ -109,6 +109,20 @@ class Statements:
         # Reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading
 
+    def jobs_mark(self) -> tuple[int, int]:
+        """Where this transaction's jobs leased at birth stand now (for `drop_jobs_since`)."""
+        return len(self.held), self.leased
+
+    def drop_jobs_since(self, mark: tuple[int, int] = (0, 0)) -> None:
+        """The writes since `mark` were rolled back (the whole transaction by default): the
+        jobs they queued leased to the runner came to nothing, and their leases go back."""
+        held, leased = mark
+        given = self.leased - leased
+        del self.held[held:]
+        self.leased = leased
+        if given and self.taker is not None:
+            self.taker.take([], given)
+
     def _forget_subject(self, approval_id: str) -> None:
         """The approval moved after jobs that carry it were queued in this transaction (a
         later create of the same step superseded it, in a shared write): their runner reads
