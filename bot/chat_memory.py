@@ -34,7 +34,7 @@ class ChatMemory:
 
     async def first_delivery(self, source: str, delivery_id: str) -> bool:
         """True the first time `delivery_id` arrives from `source`; False for a redelivery."""
-        async with self.store.write() as tx:
+        async with self.store.write_alone() as tx:
             return await tx.record_delivery(source, delivery_id, self.clock.now())
 
     async def card_at(self, channel: str, address: str, message_id: str) -> CardMessage | None:

@@ -27,6 +27,9 @@ _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tena
 # every other writer.
 _LOCK_APPROVAL = _GET_APPROVAL.with_for_update()
 _LOCK_APPROVAL_OR_SKIP = _GET_APPROVAL.with_for_update(skip_locked=True)
+_LOCK_VERSION = (
+    select(approvals.c.version).where(approvals.c.id == bindparam("id")).with_for_update()
+)
 _APPROVAL_BY_KEY = select(approvals).where(
     approvals.c.tenant == bindparam("tenant"),
     approvals.c.run_id == bindparam("run_id"),
@@ -180,6 +183,13 @@ class ApprovalStatements(Statements):
         SQLite's write transaction already excludes every other writer)."""
         stmt = _LOCK_APPROVAL_OR_SKIP if skip_locked else _LOCK_APPROVAL
         return await self._driver_row(stmt, {"id": approval_id})
+
+    async def lock_version(self, approval_id: str) -> int | None:
+        """An approval's version, its row locked until commit (None if it is gone): for a
+        writer that only asks whether the row moved since it read it (a card's settle),
+        spared reading and decoding the whole row."""
+        rows = await self._rows(_LOCK_VERSION, {"id": approval_id})
+        return int(rows[0]["version"]) if rows else None
 
     async def update_approval(
         self,

@@ -73,7 +73,7 @@ class CardJobs:
             # sees this message and queues its update. (Inserting first would take a key-share
             # lock on the row through the foreign key, and two cards of one approval posted at
             # once would deadlock upgrading it.)
-            current = await tx.lock_approval(approval.id)
+            version = await tx.lock_version(approval.id)
             message = await tx.insert_card_message(
                 {
                     "approval_id": approval.id,
@@ -86,9 +86,11 @@ class CardJobs:
                     "updated_at": now,
                 }
             )
-            if current is not None and current.version != approval.version:
+            if version is not None and version != approval.version:
                 # It moved while the card was on its way: that transition did not know
                 # this message, so bring the card up to date now.
+                current = await tx.get_approval(approval.id)
+                assert current is not None  # its row is locked: it cannot have gone since
                 await jobs.enqueue_card_update(tx, current, message.id, now)
 
         # Written with the job's settle. Within a batch, an approval's row is locked before

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from bot import audit
+from bot.chat_memory import ChatMemory
 from bot.errors import InvalidRequest, SchemaOutOfDate
 from bot.intake import create_request, validate_request
 from bot.operator import Actor, Operator
@@ -117,3 +118,21 @@ async def test_card_messages_and_votes_read_on_the_driver_path_are_what_was_writ
         "ok",
         now,
     )
+
+
+async def test_a_delivery_recorded_alone_is_seen_at_once_by_another_replica(
+    store: Store, db_url: str, clock
+) -> None:
+    # The replay guard's record is one statement, written without BEGIN and COMMIT on
+    # PostgreSQL (Store.write_alone): it must be committed when it returns, not left open on
+    # a pooled connection where another replica would not see it.
+    here = ChatMemory(store, clock)
+    assert await here.first_delivery("slack", "v0=replayed") is True
+    replica = Store.from_url(db_url)
+    try:
+        there = ChatMemory(replica, clock)
+        assert await there.first_delivery("slack", "v0=replayed") is False
+        assert await there.first_delivery("slack", "v0=new") is True
+    finally:
+        await replica.close()
+    assert await here.first_delivery("slack", "v0=new") is False

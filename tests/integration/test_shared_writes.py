@@ -3,18 +3,21 @@ store/shared_writes.py).
 
 Proves, on SQLite: creates queued behind another write commit in one transaction, each as it
 was asked (none lost, none merged); a block that fails in a shared transaction is undone
-alone, with the outbox leases it took, and the others commit; a request superseded by a
-later create of its step in the same transaction hands its card job over without the stale
-request (its runner reads it afresh, and posts no card for it); a decision queued before
-them is not overtaken by creates that arrive after it; a caller cancelled while it waits
-(the one whose arrival started the group included) writes nothing and holds no one up. On
-PostgreSQL a shared write is a write of its own, and the same concurrent creates all land.
+alone, with the outbox leases it took, and the others commit, while a block under which
+SQLite ends the whole transaction fails every block of the group (none is told it landed);
+a request superseded by a later create of its step in the same transaction hands its card
+job over without the stale request (its runner reads it afresh, and posts no card for it);
+a decision queued before them is not overtaken by creates that arrive after it; a caller
+cancelled while it waits (the one whose arrival started the group included) writes nothing
+and holds no one up. On PostgreSQL a shared write is a write of its own, and the same
+concurrent creates all land.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -24,11 +27,12 @@ import pytest
 
 from bot.clock import FakeClock
 from bot.config import parse_config
+from bot.errors import StoreUnavailable
 from bot.intake import Created, create_request
 from bot.routing import Directory
 from store.records import OutboxJob
 from store.repository import Store, Tx
-from store.shared_writes import Block
+from store.shared_writes import Block, TransactionLost
 from tests.support.samples import TEST_CONFIG, make_request
 
 CREATES = 8
@@ -140,6 +144,39 @@ async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
         ([], 1),
         (["a", "c"], 2),
     ]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_block_under_which_sqlite_ends_the_transaction_fails_the_whole_group(
+    store: Store, clock: FakeClock
+) -> None:
+    leases = _Leases(clock)
+    undo = store.commits.hand_to(leases)
+
+    async def ended(tx: Tx) -> None:
+        # What SQLite may do on an I/O error or a full disk: roll the whole transaction
+        # back, not only the failing statement.
+        await tx.enqueue("webhook", {}, now=clock.now(), dedupe_key="b")
+        driver = (await tx.conn.get_raw_connection()).driver_connection
+        await driver.write_now("ROLLBACK")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    async with _lock_held(store):
+        queued = await _queued(
+            store.write_shared(_job(clock, "a")),
+            store.write_shared(ended),
+            store.write_shared(_job(clock, "c")),
+        )
+    outcomes = await asyncio.gather(*queued, return_exceptions=True)
+    undo()
+    # "a" ran before "b" and was rolled back with it: no caller may be told it landed.
+    assert all(isinstance(outcome, TransactionLost) for outcome in outcomes), outcomes
+    assert isinstance(outcomes[0], StoreUnavailable)
+    assert await _job_keys(store) == []
+    assert [([job.dedupe_key for job in jobs], n) for jobs, n in leases.handed] == [([], 2)]
+    # The connection went back sound: the next write lands.
+    assert await store.write_shared(_job(clock, "d")) == "d"
+    assert await _job_keys(store) == ["d"]
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
