@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +13,11 @@ from aiohttp import web
 from bot.app import build_app
 from bot.clock import FakeClock
 from bot.config import parse_config
+from bot.routing import Directory
 from store.repository import Store
 from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, Serve
 from tests.support.samples import TEST_CONFIG
+from tests.support.webhook_rig import Receiver, serving
 
 # -- the agent API on a loopback port (tests/support/api_server.py) --------------------------------
 
@@ -60,3 +63,32 @@ async def serve(
 @pytest.fixture
 async def api(serve: Serve) -> Api:
     return await serve()
+
+
+# -- a webhook receiver on loopback and a tenant that sends to it (tests/support/webhook_rig.py) --
+
+
+# Shadowed in test_outbox_endpoints.py, whose receiver needs a hanging and a healthy path.
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with serving() as hooks:
+        yield hooks
+
+
+@pytest.fixture
+def hooked(receiver: Receiver) -> Directory:
+    config = copy.deepcopy(TEST_CONFIG)
+    config["tenants"][0] = {
+        "name": "acme",
+        "webhook_url": receiver.url,
+        "webhook_secret_env": "ACME_SECRET",
+        # The tests' receivers, callbacks included, listen on loopback.
+        "allow_private_callbacks": True,
+    }
+    return parse_config(config).directory()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as http:
+        yield http

@@ -1,7 +1,8 @@
 """The event loop's lateness probe (bot.admission.LoopLag): idle, it probes ten times less
 often (each probe is CPU an idle server would spend for nothing), and the first late probe
 brings it back to every 10 ms. Driven on a loop whose clock the test moves, so the machine's
-own load cannot decide the outcome (tests/integration/test_outbox.py measures a real loop)."""
+own load cannot decide the outcome (tests/integration/test_outbox_in_flight.py measures a
+real loop)."""
 
 from __future__ import annotations
 
