@@ -1,6 +1,6 @@
 """Create, claim and complete through the agent HTTP API: requests per second and latency.
 
-`signoff serve` in its own process (bench/service.py's Server: cards and webhooks on, the
+`signoff serve` in its own process (bench/processes.py's Server: cards and webhooks on, the
 fake Slack and the webhook receiver in bench/edge.py's process), driven by 32 concurrent
 aiohttp clients in this process: N creates, then (decided in bulk through the Operator on
 the same database, as a human would, not timed) N claims and N completes. bench/service.py
@@ -24,7 +24,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import postgres_database, quantiles, run_concurrently
-from bench.service import API_KEY, CHILDREN, Edge, Server, write_config
+from bench.processes import API_KEY, CHILDREN, Edge, Server, write_config
 from bot.config import load_config
 from bot.operator import Actor, Operator
 from store.repository import Store

@@ -59,11 +59,11 @@ import asyncpg
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import service  # noqa: E402
+from bench import processes, service_scenarios  # noqa: E402
 from bench.common import server_config  # noqa: E402
 from bench.effects_edge import TELEGRAM_TOKEN  # noqa: E402
 from bench.effects_report import EFFECTS, line, median, summary, table  # noqa: E402
-from bench.service import CHILDREN, Server  # noqa: E402
+from bench.processes import CHILDREN, Server  # noqa: E402
 
 PATHS = ("slack", "telegram", "web", "cli")
 SLACK_CHANNEL = "C0FIN"
@@ -87,7 +87,7 @@ class Tree:
 
     def env(self) -> dict[str, str]:
         env = {
-            **service.server_env(),
+            **processes.server_env(),
             "TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN,
             "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
             "SIGNOFF_WEB_SECRET": WEB_SECRET,
@@ -99,7 +99,7 @@ class Tree:
 
 def this_tree() -> Tree:
     head = git("rev-parse", "--short", "HEAD")
-    return Tree(f"{head} (this)", service.signoff_command())
+    return Tree(f"{head} (this)", processes.signoff_command())
 
 
 def unpacked(commit: str, into: Path) -> Tree:
@@ -239,7 +239,7 @@ def epoch(value: Any) -> float:
 
 async def drive(tree: Tree, args: list[str]) -> dict[str, Any]:
     """One bench/effects_drive.py process; its JSON answer."""
-    answer: dict[str, Any] = await service.run_json("bench.effects_drive", args, tree.env())
+    answer: dict[str, Any] = await processes.run_json("bench.effects_drive", args, tree.env())
     return answer
 
 
@@ -273,7 +273,7 @@ class Run:
     async def prepare(self, n: int) -> list[dict[str, Any]]:
         """n approvals, each with its two cards posted and recorded; what the paths need."""
         out = self.tmp / "approvals.jsonl"
-        made = await service.creates(self.server.url, n=n, prefix="fx", out=out)
+        made = await processes.creates(self.server.url, n=n, prefix="fx", out=out)
         if made["errors"]:
             raise RuntimeError(f"{made['errors']} creates failed")
         approvals = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
@@ -304,7 +304,7 @@ class Run:
         common = ["--decisions", str(file), "--rate", str(self.args.rate)]
         common += ["--start-at", str(time.time() + 1.0)]
         if path == "slack":
-            extra = ["--url", self.server.url, "--secret", service.SLACK_SECRET]
+            extra = ["--url", self.server.url, "--secret", processes.SLACK_SECRET]
         elif path == "telegram":
             extra = ["--url", self.server.url, "--secret", TELEGRAM_SECRET]
         elif path == "web":
@@ -392,7 +392,7 @@ async def one_run(
     k = int(args.rate * args.seconds)
     paths = args.paths.split(",")
     with tempfile.TemporaryDirectory(prefix="signoff-effects-") as tmp:
-        async with service.database(db, args.postgres, Path(tmp)) as url:
+        async with service_scenarios.database(db, args.postgres, Path(tmp)) as url:
             if url is None:
                 return None
             config = Path(tmp, "signoff.toml")
@@ -469,7 +469,7 @@ def parser() -> argparse.ArgumentParser:
         "--cli-seconds", type=float, default=20.0, help="of CLI decisions (fewer per second)"
     )
     p.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
-    service.add_background_process_option(p)
+    processes.add_background_process_option(p)
     p.add_argument("--patience", type=float, default=10.0, help="extra wait for effects (s)")
     p.add_argument(
         "--postgres",
@@ -485,11 +485,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    service.SERVE_ARGS.extend(service.background_process_args(args.background_process))
+    processes.SERVE_ARGS.extend(processes.background_process_args(args.background_process))
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         raise SystemExit(f"unknown path(s): {', '.join(sorted(unknown))}")
-    signal.signal(signal.SIGTERM, service._exit_on_sigterm)
+    signal.signal(signal.SIGTERM, processes._exit_on_sigterm)
     started = time.time()
     try:
         results = asyncio.run(bench(args))

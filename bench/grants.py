@@ -46,10 +46,10 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import service  # noqa: E402
+from bench import processes, service_scenarios  # noqa: E402
 from bench.common import server_config  # noqa: E402
 from bench.effects_latency import EdgeProc, earliest_hooks  # noqa: E402
-from bench.service import CHILDREN, Edge, Server  # noqa: E402
+from bench.processes import CHILDREN, Edge, Server  # noqa: E402
 
 KINDS = ("covered", "plain")
 
@@ -70,9 +70,9 @@ async def cli(config: Path, *args: str) -> str:
     """`signoff ARGS --config C` as a process; its stdout."""
     done = await asyncio.to_thread(
         subprocess.run,
-        [*service.signoff_command(), *args, "--config", str(config)],
+        [*processes.signoff_command(), *args, "--config", str(config)],
         cwd=REPO,
-        env=service.server_env(),
+        env=processes.server_env(),
         capture_output=True,
         text=True,
     )
@@ -84,7 +84,7 @@ async def cli(config: Path, *args: str) -> str:
 async def give_grant(url: str, config: Path, tmp: Path) -> None:
     """A request approved by alice with "allow the same for 8h", through the CLI."""
     out = tmp / "seed.jsonl"
-    made = await service.creates(url, n=1, clients=1, prefix="seed", out=out)
+    made = await processes.creates(url, n=1, clients=1, prefix="seed", out=out)
     if made["errors"]:
         raise RuntimeError("the seed create failed")
     seed = json.loads(out.read_text("utf-8"))
@@ -120,9 +120,9 @@ async def latency(
 ) -> dict[str, Any]:  # fmt: skip
     """Open-loop creates at --rate; create sent -> `approved` webhook, per request."""
     out = tmp / f"latency-{kind}.jsonl"
-    click = ["--then-click", service.SLACK_SECRET] if kind == "plain" else []
-    made = await service.run_load(
-        ["create", "--url", server.url, "--key", service.API_KEY, "--prefix", f"lat-{kind}",
+    click = ["--then-click", processes.SLACK_SECRET] if kind == "plain" else []
+    made = await processes.run_load(
+        ["create", "--url", server.url, "--key", processes.API_KEY, "--prefix", f"lat-{kind}",
          "--rate", str(args.rate), "--seconds", str(args.seconds), "--out", str(out),
          "--start-at", str(time.time() + 1.0), *click]
     )  # fmt: skip
@@ -146,7 +146,7 @@ async def throughput(
     """--n creates from --clients agents, closed loop; for covered ones, until every webhook."""
     out = Path(tempfile.mkstemp(prefix=f"signoff-grants-{kind}-")[1])
     cpu0 = server.cpu()
-    made = await service.creates(
+    made = await processes.creates(
         server.url, n=args.n, clients=args.clients, prefix=f"tp-{kind}", out=out
     )
     cpu1 = server.cpu()
@@ -171,7 +171,7 @@ async def one_run(
     db: str, kind: str, args: argparse.Namespace, edge: Edge, hooks: EdgeProc
 ) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="signoff-grants-") as tmp:
-        async with service.database(db, args.postgres, Path(tmp)) as url:
+        async with service_scenarios.database(db, args.postgres, Path(tmp)) as url:
             if url is None:
                 return None
             config = Path(tmp, "signoff.toml")
@@ -261,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    service.run_bench(bench, parser().parse_args())
+    processes.run_bench(bench, parser().parse_args())
 
 
 if __name__ == "__main__":

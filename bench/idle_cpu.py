@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service import (  # noqa: E402
+from bench.processes import (  # noqa: E402
     add_background_process_option,
     background_process_args,
     signoff_command,

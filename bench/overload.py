@@ -40,8 +40,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import service  # noqa: E402
-from bench.service import API_KEY, SLACK_SECRET, Edge, Run, fresh_run, run_load  # noqa: E402
+from bench import processes, service_scenarios  # noqa: E402
+from bench.processes import API_KEY, SLACK_SECRET, Edge, run_load  # noqa: E402
+from bench.service_scenarios import Run, fresh_run  # noqa: E402
 
 SLACK_ACK = 3000.0  # ms: Slack shows the user an error if a click is not answered by then
 
@@ -188,7 +189,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--databases", default="sqlite")
     p.add_argument("--workers", type=int, default=1, help="`signoff serve --workers N`")
-    service.add_background_process_option(p)
+    processes.add_background_process_option(p)
     p.add_argument("--seconds", type=float, default=10.0, help="length of the overload phase")
     p.add_argument("--click-rate", type=float, default=20.0, help="Slack clicks per second")
     p.add_argument("--factor", type=float, default=2.0, help="creates offered x capacity")
@@ -205,13 +206,13 @@ def main() -> None:
     p.add_argument("--json", help="write every run's figures to this file")
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
     args = p.parse_args()
-    service.SERVER_LOG = args.server_log
-    service.SERVE_ARGS.extend(service.background_process_args(args.background_process))
+    service_scenarios.SERVER_LOG = args.server_log
+    processes.SERVE_ARGS.extend(processes.background_process_args(args.background_process))
     if args.max_creates_in_flight is not None:
-        service.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
+        processes.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:
-        service.SERVER["create_lag_limit"] = args.create_lag_limit
-    service.run_bench(bench, args)
+        processes.SERVER["create_lag_limit"] = args.create_lag_limit
+    processes.run_bench(bench, args)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ uvicorn[standard] brings them, log level warning, loopback):
    the server answered it, both this host's clock) p50/p99/max, waiting up to --patience
    seconds for them (so the next rate starts on an empty queue).
 
-CPU is utime + stime of the server and its descendants, read from /proc (bench/service.py's
+CPU is utime + stime of the server and its descendants, read from /proc (bench/processes.py's
 tree_cpu_seconds). The receiver (`python -m bench.peer_awaithumans receiver`) and the load
 generators (`... load create|complete`) run in processes of their own, in this interpreter.
 
@@ -65,7 +65,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.common import postgres_database, serve_edge  # noqa: E402
 from bench.load import TRANSCRIPT  # noqa: E402
-from bench.service import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds  # noqa: E402
+from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds  # noqa: E402
 
 DEFAULT_PYTHON = os.environ.get("AWAITHUMANS_PYTHON", "/work/.bench-awaithumans/bin/python")
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
