@@ -17,9 +17,12 @@ from sqlalchemy.engine import Dialect
 
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
-from store.records import CardMessage, ReplyPrompt
-from store.schema import card_messages, inbound_deliveries, reply_prompts
+from store.records import Approval, CardMessage, ReplyPrompt
+from store.schema import approvals, card_messages, inbound_deliveries, reply_prompts
 from store.statements import Statements, insert_for
+from store.votes import with_votes
+
+_CARD_COLUMNS = [c.name for c in card_messages.c]
 
 _CARD_MESSAGE_AT = select(card_messages).where(
     card_messages.c.channel == bindparam("channel"),
@@ -32,6 +35,13 @@ _CARD_MESSAGES_FOR = (
     .order_by(card_messages.c.id)
 )
 _CARD_MESSAGE = select(card_messages).where(card_messages.c.id == bindparam("id"))
+# A card and the request it shows, in one statement (a card update's read). The card's
+# columns are labelled: both tables have an id and timestamps.
+_CARD_WITH_APPROVAL = (
+    select(*(c.label(f"card_{c.name}") for c in card_messages.c), approvals)
+    .join_from(card_messages, approvals, approvals.c.id == card_messages.c.approval_id)
+    .where(card_messages.c.id == bindparam("id"))
+)
 _MARK_CARD_RENDERED = (
     update(card_messages)
     .where(card_messages.c.id == bindparam("w_id"))
@@ -91,6 +101,18 @@ class ChatStatements(Statements):
     async def card_message(self, card_message_id: int) -> CardMessage | None:
         rows = await self._rows(_CARD_MESSAGE, {"id": card_message_id})
         return CardMessage.from_row(rows[0]) if rows else None
+
+    async def card_with_approval(self, card_message_id: int) -> tuple[CardMessage, Approval] | None:
+        """A posted card and the approval it shows, as they are now; None if either is
+        gone."""
+        rows = await self._rows(_CARD_WITH_APPROVAL, {"id": card_message_id})
+        if not rows:
+            return None
+        row = rows[0]
+        card = CardMessage.from_row({name: row[f"card_{name}"] for name in _CARD_COLUMNS})
+        approval = await with_votes(self, Approval.from_row(row))
+        assert approval is not None
+        return card, approval
 
     async def card_message_at(
         self, channel: str, address: str, message_id: str

@@ -108,10 +108,10 @@ class CardJobs:
 
     async def update(self, job: OutboxJob) -> str | Record | None:
         async with self.store.read() as tx:
-            message = await tx.card_message(int(job.payload["card_message_id"]))
-            approval = await tx.get_approval(message.approval_id) if message else None
-        if message is None or approval is None:
+            found = await tx.card_with_approval(int(job.payload["card_message_id"]))
+        if found is None:
             return None
+        message, approval = found
         if await self._superseded(job, approval):
             return None
         channel = self._channel(message.channel, f"update of card {message.id}", approval.id)

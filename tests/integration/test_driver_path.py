@@ -136,3 +136,32 @@ async def test_a_delivery_recorded_alone_is_seen_at_once_by_another_replica(
     finally:
         await replica.close()
     assert await here.first_delivery("slack", "v0=new") is False
+
+
+async def test_a_card_read_with_its_request_is_the_card_and_the_request(
+    store: Store, directory, clock
+) -> None:
+    created = await create_request(
+        store, directory, clock, "acme", validate_request(request_body(run_id="run-card"))
+    )
+    now = clock.now()
+    async with store.write() as tx:
+        card = await tx.insert_card_message(
+            {
+                "approval_id": created.approval.id,
+                "channel": "slack",
+                "address": "C0FIN",
+                "message_id": "1700000000.000100",
+                "shown_hash": created.approval.hash,
+                "rendered_state": created.approval.state,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+    async with store.read() as tx:
+        # The card update's one read gives what the two reads it replaced gave.
+        assert await tx.card_with_approval(card.id) == (
+            await tx.card_message(card.id),
+            await tx.get_approval(created.approval.id),
+        )
+        assert await tx.card_with_approval(card.id + 1) is None
