@@ -122,20 +122,27 @@ async def _job_keys(store: Store) -> list[str]:
         return sorted(str(job.dedupe_key) for job in await tx.outbox_jobs())
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
-    store: Store, clock: FakeClock
-) -> None:
+async def _around(store: Store, clock: FakeClock, middle: Block) -> tuple[list[Any], _Leases]:
+    """`middle` in a shared transaction between blocks queueing jobs "a" and "c": each
+    caller's outcome (or error), and what the runner was handed."""
     leases = _Leases(clock)
     undo = store.commits.hand_to(leases)
     async with _lock_held(store):
         queued = await _queued(
             store.write_shared(_job(clock, "a")),
-            store.write_shared(_job(clock, "b", fail=True)),
+            store.write_shared(middle),
             store.write_shared(_job(clock, "c")),
         )
     outcomes = await asyncio.gather(*queued, return_exceptions=True)
     undo()
+    return outcomes, leases
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
+    store: Store, clock: FakeClock
+) -> None:
+    outcomes, leases = await _around(store, clock, _job(clock, "b", fail=True))
     assert outcomes[0] == "a" and outcomes[2] == "c"
     assert isinstance(outcomes[1], RuntimeError) and str(outcomes[1]) == "b refused"
     assert await _job_keys(store) == ["a", "c"]
@@ -150,9 +157,6 @@ async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
 async def test_a_block_under_which_sqlite_ends_the_transaction_fails_the_whole_group(
     store: Store, clock: FakeClock
 ) -> None:
-    leases = _Leases(clock)
-    undo = store.commits.hand_to(leases)
-
     async def ended(tx: Tx) -> None:
         # What SQLite may do on an I/O error or a full disk: roll the whole transaction
         # back, not only the failing statement.
@@ -161,14 +165,7 @@ async def test_a_block_under_which_sqlite_ends_the_transaction_fails_the_whole_g
         await driver.write_now("ROLLBACK")
         raise sqlite3.OperationalError("disk I/O error")
 
-    async with _lock_held(store):
-        queued = await _queued(
-            store.write_shared(_job(clock, "a")),
-            store.write_shared(ended),
-            store.write_shared(_job(clock, "c")),
-        )
-    outcomes = await asyncio.gather(*queued, return_exceptions=True)
-    undo()
+    outcomes, leases = await _around(store, clock, ended)
     # "a" ran before "b" and was rolled back with it: no caller may be told it landed.
     assert all(isinstance(outcome, TransactionLost) for outcome in outcomes), outcomes
     assert isinstance(outcomes[0], StoreUnavailable)
