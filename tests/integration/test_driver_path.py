@@ -5,6 +5,7 @@ says to upgrade, a constraint violation stays an integrity error)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -131,7 +132,10 @@ async def test_a_delivery_recorded_alone_is_seen_at_once_by_another_replica(
     replica = Store.from_url(db_url)
     try:
         there = ChatMemory(replica, clock)
-        assert await there.first_delivery("slack", "v0=replayed") is False
+        # Left uncommitted, the first record would hold this insert waiting for its row
+        # lock (PostgreSQL): fail, not hang.
+        async with asyncio.timeout(10):
+            assert await there.first_delivery("slack", "v0=replayed") is False
         assert await there.first_delivery("slack", "v0=new") is True
     finally:
         await replica.close()
