@@ -1,12 +1,14 @@
 """The agent API rig: the real application (`build_app`, no background tasks, a FakeClock) on
 a loopback port with two tenants, acme and globex, and an aiohttp client that speaks to it as
-an agent does. The `serve` and `api` fixtures that start it are in tests/integration/conftest.py.
-Used by the API tests and the metrics refresh tests.
+an agent does, and the checks the API tests make of its answers. The `serve` and `api` fixtures
+that start it are in tests/integration/conftest.py. Used by the API tests and the metrics refresh
+tests.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,7 @@ ACME_KEY = "acme-test-key-9f2c41"
 GLOBEX_KEY = "globex-test-key-07be3d"
 ALICE = Actor("alice", "cli")
 NO_BODY = object()  # `Api.call` sends no body (not even `null`)
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass
@@ -108,3 +111,18 @@ async def listing(api: Api, query: str = "", key: str = ACME_KEY) -> dict[str, A
     assert reply.status == 200, reply.body
     assert set(reply.body) == {"approvals", "next_cursor"}
     return reply.body
+
+
+def assert_error(reply: Reply, status: int, code: str) -> dict[str, Any]:
+    """The reply is the API's error shape with this status and code; returns the error."""
+    assert reply.status == status, reply.body
+    assert reply.headers["Content-Type"].startswith("application/json"), reply.headers
+    assert isinstance(reply.body, dict) and set(reply.body) == {"error"}, reply.body
+    error = reply.body["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and error["message"].strip(), error
+    return error
+
+
+def error_fields(error: dict[str, Any]) -> list[str]:
+    return [f["field"] for f in error.get("fields", [])]
