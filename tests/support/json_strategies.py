@@ -1,5 +1,5 @@
 """Hypothesis settings and strategies the property tests share: JSON as requests carry it,
-and Python values that are not JSON at all."""
+Python values that are not JSON at all, and principal names."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ from bot.canonical import MAX_SAFE_INTEGER
 
 
 def property_settings(max_examples: int) -> settings:
+    """`database=None` keeps hypothesis from saving failing examples under
+    `.hypothesis/examples` and replaying one checkout's old failures first on the next run, so
+    a run depends only on the test file and its seed; under CI=true the seed is fixed too
+    (`derandomize`), so CI tries the same examples every time, while local runs keep exploring
+    new ones (a failure prints the example to add as @example). `deadline=None`: the functions
+    tested do no I/O, but a loaded machine can make one example slow without making it wrong.
+    The example counts of tests/unit/test_properties_*.py keep those files to about ten seconds
+    of CPU together."""
     return settings(
         max_examples=max_examples,
         database=None,
@@ -35,8 +43,8 @@ any_texts = texts | st.lists(
 
 # Doubles from 2^53 up to 1e21 are integers that JCS writes without a fraction or exponent
 # ("9007199254740992"), so signoff refuses them as it refuses that integer: the properties
-# about accepted values leave them out (the round-trip property in tests/unit/test_properties.py
-# is about them).
+# about accepted values leave them out (the round-trip property in
+# tests/unit/test_properties_create_body.py is about them).
 _AMBIGUOUS = (2.0**53, 1e21)
 ambiguous_floats = st.floats(min_value=_AMBIGUOUS[0], max_value=_AMBIGUOUS[1], exclude_max=True)
 ambiguous_floats |= ambiguous_floats.map(lambda f: -f)
@@ -58,6 +66,13 @@ def _json_containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]
 
 json_values = st.recursive(json_scalars, _json_containers, max_leaves=20)
 
+
+# -- principal names -------------------------------------------------------------------------
+
+principal_keys = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,15}", fullmatch=True)
+
+
+# -- Python values ---------------------------------------------------------------------------
 
 python_scalars = (
     st.none()
