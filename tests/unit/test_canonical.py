@@ -528,7 +528,8 @@ def test_canonical_json_refuses(value: Any) -> None:
 @pytest.mark.parametrize("value", REFUSED)
 def test_check_canonical_refuses_what_canonical_json_refuses(value: Any) -> None:
     # A create body is checked whole with check_canonical and hashed in part, so the two
-    # must refuse the same things (test_properties.py compares them on generated values).
+    # must refuse the same things (test_properties_create_body.py compares them on generated
+    # values).
     with pytest.raises(NotCanonical):
         check_canonical(value)
 

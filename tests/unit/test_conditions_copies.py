@@ -9,7 +9,8 @@ means in the server's config, so the two must not drift apart:
   conditions (refusing the rest in the same words) and decide every call alike. This also
   covers the one difference the code check cannot see, the two `canonical_json` functions.
 
-Settings as in test_properties.py: no example database, a fixed seed under CI=true.
+Settings as in the property tests (tests/support/json_strategies.py property_settings): no
+example database, a fixed seed under CI=true.
 """
 
 from __future__ import annotations
