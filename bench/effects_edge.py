@@ -5,7 +5,7 @@ noting when every call it cares about arrived (wall-clock seconds, `time.time()`
 
 - ``slack``: the fake Slack Web API (tests/fakes/slack.py) at ``/api/{method}``; notes each
   ok ``chat.postMessage`` (``post``) and ``chat.update`` (``update``) with its channel and ts.
-- ``telegram``: the fake Bot API (tests/fakes/telegram.py) at ``/bot{token}/{method}``; notes
+- ``telegram``: the fake Bot API (tests/fakes/telegram/) at ``/bot{token}/{method}``; notes
   each ok ``sendMessage`` (``post``, with the Approve button's callback data) and
   ``editMessageText`` / ``editMessageReplyMarkup`` (``update``) with its chat and message id.
 - ``hooks``: the decision-webhook receiver at ``POST /hooks`` (answers 204); notes each

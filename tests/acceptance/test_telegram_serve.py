@@ -2,7 +2,7 @@
 
 tests/integration/test_telegram.py proves the Telegram flows in-process. This file proves them
 the way an operator runs them: a config file with a `[telegram]` table whose `api_base_url`
-points at the fake Bot API (tests/fakes/telegram.py, in a thread of its own), the token and
+points at the fake Bot API (tests/fakes/telegram/, in a thread of its own), the token and
 webhook secret in the environment, `signoff serve` as a subprocess with its own outbox, and
 updates posted to `POST /telegram/webhook` with the secret header. It proves that:
 

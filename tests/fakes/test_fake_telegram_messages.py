@@ -25,18 +25,8 @@ from tests.fakes.telegram import (
     group_chat,
     private_chat,
     text_message,
-    user,
 )
-
-ALICE = user(111, "Alice", username="alice_ng")
-KEYBOARD = InlineKeyboardMarkup(
-    [
-        [
-            InlineKeyboardButton("Approve", callback_data="approve:req-1"),
-            InlineKeyboardButton("Open", url="https://example.com"),
-        ]
-    ]
-)
+from tests.support.telegram_samples import ALICE, KEYBOARD
 
 
 async def test_send_message_parses_html_and_echoes_only_inline_keyboards(

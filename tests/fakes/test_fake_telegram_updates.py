@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MessageEntity, Update
+from telegram import Bot, MessageEntity, Update
 from telegram.error import BadRequest, Conflict
 
 from tests.fakes.telegram import (
@@ -26,20 +26,10 @@ from tests.fakes.telegram import (
     group_chat,
     private_chat,
     text_message,
-    user,
     webhook_body,
     webhook_headers,
 )
-
-ALICE = user(111, "Alice", username="alice_ng")
-KEYBOARD = InlineKeyboardMarkup(
-    [
-        [
-            InlineKeyboardButton("Approve", callback_data="approve:req-1"),
-            InlineKeyboardButton("Open", url="https://example.com"),
-        ]
-    ]
-)
+from tests.support.telegram_samples import ALICE, KEYBOARD
 
 
 async def test_get_updates_answers_pushed_updates_as_ptb_parses_them(

@@ -1,5 +1,5 @@
 """Telegram end to end, in-process: real python-telegram-bot code against the fake Bot API
-(tests/fakes/telegram.py), updates shaped exactly as Telegram sends them and posted over real
+(tests/fakes/telegram/), updates shaped exactly as Telegram sends them and posted over real
 HTTP with the secret token to signoff's own server, on SQLite and PostgreSQL, with a FakeClock.
 
 Proves: a request becomes an HTML card with the short hash and its buttons (Approve, Reject,

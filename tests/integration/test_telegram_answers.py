@@ -1,5 +1,5 @@
 """Answers, questions and the web editor's link from Telegram, in-process: real
-python-telegram-bot against the fake Bot API (tests/fakes/telegram.py), on SQLite and
+python-telegram-bot against the fake Bot API (tests/fakes/telegram/), on SQLite and
 PostgreSQL, with a FakeClock.
 
 Proves: a question's card has a button per option (no Approve), each naming its option by

@@ -1,5 +1,5 @@
 """Standing grants from Telegram, in-process: real python-telegram-bot against the fake Bot
-API (tests/fakes/telegram.py), on SQLite and PostgreSQL, with a FakeClock.
+API (tests/fakes/telegram/), on SQLite and PostgreSQL, with a FakeClock.
 
 Proves: "Allow the same…" is on a card only where its route offers a grant (not on a
 `grants = false` route, a quorum route or a question); its keyboards ask how later calls must

@@ -1,5 +1,5 @@
 """Telegram as groups really are, end to end on SQLite and PostgreSQL: real python-telegram-bot
-code against the fake Bot API (tests/fakes/telegram.py), updates shaped as Telegram sends
+code against the fake Bot API (tests/fakes/telegram/), updates shaped as Telegram sends
 them, posted over HTTP to signoff's own server (the rig of tests/support/telegram_rig.py).
 
 Proves: a card goes into a forum topic and a reply there decides, while chatter in a topic

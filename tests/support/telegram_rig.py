@@ -1,5 +1,5 @@
 """The Telegram rig: one signoff server in the test's process (tests/support/chat_server.py)
-wired to the fake Bot API (tests/fakes/telegram.py), the people who write to it, the config it
+wired to the fake Bot API (tests/fakes/telegram/), the people who write to it, the config it
 runs, and a reader for the keyboards it sends. Used by the Telegram tests, the group and
 confirm tests, and the outbox batch tests.
 """
