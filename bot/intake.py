@@ -453,12 +453,17 @@ async def _insert(
         return Created(existing, created=False)
     # Asked for before, and approved as edited since (its hash is the revision's now):
     # the same request, not a new one. Looked for after the insert, which waited for an
-    # edit of the conflicting row still in progress.
-    edited = await tx.edited_request(tenant, run_id, hash_)
-    if edited is not None:
+    # edit of the conflicting row still in progress; the step's other live requests are
+    # read by the same statement, after the step's lock.
+    earlier = await tx.earlier_requests(
+        tenant, run_id, hash_, values["step_key"], besides=approval.id
+    )
+    if earlier.edited is not None:
+        edited = await tx.get_approval(earlier.edited)
+        assert edited is not None  # just seen, and requests are never deleted
         raise _AskedBefore(edited)
     await tx.insert_event(requested)
-    superseded = await _replace_older(tx, directory, approval, now)
+    superseded = await _replace_older(tx, directory, approval, earlier.live_step, now)
     # Inside a person's standing grant: approved by it at once, in this transaction.
     granted = await standing.approve_by_grant(tx, directory, approval, route, now)
     if granted is not None:
@@ -476,19 +481,15 @@ async def _insert(
 
 
 async def _replace_older(
-    tx: Tx, directory: Directory, new: Approval, now: datetime
+    tx: Tx, directory: Directory, new: Approval, live_step: list[str], now: datetime
 ) -> tuple[transitions.Transition, ...]:
     """The newest request of a step is its only grant: asking again for the same run and
     step with a different call supersedes the older requests of that step that have not
-    started (pending, or approved and unclaimed). A request without a step replaces
-    nothing."""
-    if new.step_key is None:
-        return ()
+    started (`live_step`: pending, or approved and unclaimed, when read). A request without
+    a step replaces nothing."""
     note = f"replaced by a newer request for the same step ({new.id})"
     moved = []
-    for older_id in await tx.live_step_requests(
-        new.tenant, new.run_id, new.step_key, besides=new.id
-    ):
+    for older_id in live_step:
         older = await tx.lock_approval(older_id)
         if older is None or older.state not in (State.PENDING, State.APPROVED):
             continue

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import String, bindparam, func, select, update
+from sqlalchemy import String, bindparam, func, literal_column, select, union_all, update
 from sqlalchemy.engine import Dialect
 
 from store.fast_path import DriverStatement
@@ -35,29 +35,40 @@ _APPROVAL_BY_KEY = select(approvals).where(
     approvals.c.run_id == bindparam("run_id"),
     approvals.c.hash == bindparam("hash"),
 )
-_EDITED_REQUEST = select(approvals).where(
-    approvals.c.tenant == bindparam("tenant"),
-    approvals.c.run_id == bindparam("run_id"),
-    approvals.c.original_hash == bindparam("hash"),
-)
-# Sorted here, not by ORDER BY: a step has a request or two, and asked to sort them SQLite
+# After a new request's insert, in one statement: a request of the same run asked for with
+# this hash and approved as edited since (it has another hash now), and the other live
+# requests of its step. Two arms, so that each reads along its own partial index. Sorted in
+# Python, not by ORDER BY: a step has a request or two, and asked to sort them SQLite
 # (without ANALYZE's statistics) reads the tenant's every request along the index that is
 # already in created_at order rather than the step's partial index.
-_LIVE_STEP_REQUESTS = select(approvals.c.id, approvals.c.created_at).where(
-    approvals.c.tenant == bindparam("tenant"),
-    approvals.c.run_id == bindparam("run_id"),
-    approvals.c.step_key == bindparam("step_key"),
-    one_of(approvals.c.state, "pending", "approved"),
-    approvals.c.id != bindparam("besides"),
+_SAME_RUN = (approvals.c.tenant == bindparam("tenant"), approvals.c.run_id == bindparam("run_id"))
+_EARLIER_REQUESTS = union_all(
+    select(approvals.c.id, approvals.c.created_at, literal_column("1").label("edited")).where(
+        *_SAME_RUN, approvals.c.original_hash == bindparam("hash")
+    ),
+    select(approvals.c.id, approvals.c.created_at, literal_column("0").label("edited")).where(
+        *_SAME_RUN,
+        approvals.c.step_key == bindparam("step_key"),
+        one_of(approvals.c.state, "pending", "approved"),
+        approvals.c.id != bindparam("besides"),
+    ),
 )
+
+
+class EarlierRequests(NamedTuple):
+    """What a new request's insert found among its run's requests (`earlier_requests`)."""
+
+    edited: str | None  # the request asked for with this call, approved as edited since
+    live_step: list[str]  # the step's other pending or approved requests, oldest first
 
 
 @functools.cache
-def _lock_approvals_or_fail(n: int) -> Any:
-    """`n` approvals' rows locked (ids bound as id0 ... idN-1), or an error at once."""
+def _lock_versions_or_fail(n: int) -> Any:
+    """`n` approvals' versions, their rows locked (ids bound as id0 ... idN-1), or an error
+    at once."""
     ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
     return (
-        select(approvals.c.id)
+        select(approvals.c.id, approvals.c.version)
         .where(approvals.c.id.in_(ids))
         .order_by(approvals.c.id)
         .with_for_update(nowait=True)
@@ -140,17 +151,31 @@ class ApprovalStatements(Statements):
         params = {"tenant": tenant, "run_id": run_id, "hash": hash_}
         return await self._driver_row(_APPROVAL_BY_KEY, params)
 
-    async def edited_request(self, tenant: str, run_id: str, hash_: str) -> Approval | None:
-        """The request of one run that was asked for with this hash and approved as edited
-        (it has another hash now), if any."""
-        params = {"tenant": tenant, "run_id": run_id, "hash": hash_}
-        return await self._driver_row(_EDITED_REQUEST, params)
-
     async def get_approval(self, approval_id: str, tenant: str | None = None) -> Approval | None:
         """One approval, optionally only if it belongs to `tenant`."""
         if tenant is None:
             return await self._driver_row(_GET_APPROVAL, {"id": approval_id})
         return await self._driver_row(_GET_TENANT_APPROVAL, {"id": approval_id, "tenant": tenant})
+
+    async def earlier_requests(
+        self, tenant: str, run_id: str, hash_: str, step_key: str | None, *, besides: str
+    ) -> EarlierRequests:
+        """For the request `besides`, just inserted: the request of its run asked for with
+        the same hash and approved as edited since, if any, and the ids of the other live
+        requests of its step (none without a step). One statement where it was two."""
+        params = {
+            "tenant": tenant,
+            "run_id": run_id,
+            "hash": hash_,
+            "step_key": step_key,
+            "besides": besides,
+        }
+        rows = await self._rows(_EARLIER_REQUESTS, params)
+        edited = [r["id"] for r in rows if int(r["edited"])]
+        live = sorted(
+            (r for r in rows if not int(r["edited"])), key=lambda r: (r["created_at"], r["id"])
+        )
+        return EarlierRequests(edited[0] if edited else None, [r["id"] for r in live])
 
     async def lock_step(self, tenant: str, run_id: str, step_key: str) -> None:
         """Take the lock of one (tenant, run, step) until this transaction ends, so two new
@@ -159,15 +184,6 @@ class ApprovalStatements(Statements):
         if self._dialect == "postgresql":
             key = f"{tenant}\n{run_id}\n{step_key}"  # a collision only serialises more
             await self._rows(_LOCK_STEP, {"key": key})
-
-    async def live_step_requests(
-        self, tenant: str, run_id: str, step_key: str, *, besides: str
-    ) -> list[str]:
-        """Ids of the pending or approved requests of one (tenant, run, step) but `besides`,
-        oldest first."""
-        params = {"tenant": tenant, "run_id": run_id, "step_key": step_key, "besides": besides}
-        rows = await self._rows(_LIVE_STEP_REQUESTS, params)
-        return [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]))]
 
     async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
         """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect
@@ -218,11 +234,14 @@ class ApprovalStatements(Statements):
             self._forget_subject(approval_id)
         return updated
 
-    async def lock_approvals_or_fail(self, approval_ids: Collection[str]) -> None:
-        """Lock these approvals' rows until commit, or fail at once (PostgreSQL's NOWAIT) if
-        another transaction holds one: for a transaction that takes several row locks in
-        an order of its own (the outbox's batch settle), so it never waits while holding
-        some and so can never be half of a deadlock. SQLite's write lock covers it."""
-        if self._dialect == "postgresql" and approval_ids:
-            ids = {f"id{i}": approval_id for i, approval_id in enumerate(sorted(approval_ids))}
-            await self._rows(_lock_approvals_or_fail(len(ids)), ids)
+    async def lock_versions_or_fail(self, approval_ids: Collection[str]) -> dict[str, int]:
+        """These approvals' versions, their rows locked until commit, or fail at once
+        (PostgreSQL's NOWAIT) if another transaction holds one: for a transaction that takes
+        several row locks in an order of its own (the outbox's batch settle), so it never
+        waits while holding some and so can never be half of a deadlock. SQLite's write lock
+        covers it; there this is one read of the versions. Gone rows are left out."""
+        if not approval_ids:
+            return {}
+        ids = {f"id{i}": approval_id for i, approval_id in enumerate(sorted(approval_ids))}
+        rows = await self._rows(_lock_versions_or_fail(len(ids)), ids)
+        return {r["id"]: int(r["version"]) for r in rows}

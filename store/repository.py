@@ -112,28 +112,33 @@ class Store:
         `background`: work nobody is waiting on (the outbox's claims and settles). On SQLite
         its turn comes after the turns of writers someone waits on (a click, an API call),
         so a burst of outbox work does not queue in front of a person's decision."""
+        async with self._write(background) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def write_alone(self, *, background: bool = False) -> AsyncIterator[Tx]:
+        """A write of one statement that queues no outbox job (the replay guard's record of
+        a delivery, the outbox's claim): one statement is atomic on its own. On PostgreSQL
+        it runs in autocommit, sparing the round trips of BEGIN and COMMIT (two of a Slack
+        click's three for it); on SQLite it is an ordinary write, which takes this
+        process's turn for the file's lock (`background`: as `write`'s)."""
+        if self._write_turn is not None:
+            async with self._write(background) as tx:
+                yield tx
+            return
+        async with self._autocommit() as tx:
+            yield tx
+        if tx.queued:
+            raise RuntimeError("write_alone queued an outbox job: use write()")
+
+    @asynccontextmanager
+    async def _write(self, background: bool) -> AsyncIterator[Tx]:
         if not background:
             # No create that arrives after this write goes before it (store/shared_writes.py).
             self._forming = None
         async with self._transaction(background) as (tx, _):
             yield tx
         await self._committed(tx)
-
-    @asynccontextmanager
-    async def write_alone(self) -> AsyncIterator[Tx]:
-        """A write of one statement that queues no outbox job (the replay guard's record of
-        a delivery): one statement is atomic on its own. On PostgreSQL it runs in
-        autocommit, sparing the round trips of BEGIN and COMMIT (two of a Slack click's
-        three for it); on SQLite it is an ordinary write, which takes this process's turn
-        for the file's lock."""
-        if self._write_turn is not None:
-            async with self.write() as tx:
-                yield tx
-            return
-        async with self.read() as tx:
-            yield tx
-        if tx.queued:
-            raise RuntimeError("write_alone queued an outbox job: use write()")
 
     async def write_shared(self, block: Block) -> Any:
         """`block(tx)` in a write transaction that, on SQLite, the blocks waiting for the
@@ -260,6 +265,13 @@ class Store:
         """Reads. Each statement sees the committed database as it is when it runs, as at
         PostgreSQL's READ COMMITTED: no snapshot spans the block, and no transaction is
         begun for it (a row lock a read takes ends with its statement)."""
+        async with self._autocommit() as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _autocommit(self) -> AsyncIterator[Tx]:
+        """Statements that each stand alone: no transaction is begun (autocommit on
+        PostgreSQL, NO_BEGIN on SQLite)."""
         async with translated_errors(), self._readers.connection() as held:
             yield Tx(held.conn, reading=True, raw=held.raw)
 

@@ -67,13 +67,13 @@ class CardJobs:
         ref = await channel.post_card(self._card(approval), target)
         now = self.clock.now()
 
-        async def record(tx: Tx) -> None:
-            # Lock the row before recording the message: a transition committing meanwhile
-            # either came first (its version is newer than the one rendered) or waits and then
-            # sees this message and queues its update. (Inserting first would take a key-share
-            # lock on the row through the foreign key, and two cards of one approval posted at
-            # once would deadlock upgrading it.)
-            version = await tx.lock_version(approval.id)
+        async def record(tx: Tx, locked: int | None) -> None:
+            # Lock the row before recording the message (unless the batch's settle did): a
+            # transition committing meanwhile either came first (its version is newer than
+            # the one rendered) or waits and then sees this message and queues its update.
+            # (Inserting first would take a key-share lock on the row through the foreign
+            # key, and two cards of one approval posted at once would deadlock upgrading it.)
+            version = locked if locked is not None else await tx.lock_version(approval.id)
             message = await tx.insert_card_message(
                 {
                     "approval_id": approval.id,
@@ -121,7 +121,7 @@ class CardJobs:
         await channel.update_card(message, self._card(approval))
         now = self.clock.now()
 
-        async def record(tx: Tx) -> None:
+        async def record(tx: Tx, _locked: int | None) -> None:
             await tx.mark_card_rendered(
                 message.id, state=approval.state, shown_hash=approval.hash, now=now
             )

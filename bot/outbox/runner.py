@@ -194,7 +194,8 @@ class OutboxRunner:
 
     async def _claim(self, limit: int, kinds: list[str]) -> list[OutboxJob]:
         now = self.clock.now()
-        async with self.store.write(background=True) as tx:
+        # One UPDATE ... RETURNING takes the batch: no transaction of its own needed.
+        async with self.store.write_alone(background=True) as tx:
             return await tx.claim_jobs(
                 self.holder,
                 now=now,

@@ -28,7 +28,9 @@ class Record:
     batch are written in `order`, so two replicas settling at once take row locks in the
     same order."""
 
-    write: Callable[[Tx], Awaitable[None]]
+    # Called with the transaction and, when the batch locked the row `locks` names already,
+    # that row's version as locked (None: `write` locks it itself, if it needs to).
+    write: Callable[[Tx, int | None], Awaitable[None]]
     order: tuple[str, int] = ("", 0)
     # The approval whose row `write` locks, if it does: a batch takes all of them first, or
     # none (see `Settler._write`).
@@ -129,16 +131,19 @@ class Settler:
             (o for o in batch if o.record is not None),
             key=lambda o: (o.record.order if o.record else ("", 0), o.job.id),
         )
+        versions: dict[str, int] = {}
         if len(batch) > 1:
             # The rows the records lock, all at once or not at all: a batch that waited for
             # one while holding others could deadlock with a transition locking two
-            # approvals; failing here, its outcomes are written one per transaction.
-            await tx.lock_approvals_or_fail(
+            # approvals; failing here, its outcomes are written one per transaction. Their
+            # versions come with the locks, so no record reads its own.
+            versions = await tx.lock_versions_or_fail(
                 {o.record.locks for o in recorded if o.record is not None and o.record.locks}
             )
         for outcome in recorded:
             assert outcome.record is not None
-            await outcome.record.write(tx)
+            locks = outcome.record.locks
+            await outcome.record.write(tx, versions.get(locks) if locks else None)
         now = self.clock.now()
         done = [o.job.id for o in batch if o.state == "done"]
         held = await tx.finish_jobs(done, self.holder, now=now)

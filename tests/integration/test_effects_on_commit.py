@@ -25,6 +25,7 @@ from store import commits
 from store.records import Approval
 from store.repository import Store
 from tests.support.samples import make_request
+from tests.support.store_writes import count_writes
 
 # Without a wake-up the runner would look again only after 10 s.
 SLOW_POLL = OutboxSettings(poll_interval=10.0)
@@ -133,20 +134,16 @@ async def test_an_idle_runner_polls_without_writing_and_runs_a_job_whose_time_ca
     that finds nothing; a job queued for later still runs at the first poll after its time."""
     async with store.write() as tx:
         await tx.enqueue("webhook", {}, now=clock.now(), run_after=clock.now() + HOUR)
-    writes: list[None] = []
-    write = store.write
     first_pass = asyncio.Event()
 
-    def counted(*, background: bool = False) -> object:
-        writes.append(None)
+    def counted() -> None:
         if len(writes) == 2:
             first_pass.set()
-        return write(background=background)
 
     ran = Ran()
     runner = OutboxRunner(store, {"webhook": ran}, clock, OutboxSettings(poll_interval=0.02))
     stop = asyncio.Event()
-    monkeypatch.setattr(store, "write", counted)
+    writes = count_writes(store, monkeypatch, counted)
     task = asyncio.create_task(runner.run(stop, drain=0.1))
     try:
         # The first pass writes twice (prune, then a claim that finds nothing due); waited
@@ -179,21 +176,13 @@ async def test_polls_while_a_slow_job_runs_do_not_write(
         started.set()
         await release.wait()
 
-    writes: list[None] = []
-    write = store.write
     wrote = asyncio.Event()
-
-    def counted(*, background: bool = False) -> object:
-        writes.append(None)
-        wrote.set()
-        return write(background=background)
-
     runner = OutboxRunner(store, {"webhook": slow}, clock, OutboxSettings(poll_interval=0.02))
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop, drain=1.0))
     try:
         await asyncio.wait_for(started.wait(), 10)
-        monkeypatch.setattr(store, "write", counted)
+        writes = count_writes(store, monkeypatch, wrote.set)
         await asyncio.sleep(0.3)  # about 15 polls while the job runs
         assert writes == []
         release.set()

@@ -48,22 +48,10 @@ from tests.fakes.telegram import FakeTelegram
 from tests.support import slack_rig, telegram_rig
 from tests.support.chat_server import Cleanup, serve
 from tests.support.samples import TEST_CONFIG, make_request
+from tests.support.store_writes import count_writes
 
 CARDS = 10
 HOUR = timedelta(hours=1)
-
-
-def _counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Every write transaction `store` opens from now on, as its `background` flag."""
-    opened: list[bool] = []
-    write = store.write
-
-    def counted(*, background: bool = False) -> Any:
-        opened.append(background)
-        return write(background=background)
-
-    monkeypatch.setattr(store, "write", counted)
-    return opened
 
 
 @asynccontextmanager
@@ -97,7 +85,7 @@ async def test_a_batch_of_card_posts_is_one_claim_and_one_settle_that_records_ea
             clock,
             OutboxSettings(batch=CARDS, settle_window=60.0),
         )
-        writes = _counting_writes(store, monkeypatch)
+        writes = count_writes(store, monkeypatch)
         assert await runner.run_once() == CARDS
         # Before: a claim, then per card a write for its record and one for its job.
         assert writes == [True, True]
@@ -169,6 +157,41 @@ async def test_a_card_posted_while_its_request_was_decided_is_updated_after_its_
     async with store.read() as tx:
         [message] = await tx.card_messages_for(created.approval.id)
     assert message.rendered_state == "approved"
+
+
+async def test_a_batch_settle_updates_only_the_card_whose_request_moved_on_its_way(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settled together, the posted cards' versions come with the batch's locks: the one
+    request decided while the cards were on their way gets its card brought up to date,
+    the others are left alone."""
+    directory = _carded()
+    made = [
+        await create_request(store, directory, clock, "acme", make_request(run_id=f"run-{i}"))
+        for i in range(3)
+    ]
+    gate = _Gate(expected=3)
+    cards = CardJobs(store, directory, clock, {"slack": gate})
+    handlers = {JobKind.POST_CARD: cards.post, JobKind.UPDATE_CARD: cards.update}
+    settings = OutboxSettings(batch=3, settle_window=60.0)
+    runner = OutboxRunner(store, handlers, clock, settings)
+    posting = asyncio.create_task(runner.run_once())
+    await gate.posting.wait()
+    decided = made[1].approval
+    await Operator(store, directory, clock).approve_shown(
+        decided.id, decided.hash, Actor("alice", "cli")
+    )
+    writes = count_writes(store, monkeypatch)
+    gate.open.set()
+    assert await posting == 3
+    assert writes == [True]  # the three records and settles: one transaction
+    async with store.read() as tx:
+        updates = [j for j in await tx.outbox_jobs(state="queued") if j.kind == "update_card"]
+    assert [j.approval_id for j in updates] == [decided.id]
+    # A runner with the default window: this one would wait out its 60 s for a batch of one.
+    assert await OutboxRunner(store, handlers, clock, OutboxSettings()).run_once() == 1
+    [(ref, card)] = gate.updated
+    assert (ref.message_id, card.state) == (f"{decided.id}.1", "approved")
 
 
 async def test_a_card_handed_over_at_birth_posts_without_reading_its_request_back(
@@ -281,7 +304,7 @@ async def test_an_outcome_the_database_refuses_leaves_the_rest_of_its_batch_sett
         for i in range(3):
             await tx.enqueue("notice", {"n": i}, now=clock.now(), dedupe_key=f"n{i}")
 
-    async def refused(tx: Tx) -> None:
+    async def refused(tx: Tx, _locked: int | None) -> None:
         await tx.enqueue("notice", {}, now=clock.now(), approval_id="no-such-approval")
 
     async def handler(job: OutboxJob) -> Record | None:
@@ -405,7 +428,6 @@ async def test_webhooks_to_one_receiver_reuse_a_few_connections(
         await server.cleanup()
     assert receiver.count == 3 * CARDS
     assert len(receiver.peers) <= settings.batch < receiver.count
-
 
 
 async def _settles_spaced(store: Store, clock: FakeClock, window: float) -> int:
