@@ -41,7 +41,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fakes import telegram as fake_telegram
-from tests.fakes.slack import block_action_body, sign
+from tests.fakes.slack_inbound import block_action_body, sign
 
 SLACK_USER = "U0ALICE"
 TELEGRAM_USER = fake_telegram.user(111, "Alice")

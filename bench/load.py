@@ -41,7 +41,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakes.slack import block_action_body, sign
+from tests.fakes.slack_inbound import block_action_body, sign
 
 CHANNEL = "C0FIN"
 APPROVER_SLACK_ID = "U0ALICE"

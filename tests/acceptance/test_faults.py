@@ -62,7 +62,8 @@ from aiohttp import web
 
 from bot.outbox.jobs import WEBHOOK_STATES  # a transition into one of these sends a webhook
 from signoff_client import verify_webhook
-from tests.fakes.slack import FakeSlack, sign
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import sign
 from tests.support.cli import Cli
 from tests.support.databases import asyncpg_dsn
 from tests.support.samples import request_body

@@ -36,7 +36,8 @@ from typing import Any
 import pytest
 
 from signoff_client import verify_webhook
-from tests.fakes.slack import Call, FakeSlack, sign
+from tests.fakes.slack import Call, FakeSlack
+from tests.fakes.slack_inbound import sign
 from tests.support.cli import Cli, assert_refused, sqlite_url
 from tests.support.service import (
     WEBHOOK_SECRET,

@@ -17,8 +17,8 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack import (
-    FakeSlack,
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import (
     block_action_body,
     sign,
     slash_command_body,

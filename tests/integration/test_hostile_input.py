@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from bot.clock import FakeClock
 from store.repository import Store
 from store.schema import inbound_deliveries
-from tests.fakes.slack import sign
+from tests.fakes.slack_inbound import sign
 from tests.support.edge_rig import FORM, SLACK_SECRET, TG_SECRET, Reply, Rig, running
 
 # Per database, a few seconds: drawing and sending each case costs CPU, and a share of the

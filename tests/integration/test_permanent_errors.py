@@ -28,7 +28,8 @@ from bot.metrics import Metrics
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from store.records import OutboxJob
 from store.repository import Store
-from tests.fakes.slack import FakeSlack, _SlackError
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_methods import _SlackError
 from tests.support.chat_server import ChatServer, serve
 from tests.support.cli import Cli, base_env, config_with, to_toml
 from tests.support.samples import TEST_CONFIG

@@ -35,7 +35,8 @@ from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.outbox import jobs
 from store.repository import Store
-from tests.fakes.slack import FakeSlack, sign, slash_command_body, users_select
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import sign, slash_command_body, users_select
 from tests.support.chat_server import serve
 from tests.support.slack_rig import (
     API_KEY,

@@ -30,7 +30,8 @@ from bot.config import parse_config
 from bot.operator import Actor, Operator
 from store.records import StandingGrant
 from store.repository import Store
-from tests.fakes.slack import FakeSlack, app_home_opened, block_action_body, sign
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import app_home_opened, block_action_body, sign
 from tests.support.chat_server import serve
 from tests.support.slack_rig import (
     API_KEY,

@@ -30,7 +30,8 @@ from bot.config import parse_config
 from bot.delegations import Delegations
 from channels import slack_home, slack_home_refresh
 from store.repository import Store
-from tests.fakes.slack import FakeSlack, app_home_opened, sign
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import app_home_opened, sign
 from tests.support.chat_server import serve
 from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config, texts_in
 

@@ -29,7 +29,8 @@ from bot.config import parse_config
 from channels import slack_card, telegram_card
 from store.repository import Store
 from tests.fakes import telegram as fake
-from tests.fakes.slack import FakeSlack, sign, slash_command_body
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import sign, slash_command_body
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat_server import ChatServer, serve
 from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record

@@ -13,7 +13,8 @@ from typing import Any
 
 from bot.delegations import Delegations
 from store.records import Delegation
-from tests.fakes.slack import FakeSlack, sign, slash_command_body
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_inbound import sign, slash_command_body
 from tests.support.chat_server import ChatServer
 from tests.support.samples import TEST_CONFIG
 
