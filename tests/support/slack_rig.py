@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from bot.clock import FakeClock
+from bot.config import parse_config
 from bot.delegations import Delegations
 from store.records import Delegation
+from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import sign, slash_command_body
-from tests.support.chat_server import ChatServer
+from tests.support.chat_server import ChatServer, serve
 from tests.support.samples import TEST_CONFIG
 
 SECRET = "slack-signing-secret"
@@ -82,6 +89,36 @@ def slack_config(slack: FakeSlack) -> dict[str, Any]:
     config["principals"]["carol"]["slack"] = "U0CAROL"
     config["routes"][0]["notify"] = [f"slack:{CHANNEL}"]
     return config
+
+
+Start = Callable[..., Awaitable[SlackRig]]
+
+
+@asynccontextmanager
+async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    """The Slack tests' `start` fixture: one fake Slack, and a function that starts a signoff
+    server wired to it on a store (`trailing_slash=False` writes its URL without the slash,
+    `team_id` sets [slack] team_id); every server started stops on the way out."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeSlack() as slack:
+
+        async def one(
+            store: Store, *, trailing_slash: bool = True, team_id: str | None = None
+        ) -> SlackRig:
+            data = slack_config(slack)
+            if not trailing_slash:  # as an operator might write it
+                data["slack"]["api_base_url"] = slack.base_url.rstrip("/")
+            if team_id is not None:
+                data["slack"]["team_id"] = team_id
+            config = parse_config(data)
+            return await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
+
+        yield one
+        for close in reversed(cleanup):
+            await close()
 
 
 def texts_in(blocks: list[dict[str, Any]], kind: str) -> list[str]:
