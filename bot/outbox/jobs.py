@@ -19,6 +19,7 @@ from bot.errors import NoRoute
 from bot.model import State, public_record
 from bot.routing import Directory
 from bot.target import Target
+from store.outbox import NewJob
 from store.records import Approval, Delegation, Event
 from store.repository import Tx
 
@@ -55,6 +56,7 @@ async def enqueue_cards(
     """Queue a `post_card` job per message the new approval's cards need: one per channel
     target, and for a `...:dm` target one per approver with an account on that surface (so a
     retry re-posts only the message that failed, never the ones already sent)."""
+    cards = []
     for target in notify:
         if target.every_approver:
             recipients = sorted(
@@ -65,18 +67,17 @@ async def enqueue_cards(
             targets = [Target.personal(target.surface, principal) for principal in recipients]
         else:
             targets = [target]
-        for one in targets:
-            await _post_card(tx, approval, one, now)
+        cards += [_post_card(approval, one) for one in targets]
+    await tx.enqueue_all(cards, now=now)
 
 
-async def _post_card(tx: Tx, approval: Approval, target: Target, now: datetime) -> None:
+def _post_card(approval: Approval, target: Target) -> NewJob:
     # One card per approval and target, however many causes ask for it.
-    await tx.enqueue(
+    return NewJob(
         JobKind.POST_CARD,
         {"target": str(target)},
-        now=now,
-        approval_id=approval.id,
         dedupe_key=f"{JobKind.POST_CARD}:{approval.id}:{target}",
+        approval_id=approval.id,
         subject=approval,
     )
 
@@ -95,12 +96,14 @@ async def enqueue_personal_cards(
     Someone who already has a card for this request in their direct messages gets no
     second one (the same dedupe key as the route's own `...:dm` cards)."""
     surfaces = {target.surface for target in route_notify(directory, approval)}
-    for surface in _personal_surfaces():
-        if surface not in surfaces:
-            continue
-        for principal in sorted(directory.members(who)):
-            if directory.reaches(principal, surface):
-                await _post_card(tx, approval, Target.personal(surface, principal), now)
+    cards = [
+        _post_card(approval, Target.personal(surface, principal))
+        for surface in _personal_surfaces()
+        if surface in surfaces
+        for principal in sorted(directory.members(who))
+        if directory.reaches(principal, surface)
+    ]
+    await tx.enqueue_all(cards, now=now)
 
 
 async def enqueue_notice(
@@ -141,6 +144,7 @@ async def enqueue_transition(
 ) -> None:
     """Queue the webhook (if the new state warrants one and there is a URL) and a card update
     for every message showing this approval."""
+    queued: list[NewJob] = []
     url = webhook_url(directory, approval)
     if approval.state in WEBHOOK_STATES and url:
         delivery = f"{approval.id}.{event.seq}"
@@ -153,28 +157,33 @@ async def enqueue_transition(
         if "follow_up_id" in event.data:
             # outcome_unknown: the interrupted_side_effect approval that asks to run it again
             body["follow_up_id"] = event.data["follow_up_id"]
-        await tx.enqueue(
-            JobKind.WEBHOOK,
-            {"url": url, "tenant": approval.tenant, "delivery_id": delivery, "body": body},
-            now=now,
-            approval_id=approval.id,
-            dedupe_key=f"{JobKind.WEBHOOK}:{delivery}",
+        queued.append(
+            NewJob(
+                JobKind.WEBHOOK,
+                {"url": url, "tenant": approval.tenant, "delivery_id": delivery, "body": body},
+                dedupe_key=f"{JobKind.WEBHOOK}:{delivery}",
+                approval_id=approval.id,
+            )
         )
     for message in await tx.card_messages_for(approval.id):
-        await enqueue_card_update(tx, approval, message.id, now)
+        queued.append(_card_update(approval, message.id))
+    await tx.enqueue_all(queued, now=now)
+
+
+def _card_update(approval: Approval, card_message_id: int) -> NewJob:
+    return NewJob(
+        JobKind.UPDATE_CARD,
+        {"card_message_id": card_message_id, "state": approval.state, "version": approval.version},
+        dedupe_key=f"{JobKind.UPDATE_CARD}:{card_message_id}:{approval.version}",
+        approval_id=approval.id,
+    )
 
 
 async def enqueue_card_update(
     tx: Tx, approval: Approval, card_message_id: int, now: datetime
 ) -> None:
     """Re-render one posted card for `approval` as it is now (one job per card and version)."""
-    await tx.enqueue(
-        JobKind.UPDATE_CARD,
-        {"card_message_id": card_message_id, "state": approval.state, "version": approval.version},
-        now=now,
-        approval_id=approval.id,
-        dedupe_key=f"{JobKind.UPDATE_CARD}:{card_message_id}:{approval.version}",
-    )
+    await tx.enqueue_all([_card_update(approval, card_message_id)], now=now)
 
 
 async def enqueue_delegation(tx: Tx, delegation: Delegation, now: datetime) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from bot.clock import FakeClock
 from bot.outbox.runner import OutboxRunner, OutboxSettings
+from store.outbox import NewJob
 from store.records import OutboxJob
 from store.repository import Store
 
@@ -195,3 +196,29 @@ async def test_a_job_falling_due_is_claimed_while_jobs_keep_being_handed_over(
                 await _queue(store, clock, key=f"steady-{i}")  # handed over every 10 ms
                 await asyncio.sleep(0.01)
         assert any(job.dedupe_key == "later" for job in hands.seen)
+
+
+async def test_jobs_queued_in_one_statement_are_leased_while_the_runner_has_room(
+    store: Store, clock: FakeClock
+) -> None:
+    """A transition's jobs go in one INSERT (`Tx.enqueue_all`): as many as the runner has
+    room for are leased to it, the rest are left to any replica, and one asked for twice is
+    queued once."""
+    stuck = Hands(hang=True)
+    async with _running(store, clock, stuck, "busy"):
+        await _queue(store, clock, n=SETTINGS.concurrency, key="first")  # it runs these
+        await _until(lambda: len(stuck.seen) == SETTINGS.concurrency)
+        jobs = [NewJob("webhook", {"n": i}, dedupe_key=f"together-{i}") for i in range(4)]
+        async with store.write() as tx:
+            await tx.enqueue_all([*jobs, jobs[0]], now=clock.now())
+        queued = [j for j in await _jobs(store) if j.dedupe_key.startswith("together")]
+        assert [(j.dedupe_key, j.locked_by, j.attempts) for j in queued] == [
+            ("together-0", "busy", 1),  # parked: it has room for two more
+            ("together-1", "busy", 1),
+            ("together-2", None, 0),
+            ("together-3", None, 0),
+        ]
+        other = Hands()
+        replica = OutboxRunner(store, {"webhook": other}, clock, SETTINGS, holder="replica")
+        assert await replica.run_once() == 2
+        assert [job.payload for job in other.seen] == [{"n": 2}, {"n": 3}]

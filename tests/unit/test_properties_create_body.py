@@ -32,6 +32,7 @@ from bot.errors import InvalidRequest, MalformedJson, NotCanonical
 from bot.intake import ParsedRequest, RequestBody, parse_request, validate_request
 from bot.outbox import jobs, webhooks
 from bot.validation import parse_json
+from store.outbox import NewJob
 from store.records import Event
 from tests.support.json_paths import delete_at as _delete
 from tests.support.json_paths import paths_in as _paths
@@ -382,8 +383,8 @@ class _Tx:
     def __init__(self) -> None:
         self.jobs: list[tuple[str, dict[str, Any]]] = []
 
-    async def enqueue(self, kind: str, payload: dict[str, Any], **_: Any) -> None:
-        self.jobs.append((kind, payload))
+    async def enqueue_all(self, jobs: list[NewJob], **_: Any) -> None:
+        self.jobs += [(job.kind, dict(job.payload)) for job in jobs]
 
     async def card_messages_for(self, approval_id: str) -> list[Any]:
         return []
