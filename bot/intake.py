@@ -458,8 +458,8 @@ async def _insert(
     earlier = await tx.earlier_requests(
         tenant, run_id, hash_, values["step_key"], besides=approval.id
     )
-    if earlier.edited is not None:
-        edited = await tx.get_approval(earlier.edited)
+    if earlier.edited_id is not None:
+        edited = await tx.get_approval(earlier.edited_id)
         assert edited is not None  # just seen, and requests are never deleted
         raise _AskedBefore(edited)
     await tx.insert_event(requested)

@@ -37,7 +37,8 @@ _APPROVAL_BY_KEY = select(approvals).where(
 )
 # After a new request's insert, in one statement: a request of the same run asked for with
 # this hash and approved as edited since (it has another hash now), and the other live
-# requests of its step. Two arms, so that each reads along its own partial index. Sorted in
+# requests of its step (none for a request without a step: `step_key = NULL` is never
+# true). Two arms, so that each reads along its own partial index. Sorted in
 # Python, not by ORDER BY: a step has a request or two, and asked to sort them SQLite
 # (without ANALYZE's statistics) reads the tenant's every request along the index that is
 # already in created_at order rather than the step's partial index.
@@ -58,7 +59,7 @@ _EARLIER_REQUESTS = union_all(
 class EarlierRequests(NamedTuple):
     """What a new request's insert found among its run's requests (`earlier_requests`)."""
 
-    edited: str | None  # the request asked for with this call, approved as edited since
+    edited_id: str | None  # the request asked for with this call, approved as edited since
     live_step: list[str]  # the step's other pending or approved requests, oldest first
 
 

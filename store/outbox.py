@@ -143,11 +143,12 @@ _ROWS_AT_ONCE = 16
 
 
 @functools.cache
-def _enqueue_rows(dialect: str, n: int) -> Any:
-    """`n` jobs in one INSERT (values bound as kind0 ... locked_until<n-1>): the rows
-    queued, less those whose dedupe key was queued before."""
+def _enqueue_rows(dialect: str, n: int, held: bool) -> Any:
+    """`n` jobs in one INSERT (values bound as kind0 ... locked_until<n-1>), returning the
+    rows queued (less those whose dedupe key was queued before): whole when some are
+    leased at birth (`held`), else their ids only, not every payload decoded back."""
     rows = [{k: bindparam(f"{k}{i}", type_=outbox.c[k].type) for k in _ROW_KEYS} for i in range(n)]
-    return _enqueue(dialect).values(rows).returning(outbox)
+    return _enqueue(dialect).values(rows).returning(*([outbox] if held else [outbox.c.id]))
 
 
 def _job_row(
@@ -235,26 +236,31 @@ class OutboxStatements(Statements):
                 subject=job.subject,
             )
             return
-        for start in range(0, len(jobs), _ROWS_AT_ONCE):
-            await self._insert_jobs(jobs[start : start + _ROWS_AT_ONCE], now)
+        # A key asked for twice is one job: its repeat would take a lease for nothing.
+        once: dict[str, NewJob] = {}
+        for job in jobs:
+            once.setdefault(job.dedupe_key, job)
+        unique = list(once.values())
+        for start in range(0, len(unique), _ROWS_AT_ONCE):
+            await self._insert_jobs(unique[start : start + _ROWS_AT_ONCE], now)
 
     async def _insert_jobs(self, jobs: Sequence[NewJob], now: datetime) -> None:
         params: dict[str, Any] = {}
-        plain = False
+        leased = 0
         for i, job in enumerate(jobs):
             lease = self.taker.lease(job.kind) if self.taker is not None else None
-            if lease is None:
-                plain = True
-            else:
-                self.leased += 1
+            if lease is not None:
+                leased += 1
             row = _job_row(job.kind, job.payload, job.approval_id, job.dedupe_key, now, now, lease)
             params |= {f"{key}{i}": row.get(key) for key in _ROW_KEYS}
+        self.leased += leased
+        rows = await self._rows(_enqueue_rows(self._dialect, len(jobs), leased > 0), params)
         subjects = {job.dedupe_key: job.subject for job in jobs}
-        for row in await self._rows(_enqueue_rows(self._dialect, len(jobs)), params):
+        for row in rows if leased else ():
             if row["locked_by"] is not None:  # leased at birth: handed over at commit
                 queued = OutboxJob.from_row(row)
                 self.held.append(replace(queued, subject=subjects.get(queued.dedupe_key)))
-        if plain:
+        if leased < len(jobs):
             await self._jobs_queued()
 
     async def _jobs_queued(self) -> None:

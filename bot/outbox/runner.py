@@ -194,7 +194,9 @@ class OutboxRunner:
 
     async def _claim(self, limit: int, kinds: list[str]) -> list[OutboxJob]:
         now = self.clock.now()
-        # One UPDATE ... RETURNING takes the batch: no transaction of its own needed.
+        # One UPDATE ... RETURNING takes the batch: no transaction of its own needed. Should
+        # the answer be lost (cancelled, the connection dropped), its jobs stay leased to
+        # this runner unseen until their lease runs out, as after a lost COMMIT before.
         async with self.store.write_alone(background=True) as tx:
             return await tx.claim_jobs(
                 self.holder,

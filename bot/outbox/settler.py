@@ -29,7 +29,8 @@ class Record:
     same order."""
 
     # Called with the transaction and, when the batch locked the row `locks` names already,
-    # that row's version as locked (None: `write` locks it itself, if it needs to).
+    # that row's version as locked (None: `write` locks it itself, if it needs to). So no
+    # record may move an approval: a later record of the batch would get a stale version.
     write: Callable[[Tx, int | None], Awaitable[None]]
     order: tuple[str, int] = ("", 0)
     # The approval whose row `write` locks, if it does: a batch takes all of them first, or

@@ -182,9 +182,15 @@ async def test_a_batch_settle_updates_only_the_card_whose_request_moved_on_its_w
         decided.id, decided.hash, Actor("alice", "cli")
     )
     writes = count_writes(store, monkeypatch)
+
+    async def locked_alone(*_: object) -> None:
+        raise AssertionError("a record of the batch locked its row itself")
+
+    monkeypatch.setattr(Tx, "lock_version", locked_alone)
     gate.open.set()
     assert await posting == 3
     assert writes == [True]  # the three records and settles: one transaction
+    monkeypatch.undo()
     async with store.read() as tx:
         updates = [j for j in await tx.outbox_jobs(state="queued") if j.kind == "update_card"]
     assert [j.approval_id for j in updates] == [decided.id]

@@ -12,17 +12,19 @@ from store.repository import Store
 
 
 def count_writes(
-    store: Store, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None] | None = None
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    then: Callable[[list[bool]], None] | None = None,
 ) -> list[bool]:
-    """Every write `store` opens from now on, as its `background` flag; `then()` after each
-    is counted."""
+    """Every write `store` opens from now on, as its `background` flag; `then(writes)`
+    after each is counted."""
     opened: list[bool] = []
 
     def counting(open_write: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*, background: bool = False) -> Any:
             opened.append(background)
             if then is not None:
-                then()
+                then(opened)
             return open_write(background=background)
 
         return counted
