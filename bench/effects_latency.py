@@ -489,7 +489,7 @@ def main() -> None:
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         raise SystemExit(f"unknown path(s): {', '.join(sorted(unknown))}")
-    signal.signal(signal.SIGTERM, processes._exit_on_sigterm)
+    signal.signal(signal.SIGTERM, processes.exit_on_sigterm)
     started = time.time()
     try:
         results = asyncio.run(bench(args))

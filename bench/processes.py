@@ -94,14 +94,14 @@ CHILDREN = Children()
 atexit.register(CHILDREN.stop_all)
 
 
-def _exit_on_sigterm(*_: object) -> None:
+def exit_on_sigterm(*_: object) -> None:
     raise SystemExit(143)
 
 
 def run_bench(bench: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> None:
     """Run a benchmark's `bench(args)` coroutine, every process it started stopped on exit,
     errors and SIGTERM; its figures written to `args.json` when given."""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     try:
         figures = asyncio.run(bench(args))
     finally:

@@ -77,6 +77,8 @@ def run(cmd: list[str], timeout: float) -> None:
 
 
 def _exit_on_sigterm(*_: object) -> None:
+    # bench/processes.py has the same two lines; this script imports the standard library
+    # only, since it runs the others as processes of their own.
     raise SystemExit(143)
 
 

@@ -40,19 +40,19 @@ class ReminderJobs:
 
     async def remind(self, job: OutboxJob) -> str | None:
         assert job.approval_id is not None
+        message = None
         async with self.store.read() as tx:
-            approval = await tx.get_approval(job.approval_id)
-            message = (
-                await tx.card_message(int(job.payload["card_message_id"]))
-                if "card_message_id" in job.payload
-                else None
-            )
+            if "card_message_id" in job.payload:
+                found = await tx.card_with_approval(int(job.payload["card_message_id"]))
+                if found is None:
+                    return None  # the card is gone: nothing to reply under
+                message, approval = found
+            else:
+                approval = await tx.get_approval(job.approval_id)
         if approval is None or approval.state != State.PENDING:
             return None  # decided (or expired) before the reminder went out
         now = self.clock.now()
-        if "card_message_id" in job.payload:
-            if message is None:
-                return None
+        if message is not None:
             channel = self._channel(message.channel, job.approval_id)
             if channel is None:
                 return SKIPPED

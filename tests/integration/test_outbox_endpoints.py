@@ -1,5 +1,5 @@
 """Head-of-line blocking inside one destination: a path that hangs costs its own jobs, not
-its neighbours'. The outbox runner (`run`, with its shares) against a real receiver on
+its neighbours'. The outbox runner (`run`, with its shares) against real endpoints on
 loopback with a path that accepts and never answers and a path that answers at once, on
 SQLite and PostgreSQL; a FakeClock holds back whatever is rescheduled or put back, so only
 what the shares let through runs, and the real time each test takes stays a few seconds.
@@ -49,7 +49,7 @@ SETTINGS = OutboxSettings(
 
 
 @dataclass
-class Receiver:
+class Endpoints:
     """One host and port: `/hang*` paths accept and answer only once `release` is set (then
     after a short pause, so concurrent deliveries overlap); `/hook` answers at once."""
 
@@ -82,8 +82,8 @@ class Receiver:
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    found = Receiver()
+async def endpoints() -> AsyncIterator[Endpoints]:
+    found = Endpoints()
     app = web.Application()
     app.router.add_post("/hook", found.hook)
     app.router.add_post("/{name:hang.*}", found.hang)
@@ -101,13 +101,13 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 
 @pytest.fixture
-def directory(receiver: Receiver) -> Directory:
+def directory(endpoints: Endpoints) -> Directory:
     config = copy.deepcopy(TEST_CONFIG)
     config["tenants"][0] = {
         "name": "acme",
-        "webhook_url": f"{receiver.base}/hook",
+        "webhook_url": f"{endpoints.base}/hook",
         "webhook_secret_env": "ACME_SECRET",
-        "allow_private_callbacks": True,  # the receiver listens on loopback
+        "allow_private_callbacks": True,  # the endpoints listen on loopback
     }
     return parse_config(config).directory()
 
@@ -155,7 +155,7 @@ async def _until(condition: Callable[[], bool], within: float, what: str) -> flo
 
 
 async def _healthy_latencies(
-    store: Store, directory: Directory, clock: FakeClock, runner: OutboxRunner, hooks: Receiver
+    store: Store, directory: Directory, clock: FakeClock, runner: OutboxRunner, hooks: Endpoints
 ) -> list[float]:
     """Fresh webhooks to the healthy path, one after another: seconds each took to arrive."""
     took = []
@@ -201,31 +201,31 @@ async def ticking(clock: FakeClock) -> AsyncIterator[None]:
 
 @pytest.mark.alone  # it times deliveries against a 0.3 s webhook timeout
 async def test_a_hung_path_is_probed_one_job_at_a_time_and_the_healthy_path_flows(
-    store: Store, directory: Directory, clock: FakeClock, receiver: Receiver
+    store: Store, directory: Directory, clock: FakeClock, endpoints: Endpoints
 ) -> None:
     # A hundred callbacks to a path that hangs (the query differs: still one endpoint).
     for i in range(100):
-        await _approve(store, directory, clock, f"hung-{i}", f"{receiver.base}/hang?n={i}")
+        await _approve(store, directory, clock, f"hung-{i}", f"{endpoints.base}/hang?n={i}")
     async with running(store, directory, clock) as runner, ticking(clock):
         # Not knowing yet, it sends the host's share; each of those times out.
-        await _until(lambda: receiver.hanging == SETTINGS.per_destination, 5, "first attempts")
-        await _until(lambda: receiver.hanging <= 1, 5, "the first timeouts")
-        receiver.watch()
-        took = await _healthy_latencies(store, directory, clock, runner, receiver)
+        await _until(lambda: endpoints.hanging == SETTINGS.per_destination, 5, "first attempts")
+        await _until(lambda: endpoints.hanging <= 1, 5, "the first timeouts")
+        endpoints.watch()
+        took = await _healthy_latencies(store, directory, clock, runner, endpoints)
         # Its rest over, the hung path is probed, one job at a time, and each times out.
-        await _until(lambda: receiver.peak >= 1, 5, "a probe")
+        await _until(lambda: endpoints.peak >= 1, 5, "a probe")
         await asyncio.sleep(4 * TIMEOUT)
         # The healthy path's webhooks went out at once, each well inside one timeout, while
         # the hung path held one connection (its probe) and a hundred jobs waited for it.
         assert max(took) < TIMEOUT, took
-        assert receiver.peak == 1 and receiver.served == 0
+        assert endpoints.peak == 1 and endpoints.served == 0
         # It answers again: the probe succeeds, the path gets its full share back, and its
         # backlog is delivered.
-        receiver.release.set()
-        await _until(lambda: receiver.served >= 1, 5, "the probe's answer")
-        receiver.watch()
-        await _until(lambda: receiver.served >= 100, 10, "the hung path's backlog")
-        assert receiver.peak > 1, "the path that answered again is still probed alone"
+        endpoints.release.set()
+        await _until(lambda: endpoints.served >= 1, 5, "the probe's answer")
+        endpoints.watch()
+        await _until(lambda: endpoints.served >= 100, 10, "the hung path's backlog")
+        assert endpoints.peak > 1, "the path that answered again is still probed alone"
         # An attempt answered just as its sender gave up counts as served and is sent again
         # after its backoff: the backlog is done when nothing is left queued.
         await _drained(store, 10)
@@ -233,18 +233,18 @@ async def test_a_hung_path_is_probed_one_job_at_a_time_and_the_healthy_path_flow
 
 @pytest.mark.alone  # it times deliveries against a 0.3 s webhook timeout
 async def test_several_hung_paths_of_one_host_never_hold_all_its_slots(
-    store: Store, directory: Directory, clock: FakeClock, receiver: Receiver
+    store: Store, directory: Directory, clock: FakeClock, endpoints: Endpoints
 ) -> None:
     for path in ("hang-a", "hang-b", "hang-c", "hang-d", "hang-e"):
         for i in range(5):
-            await _approve(store, directory, clock, f"{path}-{i}", f"{receiver.base}/{path}")
+            await _approve(store, directory, clock, f"{path}-{i}", f"{endpoints.base}/{path}")
     async with running(store, directory, clock) as runner:
         # Not knowing which paths hang, it tries each, and each times out once; from then on
         # each is probed, and the probes of the host's paths together hold one slot less
         # than the host has.
-        await _until(lambda: len(receiver.paths) == 5, 5, "every path tried")
+        await _until(lambda: len(endpoints.paths) == 5, 5, "every path tried")
         await asyncio.sleep(TIMEOUT + 0.1)
-        receiver.watch()
-        took = await _healthy_latencies(store, directory, clock, runner, receiver)
+        endpoints.watch()
+        took = await _healthy_latencies(store, directory, clock, runner, endpoints)
         assert max(took) < TIMEOUT, took
-        assert receiver.peak <= SETTINGS.per_destination - 1
+        assert endpoints.peak <= SETTINGS.per_destination - 1

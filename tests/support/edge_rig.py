@@ -116,25 +116,6 @@ def _config(slack: FakeSlack, tg: FakeTelegram) -> dict[str, Any]:
     return config
 
 
-@pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    monkeypatch.setenv("SIGNOFF_WEB_SECRET", WEB_SECRET)
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TG_TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", TG_SECRET)
-    monkeypatch.setenv("HOSTILE_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack, FakeTelegram(TG_TOKEN) as tg:
-        config = parse_config(_config(slack, tg))
-        links = SignInLinks(store, config.directory(), clock, parse_duration("15m"))
-        yield await serve(Rig, config, store, clock, API_KEY, cleanup, links=links)
-        for close in reversed(cleanup):
-            await close()
-
-
 @asynccontextmanager
 async def running(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
