@@ -1,0 +1,91 @@
+"""CPU per create's transaction, in process: `intake.create_request` called one after another
+(a step key, one Slack card queued), nothing else running, on each database.
+
+What the HTTP benchmarks cannot resolve (their run-to-run spread is about a tenth): the
+cost of one statement more or less in a create. No HTTP, no card posted, no concurrency:
+only the routing, hashing and the transaction's statements, with the driver's round trips.
+Run it on two trees with PYTHONPATH, interleaved, for a before and after.
+
+    PYTHONPATH=<tree> python bench/create_cpu.py [--n 2000] [--runs 3]
+                                                 [--databases sqlite,postgresql] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.clock import FakeClock
+from bot.config import parse_config
+from bot.intake import create_request, validate_request
+from store.repository import Store
+from tests.support.databases import migrate
+from tests.support.samples import TEST_CONFIG, request_body
+
+WARM_UP = 200  # creates before the clock starts: statements prepared, connections kept
+
+
+async def one_run(url: str, n: int) -> float:
+    """Microseconds of this process's CPU per create, over `n` creates."""
+    await migrate(url)
+    config = copy.deepcopy(TEST_CONFIG)
+    config["routes"][0]["notify"] = ["slack:C0FIN"]
+    directory = parse_config(config).directory()
+    store = Store.from_url(url)
+    clock = FakeClock()
+    bodies = [
+        validate_request(request_body(run_id=f"run-{i}", step={"node": "refund", "n": i}))
+        for i in range(WARM_UP + n)
+    ]
+    try:
+        for body in bodies[:WARM_UP]:
+            await create_request(store, directory, clock, "acme", body)
+        start = time.process_time()
+        for body in bodies[WARM_UP:]:
+            await create_request(store, directory, clock, "acme", body)
+        return (time.process_time() - start) / n * 1e6
+    finally:
+        await store.close()
+
+
+async def run_on(database: str, postgres: str, n: int) -> float:
+    if database == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="signoff-create-cpu-") as tmp:
+            return await one_run(f"sqlite+aiosqlite:///{tmp}/signoff.db", n)
+    name = f"signoff_create_cpu_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(postgres)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+        base = postgres.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+        return await one_run(f"{base}/{name}", n)
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--databases", default="sqlite,postgresql")
+    p.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    args = p.parse_args()
+    for database in args.databases.split(","):
+        figures = [asyncio.run(run_on(database, args.postgres, args.n)) for _ in range(args.runs)]
+        low, mid, high = min(figures), statistics.median(figures), max(figures)
+        print(f"{database}: CPU per create {low:.0f} / {mid:.0f} / {high:.0f} us (n={args.n})")
+
+
+if __name__ == "__main__":
+    main()
