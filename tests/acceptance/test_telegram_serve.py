@@ -1,10 +1,11 @@
 """Telegram through real `signoff serve` processes: config, environment and CLI wiring.
 
-tests/integration/test_telegram.py proves the Telegram flows in-process. This file proves them
-the way an operator runs them: a config file with a `[telegram]` table whose `api_base_url`
-points at the fake Bot API (tests/fakes/telegram/, in a thread of its own), the token and
-webhook secret in the environment, `signoff serve` as a subprocess with its own outbox, and
-updates posted to `POST /telegram/webhook` with the secret header. It proves that:
+tests/integration/test_telegram_cards.py, test_telegram_decisions.py and
+test_telegram_delegation.py prove the Telegram flows in-process. This file proves them the way
+an operator runs them: a config file with a `[telegram]` table whose `api_base_url` points at
+the fake Bot API (tests/fakes/telegram/, in a thread of its own), the token and webhook secret
+in the environment, `signoff serve` as a subprocess with its own outbox, and updates posted to
+`POST /telegram/webhook` with the secret header. It proves that:
 
 - a request becomes a card posted by the server's own outbox; a press of Approve on it,
   delivered to a second `serve` process on the same database (SQLite and PostgreSQL), approves;

@@ -1,19 +1,27 @@
 """The Telegram rig: one signoff server in the test's process (tests/support/chat_server.py)
 wired to the fake Bot API (tests/fakes/telegram/), the people who write to it, the config it
-runs, and a reader for the keyboards it sends. Used by the Telegram tests, the group and
-confirm tests, and the outbox batch tests.
+runs, a reader for the keyboards it sends, and `starting`, the body of the `start` fixture of
+test_telegram_cards.py, test_telegram_decisions.py and test_telegram_delegation.py. Used by
+the Telegram tests, the group and confirm tests, and the outbox batch tests.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from bot.clock import FakeClock
+from bot.config import parse_config
+from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer
+from tests.support.chat_server import ChatServer, serve
 from tests.support.samples import TEST_CONFIG
 
 TOKEN = "123456:TEST-token"
@@ -94,3 +102,26 @@ def telegram_config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
     config["routes"][0]["notify"] = notify
     config["routes"][2]["notify"] = notify  # quorum.*: 2 of alice, bob, carol
     return config
+
+
+Start = Callable[..., Awaitable[TelegramRig]]
+
+
+@asynccontextmanager
+async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    """The Telegram tests' `start` fixture: one fake Bot API, and a function that starts a
+    signoff server wired to it on a store, its cards to `notify` (the group unless told);
+    every server started stops on the way out."""
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    async with FakeTelegram(TOKEN) as tg:
+
+        async def one(store: Store, notify: list[str] | None = None) -> TelegramRig:
+            config = parse_config(telegram_config(tg, notify or [f"telegram:{GROUP}"]))
+            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
+
+        yield one
+        for close in reversed(cleanup):
+            await close()
