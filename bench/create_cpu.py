@@ -24,8 +24,10 @@ from pathlib import Path
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Appended, not put first: a tree on PYTHONPATH is the one measured (its path is printed).
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+import bot
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
@@ -84,7 +86,9 @@ def main() -> None:
     for database in args.databases.split(","):
         figures = [asyncio.run(run_on(database, args.postgres, args.n)) for _ in range(args.runs)]
         low, mid, high = min(figures), statistics.median(figures), max(figures)
-        print(f"{database}: CPU per create {low:.0f} / {mid:.0f} / {high:.0f} us (n={args.n})")
+        tree = Path(bot.__file__).resolve().parents[1]
+        print(f"{database}: CPU per create {low:.0f} / {mid:.0f} / {high:.0f} us", end=" ")
+        print(f"(n={args.n}, {tree})")
 
 
 if __name__ == "__main__":
