@@ -16,7 +16,7 @@ from bot.model import State
 from bot.outbox.runner import SKIPPED
 from bot.routing import Directory
 from bot.target import Target
-from store.records import OutboxJob
+from store.records import Approval, CardMessage, OutboxJob
 from store.repository import Store
 
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; app.py hands them in
@@ -40,7 +40,8 @@ class ReminderJobs:
 
     async def remind(self, job: OutboxJob) -> str | None:
         assert job.approval_id is not None
-        message = None
+        message: CardMessage | None = None
+        approval: Approval | None
         async with self.store.read() as tx:
             if "card_message_id" in job.payload:
                 found = await tx.card_with_approval(int(job.payload["card_message_id"]))
