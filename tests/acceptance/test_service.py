@@ -25,25 +25,22 @@ PostgreSQL where it says so), that:
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import sqlite3
 import time
 from collections import Counter
 from contextlib import closing
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 from signoff_client import verify_webhook
-from store.engine import normalize_url
 from store.migrate import head_revision
 from tests.support.cli import Cli, Result, assert_refused, sqlite_url
+from tests.support.raw_reads import webhook_jobs
 from tests.support.samples import request_body
 from tests.support.service import (
     API_KEYS,
@@ -100,51 +97,6 @@ def approve_all(cli: Cli, approvals: list[dict[str, Any]], who: str = "alice") -
     )
     for approval, result in zip(approvals, results, strict=True):
         assert f"{approval['id']} approved" in ok(result).stdout, str(result)
-
-
-def asyncpg_dsn(url: str) -> str:
-    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(False)
-
-
-def query(db_url: str, sql: str) -> list[dict[str, Any]]:
-    """Read the database behind the servers' backs (sqlite3 on the file, or asyncpg)."""
-    if db_url.startswith("sqlite"):
-        path = make_url(db_url).database
-        assert path
-        with closing(sqlite3.connect(path, timeout=10)) as conn:
-            conn.row_factory = sqlite3.Row
-            return [dict(row) for row in conn.execute(sql)]
-
-    async def fetch() -> list[dict[str, Any]]:
-        conn = await asyncpg.connect(asyncpg_dsn(db_url))
-        try:
-            return [dict(row) for row in await conn.fetch(sql)]
-        finally:
-            await conn.close()
-
-    return asyncio.run(fetch())
-
-
-def _utc(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):  # SQLite: naive UTC text
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def webhook_jobs(db_url: str) -> list[dict[str, Any]]:
-    rows = query(
-        db_url,
-        "SELECT id, state, attempts, locked_by, locked_until, payload FROM outbox "
-        "WHERE kind = 'webhook' ORDER BY id",
-    )
-    for row in rows:
-        payload = row["payload"]
-        row["payload"] = json.loads(payload) if isinstance(payload, str) else payload
-        row["delivery_id"] = row["payload"]["delivery_id"]
-        row["locked_until"] = _utc(row["locked_until"])
-    return rows
 
 
 def verified(delivery: Delivery) -> dict[str, Any]:
