@@ -13,9 +13,9 @@ import re
 import signal
 from pathlib import Path
 
-from tests.support.process_tree import alive, children, deploy, started_workers
+from tests.support.process_tree import alive, children, started_workers
 from tests.support.samples import request_body
-from tests.support.service import ServerProcess, WebhookReceiver, wait_until
+from tests.support.service import ServerProcess, WebhookReceiver, deploy, wait_until
 
 # "outbox runner HOST:PID:TAIL and sweeper started", once per process that runs them.
 _RUNNER = re.compile(r"outbox runner [^:\s]+:(\d+):\w+ and sweeper started")

@@ -49,7 +49,8 @@ from signoff_client.errors import (
 )
 from store.records import Event
 from store.repository import Store
-from tests.support.cli import Cli, Result
+from tests.support.cli import Result
+from tests.support.lossy_proxy import LossyProxy
 from tests.support.samples import request_body, tamper
 from tests.support.service import (
     API_KEYS,
@@ -58,8 +59,9 @@ from tests.support.service import (
     Fleet,
     ServerProcess,
     WebhookReceiver,
+    cli_for,
+    deploy,
     service_config,
-    service_env,
     write_config,
 )
 
@@ -70,17 +72,8 @@ WAIT = 10.0  # the longest any one wait for the server (a state, a webhook) may 
 # -- the deployment and its humans -------------------------------------------------------------
 
 
-def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver, **sections: Any) -> Fleet:
-    config = service_config(db_url, hooks.url, **sections)
-    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path)
-
-
 async def start(fleet: Fleet) -> ServerProcess:
     return await asyncio.to_thread(fleet.start)
-
-
-def cli_for(fleet: Fleet) -> Cli:
-    return Cli(cwd=fleet.cwd, env=service_env(fleet.config_path))
 
 
 async def signoff(fleet: Fleet, *args: str) -> Result:
@@ -137,62 +130,6 @@ async def reaches(agent: SignoffClient, approval_id: str, state: str) -> Approva
 def when(text: str | None) -> datetime:
     assert text is not None
     return datetime.fromisoformat(text)
-
-
-class LossyProxy:
-    """A TCP relay in front of the server that can lose an answer: after `lose_next_answer()`,
-    the next bytes the server sends back are dropped and the agent's connection is closed, as
-    when the network fails after the server committed."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.lost = 0
-        self._lose = False
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-
-    def lose_next_answer(self) -> None:
-        self._lose = True
-
-    async def __aenter__(self) -> LossyProxy:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.close()
-        await self._server.wait_closed()
-
-    async def _relay(self, agent_in: asyncio.StreamReader, agent_out: asyncio.StreamWriter) -> None:
-        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        self._writers |= {agent_out, server_out}
-
-        async def pump(
-            source: asyncio.StreamReader, sink: asyncio.StreamWriter, answers: bool
-        ) -> None:
-            try:
-                while data := await source.read(65536):
-                    if answers and self._lose:
-                        self._lose = False
-                        self.lost += 1
-                        break
-                    sink.write(data)
-                    await sink.drain()
-            except ConnectionError:
-                pass
-            finally:
-                for writer in (agent_out, server_out):
-                    writer.close()
-                    self._writers.discard(writer)
-
-        await asyncio.gather(pump(agent_in, server_out, False), pump(server_in, agent_out, True))
 
 
 # -- what the database and the agent's webhook endpoint saw -------------------------------------

@@ -47,24 +47,13 @@ from tests.support.service import (
     WEBHOOK_SECRET,
     Api,
     Delivery,
-    Fleet,
     WebhookReceiver,
-    service_config,
-    service_env,
+    cli_for,
+    deploy,
     wait_until,
-    write_config,
 )
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver, **sections: Any) -> Fleet:
-    config = service_config(db_url, hooks.url, **sections)
-    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path)
-
-
-def cli_for(fleet: Fleet) -> Cli:
-    return Cli(cwd=fleet.cwd, env=service_env(fleet.config_path))
 
 
 def ok(result: Result) -> Result:

@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import Cli, assert_refused
-from tests.support.process_tree import alive, children, deploy, started_workers
+from tests.support.process_tree import alive, children, started_workers
 from tests.support.samples import request_body
 from tests.support.service import (
     API_KEYS,
     Fleet,
     WebhookReceiver,
+    deploy,
     service_config,
     service_env,
     wait_until,

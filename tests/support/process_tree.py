@@ -7,8 +7,6 @@ import os
 import re
 from pathlib import Path
 
-from tests.support.service import Fleet, WebhookReceiver, service_config, write_config
-
 
 def children(pid: int) -> list[int]:
     """The live child processes of `pid` (from /proc)."""
@@ -43,8 +41,3 @@ def started_workers(log: str) -> dict[int, int]:
     """Slot -> pid from the "worker N started (pid P)" lines (a restart's pid replaces the
     first)."""
     return {int(slot): int(pid) for slot, pid in _STARTED.findall(log)}
-
-
-def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver) -> Fleet:
-    config = service_config(db_url, hooks.url)
-    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path)

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from aiohttp import web
 
 from tests.support import forked_cli
-from tests.support.cli import REPO_ROOT, base_env, config_with, to_toml
+from tests.support.cli import REPO_ROOT, Cli, base_env, config_with, to_toml
 from tests.support.samples import request_body
 
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
@@ -422,3 +422,15 @@ def wait_state(api: Api, approval_id: str, state: str) -> dict[str, Any]:
 
     record: dict[str, Any] = wait_until(reached, 10, f"approval {approval_id} {state}")
     return record
+
+
+def deploy(tmp_path: Path, db_url: str, hooks: WebhookReceiver, **sections: Any) -> Fleet:
+    """A fleet of servers from one config in `tmp_path`: `db_url`, webhooks to `hooks`, and
+    `sections` over the defaults (service_config)."""
+    config = service_config(db_url, hooks.url, **sections)
+    return Fleet(write_config(tmp_path / "signoff.toml", config), tmp_path)
+
+
+def cli_for(fleet: Fleet) -> Cli:
+    """The CLI as the fleet's operator runs it: its config, its directory."""
+    return Cli(cwd=fleet.cwd, env=service_env(fleet.config_path))
