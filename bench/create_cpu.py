@@ -19,15 +19,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
-
-import asyncpg
 
 # Appended, not put first: a tree on PYTHONPATH is the one measured (its path is printed).
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 import bot
+from bench.common import postgres_database
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
@@ -61,19 +59,13 @@ async def one_run(url: str, n: int) -> float:
         await store.close()
 
 
-async def run_on(database: str, postgres: str, n: int) -> float:
+async def run_on(database: str, postgres: str, n: int) -> float | None:
+    """One run on a fresh database; None when no PostgreSQL server answers."""
     if database == "sqlite":
         with tempfile.TemporaryDirectory(prefix="signoff-create-cpu-") as tmp:
             return await one_run(f"sqlite+aiosqlite:///{tmp}/signoff.db", n)
-    name = f"signoff_create_cpu_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(postgres)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-        base = postgres.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
-        return await one_run(f"{base}/{name}", n)
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with postgres_database(postgres) as url:
+        return None if url is None else await one_run(url, n)
 
 
 def main() -> None:
@@ -84,7 +76,10 @@ def main() -> None:
     p.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = p.parse_args()
     for database in args.databases.split(","):
-        figures = [asyncio.run(run_on(database, args.postgres, args.n)) for _ in range(args.runs)]
+        runs = [asyncio.run(run_on(database, args.postgres, args.n)) for _ in range(args.runs)]
+        figures = [figure for figure in runs if figure is not None]
+        if not figures:
+            continue
         low, mid, high = min(figures), statistics.median(figures), max(figures)
         tree = Path(bot.__file__).resolve().parents[1]
         print(f"{database}: CPU per create {low:.0f} / {mid:.0f} / {high:.0f} us", end=" ")
