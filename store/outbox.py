@@ -255,11 +255,12 @@ class OutboxStatements(Statements):
             params |= {f"{key}{i}": row.get(key) for key in _ROW_KEYS}
         self.leased += leased
         rows = await self._rows(_enqueue_rows(self._dialect, len(jobs), leased > 0), params)
-        subjects = {job.dedupe_key: job.subject for job in jobs}
-        for row in rows if leased else ():
-            if row["locked_by"] is not None:  # leased at birth: handed over at commit
-                queued = OutboxJob.from_row(row)
-                self.held.append(replace(queued, subject=subjects.get(queued.dedupe_key)))
+        if leased:  # those leased at birth are handed over at commit, with their subject
+            subjects = {job.dedupe_key: job.subject for job in jobs}
+            for row in rows:
+                if row["locked_by"] is not None:
+                    queued = OutboxJob.from_row(row)
+                    self.held.append(replace(queued, subject=subjects.get(queued.dedupe_key)))
         if leased < len(jobs):
             await self._jobs_queued()
 
