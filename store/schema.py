@@ -6,7 +6,9 @@ agent sent is what comes back; the stored request must re-hash to its stored has
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -49,6 +51,23 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    # On SQLite a time bound went through three Python calls (this type's, SQLAlchemy's
+    # wrapper, SQLite's DATETIME formatting a dict), 8.5 us on this project's machine: one
+    # call instead, 4.5 us, writing the text SQLite's DATETIME writes
+    # ("2026-01-05 09:00:00.000000", its `_storage_format`). A create binds about a dozen.
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def process(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+        return process
 
 
 def _json(nullable: bool = True) -> JSON:
