@@ -13,7 +13,11 @@ from typing import Protocol
 def utc_iso(when: datetime) -> str:
     """The one text form of a time in signoff's output and hashed data:
     2026-01-05T09:00:00.000000Z (fixed width, so a hash never depends on how it was printed)."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    when = when.astimezone(UTC)
+    if when.year < 1000:  # where strftime's %Y and isoformat's year differ: keep strftime's
+        return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # The same text as the strftime above, in two thirds of its time (a create writes a dozen).
+    return when.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 class Clock(Protocol):

@@ -94,11 +94,13 @@ IS_WHOLE = BeforeValidator(_whole)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise MalformedJson(f"duplicate key {key!r} in JSON object")
-        result[key] = value
+    result = dict(pairs)  # built in C; a key given twice leaves it shorter than `pairs`
+    if len(result) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise MalformedJson(f"duplicate key {key!r} in JSON object")
+            seen.add(key)
     return result
 
 
