@@ -110,6 +110,8 @@ async def http_create(run: Run, n: int, clients: int, procs: int, patience: floa
         "cpu_ms_with_card": (cpu2 - cpu0) / n * 1000,
         "cards_drain_s": drain,
         "cards_posted": posted,
+        # App Home publishes (views.publish) until the cards were posted: the one approver's.
+        "homes": (await run.counts()).get("home", 0) - before.get("home", 0),
     }
 
 

@@ -66,7 +66,9 @@ async def pending_for(
                 cursor = (previous.expires_at, previous.id)
         scanned = 0
         while more is None:
-            batch = await tx.pending_naming(keys, now, cursor, _BATCH)
+            # No more rows than could still count: `count` eligible and one to say "more".
+            asked = min(_BATCH, count + 1 - len(eligible))
+            batch = await tx.pending_naming(keys, now, cursor, asked)
             for row in batch:
                 cursor = (row.expires_at, row.id)
                 scanned += 1
@@ -78,7 +80,7 @@ async def pending_for(
                     break
                 eligible.append((row, standing))
             else:
-                if len(batch) < _BATCH:
+                if len(batch) < asked:
                     break
                 if scanned >= _SCAN:
                     assert cursor is not None

@@ -16,7 +16,7 @@ from typing import Any
 from bot.conditions import Condition
 from bot.errors import NoRoute, NotAnApprover, SelfApproval, UnknownPrincipal, UnknownTenant
 from bot.target import Target
-from store.records import Approval, Candidate, Delegation
+from store.records import Approval, Candidate, Delegation, HomeChange
 
 GROUP_PREFIX = "group:"
 
@@ -196,7 +196,7 @@ class Directory:
         principal = self.principals.get(approver)
         return principal.name if principal else self.describe(approver)
 
-    def entitled(self, approval: Approval | Candidate) -> frozenset[str]:
+    def entitled(self, approval: Approval | Candidate | HomeChange) -> frozenset[str]:
         """Who may decide in their own right: the assignee (or its group's members) and the
         original approvers (or their groups' members)."""
         return self.members(approval.assignee) | self.expand(approval.approvers)

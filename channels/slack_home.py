@@ -240,13 +240,13 @@ class SlackHome:
         delegates: dict[frozenset[str], set[str]] = {}
         now = self.clock.now()
         async with self.store.read() as tx:
-            rows = await tx.approvals_in(approval_ids)
+            rows = await tx.home_changes(approval_ids)
             for approval_id in approval_ids:
                 row = rows.get(approval_id)
                 if row is None:
                     continue
                 key = (row.id, row.state, row.hash, row.assignee, row.assigned_note)
-                key += (row.decided_at, len(row.votes))
+                key += (row.decided_at, row.votes)
                 if key in self._refreshed:
                     continue
                 entitled = frozenset(self.directory.entitled(row))

@@ -6,6 +6,7 @@ A family of `Tx` (store/repository.py). The web dashboard's reads are store/dash
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import fields
 from datetime import datetime
@@ -13,15 +14,51 @@ from typing import Any
 
 from sqlalchemy import Select, and_, bindparam, func, literal_column, or_, select, tuple_
 
-from store.records import Approval, Candidate
-from store.schema import approvals
+from store.records import Approval, Candidate, HomeChange
+from store.schema import approvals, votes
 from store.statements import Statements, one_of
 from store.votes import attach_votes
 
 _CANDIDATE_COLUMNS = [approvals.c[f.name] for f in fields(Candidate)]
+_VOTES_CAST = (
+    select(func.count())
+    .where(votes.c.approval_id == approvals.c.id)
+    .scalar_subquery()
+    .label("votes")
+)
+_HOME_CHANGE_COLUMNS = [approvals.c[f.name] for f in fields(HomeChange) if f.name != "votes"]
 _PAGE_FILTERS = frozenset({"state", "run_id", "capability", "assignee"})
 _PENDING = one_of(approvals.c.state, "pending")
 _ZERO = literal_column("0")
+
+
+@functools.cache
+def _pending_naming(dialect: str, after: bool) -> Any:
+    """`pending_naming`'s statement, built once per shape: a Home counting hundreds of
+    candidates runs it a few times a publish, and building it cost as much as running it."""
+    if dialect == "postgresql":
+        named = func.json_array_elements_text(approvals.c.approvers).table_valued("value")
+    else:
+        named = func.json_each(approvals.c.approvers).table_valued("value")
+    keys = bindparam("keys", expanding=True)
+    listed = select(named.c.value).where(named.c.value.in_(keys)).exists()
+    stmt = select(*_CANDIDATE_COLUMNS).where(
+        _PENDING,
+        approvals.c.expires_at > bindparam("now", type_=approvals.c.expires_at.type),
+        or_(approvals.c.assignee.in_(keys), listed),
+    )
+    if after:
+        after_at = bindparam("after_at", type_=approvals.c.expires_at.type)
+        stmt = stmt.where(
+            or_(
+                approvals.c.expires_at > after_at,
+                and_(
+                    approvals.c.expires_at == after_at,
+                    approvals.c.id > bindparam("after_id", type_=approvals.c.id.type),
+                ),
+            )
+        )
+    return stmt.order_by(approvals.c.expires_at, approvals.c.id).limit(bindparam("limit"))
 
 
 class ListingStatements(Statements):
@@ -99,26 +136,11 @@ class ListingStatements(Statements):
         database so a page never ships other people's requests to be looked at. The caller
         judges each candidate by the eligibility rule itself, then reads the few it shows
         whole (`approvals_in`): a Home counting hundreds parses none of their calls."""
-        if self._dialect == "postgresql":
-            named = func.json_array_elements_text(approvals.c.approvers).table_valued("value")
-        else:
-            named = func.json_each(approvals.c.approvers).table_valued("value")
-        listed = select(named.c.value).where(named.c.value.in_(list(keys))).exists()
-        stmt = select(*_CANDIDATE_COLUMNS).where(
-            _PENDING,
-            approvals.c.expires_at > now,
-            or_(approvals.c.assignee.in_(list(keys)), listed),
-        )
+        params: dict[str, Any] = {"keys": list(keys), "now": now, "limit": limit}
         if after is not None:
-            expires, last_id = after
-            stmt = stmt.where(
-                or_(
-                    approvals.c.expires_at > expires,
-                    and_(approvals.c.expires_at == expires, approvals.c.id > last_id),
-                )
-            )
-        stmt = stmt.order_by(approvals.c.expires_at, approvals.c.id).limit(limit)
-        rows = (await self.conn.execute(stmt)).mappings().all()
+            params["after_at"], params["after_id"] = after
+        stmt = _pending_naming(self._dialect, after is not None)
+        rows = (await self.conn.execute(stmt, params)).mappings().all()
         return [Candidate.from_row(r) for r in rows]
 
     async def approvals_in(self, approval_ids: Collection[str]) -> dict[str, Approval]:
@@ -129,6 +151,17 @@ class ListingStatements(Statements):
         rows = (await self.conn.execute(stmt)).mappings().all()
         found = await attach_votes(self, [Approval.from_row(r) for r in rows])
         return {row.id: row for row in found}
+
+    async def home_changes(self, approval_ids: Collection[str]) -> dict[str, HomeChange]:
+        """What a Slack Home refresh reads of these requests (those that exist), by id: one
+        statement, no call or presentation parsed, votes counted rather than read."""
+        if not approval_ids:
+            return {}
+        stmt = select(*_HOME_CHANGE_COLUMNS, _VOTES_CAST).where(
+            approvals.c.id.in_(list(approval_ids))
+        )
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return {row["id"]: HomeChange.from_row(row) for row in rows}
 
     async def pending_summary(self) -> list[tuple[str, str, int, datetime]]:
         """(tenant, capability, pending count, oldest created_at) for the metrics: read from

@@ -376,6 +376,31 @@ async def test_a_burst_of_decisions_costs_each_home_a_few_publishes(rig: HomeRig
         assert "Nothing is waiting for you." in rig.text(user)
 
 
+async def test_a_vote_towards_a_quorum_republishes_the_homes_it_concerns(rig: HomeRig) -> None:
+    """A change seen before is not published again, but a vote is a change: the Homes of
+    the other approvers show it (the refresh compares the votes cast, not only the state)."""
+    record = await rig.create(capability="quorum.move")  # 2 of alice, bob, carol; no card
+    rig.homes.refresh_approval(record["id"])
+    await rig.published()
+    assert rig.listed("U0BOB") == [record["id"]]
+
+    def bobs() -> int:
+        return sum(c.args["user_id"] == "U0BOB" for c in rig.slack.calls_to("views.publish"))
+
+    seen = bobs()
+    rig.homes.refresh_approval(record["id"])  # nothing changed: Bob's Home is left alone
+    await rig.published()
+    assert bobs() == seen
+
+    await rig.press("U0ALICE", "signoff_approve", record["id"])
+    await rig.settle(record["id"], 2)
+    assert (await rig.state(record["id"])).state == "pending"  # one vote of two
+    rig.homes.refresh_approval(record["id"])
+    await rig.published()
+    assert bobs() == seen + 1
+    assert "Approvals: 1 of 2" in rig.text("U0BOB")
+
+
 async def test_a_failed_publish_is_retried_until_the_home_shows_the_request(rig: HomeRig) -> None:
     rig.slack.fail_next("views.publish", times=2)  # a 500, then another
     rig.slack.rate_limit_next("views.publish", retry_after=1)  # then Slack's 429
