@@ -16,7 +16,7 @@ def utc_iso(when: datetime) -> str:
     when = when.astimezone(UTC)
     if when.year < 1000:  # where strftime's %Y and isoformat's year differ: keep strftime's
         return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    # The same text as the strftime above, in two thirds of its time (a create writes a dozen).
+    # The same text as the strftime above, in two thirds of its time (a create writes several).
     return when.isoformat(timespec="microseconds")[:-6] + "Z"
 
 

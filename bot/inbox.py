@@ -20,7 +20,8 @@ from bot.routing import GROUP_PREFIX, Directory, Standing
 from store.records import Approval, Candidate, Delegation
 from store.repository import Store
 
-_BATCH = 200  # candidate rows read per query
+_BATCH = 200  # candidate rows read per query, at most
+_BATCH_MIN = 50  # ... and at least
 # At most this many candidates examined for one call: when many fail the exact rule (a
 # delegation's scope, say), stop and let the caller continue from the last row examined.
 _SCAN = 2000
@@ -66,8 +67,9 @@ async def pending_for(
                 cursor = (previous.expires_at, previous.id)
         scanned = 0
         while more is None:
-            # No more rows than could still count: `count` eligible and one to say "more".
-            asked = min(_BATCH, count + 1 - len(eligible))
+            # No more rows than could still count (`count` eligible and one to say "more"),
+            # but not so few that a run of ineligible ones takes a query each.
+            asked = min(_BATCH, max(count + 1 - len(eligible), _BATCH_MIN))
             batch = await tx.pending_naming(keys, now, cursor, asked)
             for row in batch:
                 cursor = (row.expires_at, row.id)

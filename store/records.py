@@ -24,10 +24,10 @@ class _FromRow:
         if names is None:
             names = _COLUMNS[cls] = tuple(
                 f.name
-                for f in fields(cls)
-                if f.name not in cls._ATTACHED  # type: ignore[arg-type]
+                for f in fields(cls)  # type: ignore[arg-type]
+                if f.name not in cls._ATTACHED
             )
-        return cls(**{name: row[name] for name in names})
+        return cls(**{name: row[name] for name in names})  # type: ignore[call-arg]
 
 
 @dataclass(frozen=True, slots=True)
