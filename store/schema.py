@@ -29,6 +29,13 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 
+def _as_utc(value: datetime) -> datetime:
+    """`value` in UTC; a naive datetime is refused (its zone would be a guess)."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+    return value.astimezone(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC in Python on both databases.
 
@@ -42,9 +49,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; use timezone-aware UTC")
-        value = value.astimezone(UTC)
+        value = _as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
@@ -63,9 +68,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         def process(value: datetime | None) -> str | None:
             if value is None:
                 return None
-            if value.tzinfo is None:
-                raise ValueError("naive datetime given to the store; use timezone-aware UTC")
-            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+            return _as_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
 
         return process
 
