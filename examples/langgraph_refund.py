@@ -5,7 +5,7 @@ the approved refund, once.
 Start `signoff serve` as in the README's quick start (the example config routes
 `payments.*` to alice and bob; tenant `acme`, API key `dev-key`), then:
 
-    pip install './client[langgraph]' langgraph-checkpoint-sqlite
+    pip install './clients/python[langgraph]' langgraph-checkpoint-sqlite
     export SIGNOFF_URL=http://127.0.0.1:8700 SIGNOFF_API_KEY=dev-key
     python examples/langgraph_refund.py start                # pauses; prints the approval
     signoff approvals approve ID --hash HASH --as alice      # or: reject ... --note "why"

@@ -5,7 +5,7 @@ Start `signoff serve` as in the README's quick start (the example config routes 
 to the finance group, alice and bob; tenant `acme`, API key `dev-key`), then, from the
 repository root:
 
-    pip install './client[mcp]'
+    pip install './clients/python[mcp]'
     export SIGNOFF_CONFIG=config/signoff.example.toml    # for the `signoff` CLI the human uses
     export SIGNOFF_URL=http://127.0.0.1:8700 SIGNOFF_API_KEY=dev-key
     python examples/mcp_gateway.py                        # alice approves

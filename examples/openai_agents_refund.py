@@ -8,7 +8,7 @@ calls no LLM; swap in a real model to use it for real. Run it against a local `s
 whose routes cover `payments.refund` (config/signoff.example.toml does) or the capability in
 SIGNOFF_CAPABILITY:
 
-    pip install './client[openai-agents]'
+    pip install './clients/python[openai-agents]'
     export SIGNOFF_URL=http://127.0.0.1:8700 SIGNOFF_API_KEY=<the tenant's API key>
     python examples/openai_agents_refund.py turn1
         # files the approval, prints its id and the commands to decide it, and exits

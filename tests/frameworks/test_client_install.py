@@ -1,4 +1,4 @@
-"""`pip install ./client` into an empty virtual environment, as an agent's project would:
+"""`pip install ./clients/python` into an empty virtual environment, as an agent's project would:
 it brings aiohttp, rfc8785 and standardwebhooks and nothing of the server (no SQLAlchemy,
 slack-bolt or python-telegram-bot), and the installed package talks to a running server."""
 
@@ -52,7 +52,7 @@ def test_the_client_installs_alone_and_talks_to_a_server(
     python = str(venv / "bin" / "python")
     pip = [sys.executable, "-m", "pip", "--python", python]
     subprocess.run(
-        [*pip, "install", "-q", str(REPO_ROOT / "client")],
+        [*pip, "install", "-q", str(REPO_ROOT / "clients" / "python")],
         check=True,
         cwd=tmp_path,  # not the repository: nothing of the server is importable from here
     )

@@ -1,5 +1,5 @@
 """The condition language has two copies: the server's (bot/conditions.py: routes, standing
-grants) and the client's (client/signoff_client/conditions.py: the MCP gateway's `when`),
+grants) and the client's (clients/python/signoff_client/conditions.py: the MCP gateway's `when`),
 since the client cannot import the server. A policy's `when` must mean what the same text
 means in the server's config, so the two must not drift apart:
 
@@ -31,7 +31,7 @@ from signoff_client.errors import InvalidRequest as ClientInvalid
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "bot" / "conditions.py"
-CLIENT = ROOT / "client" / "signoff_client" / "conditions.py"
+CLIENT = ROOT / "clients" / "python" / "signoff_client" / "conditions.py"
 
 # What each copy imports for the same job.
 _SAME = {
@@ -71,7 +71,7 @@ def test_the_copies_are_the_same_code() -> None:
     assert client_imports == server_imports
     assert len(client_code) == len(server_code)
     for mine, theirs in zip(client_code, server_code, strict=True):
-        assert mine == theirs, "client/signoff_client/conditions.py differs from bot/conditions.py"
+        assert mine == theirs, f"{CLIENT.relative_to(ROOT)} differs from bot/conditions.py"
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ FORBIDDEN = ("../" + "shared", "DESIGN" + ".md")
 _SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist"}
 
 # Packages whose modules docs/architecture.md maps, and the one folder it may name as a whole.
-PACKAGES = ("bot", "channels", "store", "client/signoff_client")
-FOLDER_ROWS = ("store/migrations/versions/", "client/signoff_client/mcp/")
+PACKAGES = ("bot", "channels", "store", "clients/python/signoff_client")
+FOLDER_ROWS = ("store/migrations/versions/", "clients/python/signoff_client/mcp/")
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"(`+).*?\1")
