@@ -9,9 +9,11 @@ Operator, as `signoff approvals approve` does; the `interrupted_side_effect` req
 raised by signoff's own sweeper when an approved call's execution lease lapses without a
 report, because the agent "crashed" after claiming it.
 
-The scripted agent also receives the decision webhooks (verified to Standard Webhooks) and
-runs what is approved: claim, "execute", report the outcome. So a decision made in the
-browser shows up in the terminal a moment later.
+The scripted agent (bot/demo_agent.py) also receives the decision webhooks (verified to
+Standard Webhooks) and runs what is approved: claim, "execute", report the outcome. So a
+decision made in the browser shows up in the terminal a moment later. The `sandbox` tenant
+has no webhook: its key is printed for the user's own agent, whose requests the scripted
+agent never claims.
 
 Secrets the config names (`*_env`) that are unset are made up for this run. The database and
 the config copy live in a new temporary directory, deleted when the demo stops, unless
@@ -35,22 +37,21 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-import aiohttp
 from aiohttp import web
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from bot.app import build_app
 from bot.bootstrap import Core, bootstrap
 from bot.config import Config, parse_config
+from bot.demo_agent import Agent, DemoFailed
 from bot.demo_mailbox import MAILBOX_PATH, Mailbox
 from bot.durations import parse_duration
-from bot.errors import ConfigError, SignoffError
+from bot.errors import ConfigError
 from bot.operator import Actor
 from bot.routing import Directory
 from bot.server import check_channels, prepare_schema
@@ -70,10 +71,6 @@ OPERATOR_LANDING = "?next=/dashboard"
 # The claim the "crashing" agent takes: short, so the lapse shows up within seconds.
 CRASH_LEASE = "2s"
 FOLLOW_UP_TIMEOUT = 30.0
-
-
-class DemoFailed(SignoffError):
-    """The demo could not set itself up; the message says what to do."""
 
 
 # -- the requests the scripted agents file -------------------------------------------------------
@@ -162,131 +159,6 @@ def _bind(listen: str) -> socket.socket:
 def _address(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-# -- the scripted agent --------------------------------------------------------------------------
-
-
-@dataclass
-class Agent:
-    """The agents' side: files requests over the HTTP API and, on each decision webhook,
-    runs what was approved (claim, execute, report) or says why it will not."""
-
-    base_url: str
-    keys: dict[str, str]  # tenant -> API key
-    webhook_secrets: dict[str, str]  # tenant -> whsec_
-    out: TextIO
-    session: aiohttp.ClientSession = field(init=False)
-    # Approvals this agent "crashes" on after claiming: it must not run them when their
-    # webhook arrives.
-    crashing: set[str] = field(default_factory=set)
-    _seen: set[str] = field(default_factory=set)
-
-    async def start(self) -> None:
-        self.session = aiohttp.ClientSession()
-
-    async def close(self) -> None:
-        await self.session.close()
-
-    def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
-
-    async def call(
-        self, tenant: str, method: str, path: str, body: Any = None, *, expect: int = 200
-    ) -> dict[str, Any]:
-        async with self.session.request(
-            method,
-            self.base_url + path,
-            json=body,
-            headers={"Authorization": f"Bearer {self.keys[tenant]}"},
-        ) as response:
-            document = await response.json(content_type=None)
-            if response.status != expect:
-                raise DemoFailed(
-                    f"the demo agent's {method} {path} got {response.status}: "
-                    f"{json.dumps(document)[:500]}"
-                )
-            return dict(document)
-
-    async def file(self, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(tenant, "POST", "/v1/approvals", body, expect=201)
-
-    async def get(self, tenant: str, approval_id: str) -> dict[str, Any]:
-        return await self.call(tenant, "GET", f"/v1/approvals/{approval_id}")
-
-    async def claim(self, tenant: str, approval_id: str, lease: str | None = None) -> Any:
-        body = {"lease": lease} if lease else {}
-        return await self.call(tenant, "POST", f"/v1/approvals/{approval_id}/claim", body)
-
-    # -- webhooks ---------------------------------------------------------------------------
-
-    async def webhook(self, request: web.Request) -> web.Response:
-        raw = await request.read()
-        try:
-            tenant = json.loads(raw)["approval"]["tenant"]
-            secret = self.webhook_secrets[tenant]
-            document = Webhook(secret).verify(raw, dict(request.headers))
-        except (ValueError, KeyError, TypeError, WebhookVerificationError) as exc:
-            self.say(f"agent: refused a webhook that did not verify ({exc})")
-            return web.Response(status=400, text="bad signature")
-        # A delivery may come twice (at least once); act on each once.
-        if document["delivery_id"] not in self._seen:
-            self._seen.add(document["delivery_id"])
-            asyncio.get_running_loop().create_task(self._react(document["approval"]))
-        return web.Response(text="ok")
-
-    async def _react(self, approval: dict[str, Any]) -> None:
-        title = approval["presentation"].get("title", approval["capability"])
-        who = approval.get("decided_by") or "signoff"
-        state = approval["state"]
-        try:
-            if state == "approved" and approval["id"] in self.crashing:
-                return  # this run "crashed" after its claim; it never reports
-            if state == "approved":
-                claim = await self.claim(approval["tenant"], approval["id"])
-                tool = claim["tool"]
-                exactly = (
-                    f"the arguments as {who} edited them ({json.dumps(tool['arguments'])}; "
-                    f"it asked for sha256:{claim['original_hash'][:12]})"
-                    if claim["edited"]
-                    else "exactly the stored arguments"
-                )
-                self.say(
-                    f"agent: {title!r} approved by {who}: claimed it and ran "
-                    f"{tool['name']} with {exactly} (simulated)"
-                )
-                await self.call(
-                    approval["tenant"],
-                    "POST",
-                    f"/v1/approvals/{approval['id']}/complete",
-                    {
-                        "claim_token": claim["claim_token"],
-                        "outcome": "succeeded",
-                        "result": {"simulated": True},
-                    },
-                )
-            elif state in ("rejected", "expired", "cancelled"):
-                note = approval.get("decision_note")
-                self.say(
-                    f"agent: {title!r} was {state}"
-                    + (f" by {who}" if state == "rejected" else "")
-                    + (f" ({note})" if note else "")
-                    + "; it will not run"
-                )
-            elif state == "answered":
-                answer = approval["answer"]
-                given = answer.get("option") or answer.get("text")
-                ran = "" if approval["kind"] == "question" else "; the tool did not run"
-                self.say(f"agent: {title!r} answered by {who}: {given!r}{ran}")
-            elif state == "outcome_unknown":
-                self.say(
-                    f"agent: {title!r}: signoff says the outcome is unknown (the claim's lease "
-                    "lapsed); a human is asked whether to run it again"
-                )
-        except SignoffError as exc:
-            self.say(f"agent: {title!r}: {exc.message}")
-        except aiohttp.ClientError as exc:
-            self.say(f"agent: {title!r}: the server did not answer ({exc})")
 
 
 # -- the story -----------------------------------------------------------------------------------
@@ -555,10 +427,24 @@ def _print_header(
     print("\n".join(lines), file=out, flush=True)
 
 
+def signoff_command() -> str:
+    """How to run this very `signoff` from another terminal: the script beside the running
+    interpreter (`.venv/bin/signoff` when the venv is under the working directory), so the
+    line works without an activated virtualenv; plain `signoff` when there is no such
+    script (run as `python -m bot.cli`)."""
+    script = Path(sys.executable).parent / "signoff"
+    if not script.is_file():
+        return "signoff"
+    with contextlib.suppress(ValueError):
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
+
+
 def _print_story(out: TextIO, filed: list[Filed], directory: Directory) -> None:
     for item in filed:
         record = item.record
-        kind = "interrupted_side_effect, " if record["kind"] != "tool_call" else ""
+        # The kind as the API names it; a plain tool call goes unlabelled.
+        kind = f"{record['kind']}, " if record["kind"] != "tool_call" else ""
         print(f"  {item.tenant:<8} {item.title}", file=out)
         print(f"  {'':<8} {kind}{record['state']}: {item.note}", file=out)
     print(file=out, flush=True)
@@ -575,7 +461,9 @@ def _print_links(
     made: dict[str, str],
 ) -> None:
     assert config.web is not None
-    variable = config.tenants[0].api_key_env or ""
+    # The tenant without a webhook is the user's: the demo's agent never claims its requests.
+    yours = next(t for t in config.tenants if t.webhook_url is None)
+    variable = yours.api_key_env or ""
     # A key made up for this run is shown; one the user set stays in their environment.
     key = made.get(variable, f"${variable}")
     lines = [
@@ -584,8 +472,9 @@ def _print_links(
         f"  operator  {directory.name_of(OPERATOR):<10} {operator}   (opens the dashboard)",
         "",
         "More links, from another terminal:",
-        f"  SIGNOFF_CONFIG={config_path} signoff web login --as carol",
-        "The agent API, as the support agent:",
+        f"  SIGNOFF_CONFIG={config_path} {signoff_command()} web login --as carol",
+        f"Your own agent, as tenant {yours.name!r} (the demo's agent leaves its requests alone:",
+        "once one is approved, you claim and run it):",
         f"  curl -H 'Authorization: Bearer {key}' {public_url}/v1/approvals",
         "",
         "Decide in the browser: the demo agent prints what it does with each decision.",

@@ -15,12 +15,14 @@ cleanly, exit 0, its temporary directory gone.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
 import sys
 import threading
 import tomllib
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -243,7 +245,80 @@ def test_the_shipped_demo_config_is_what_the_demo_promises(tmp_path: Path) -> No
         "http://127.0.0.1:9123",
     )
     assert config.database.url == f"sqlite+aiosqlite:///{tmp_path / 'demo.db'}"
-    assert {t.webhook_url for t in config.tenants} == {"http://127.0.0.1:9124/webhooks/signoff"}
+    # The scripted agent's tenants call it back; the sandbox tenant, the user's, has no webhook.
+    webhooks = {t.name: t.webhook_url for t in config.tenants}
+    assert webhooks == {
+        "support": "http://127.0.0.1:9124/webhooks/signoff",
+        "ops": "http://127.0.0.1:9124/webhooks/signoff",
+        "sandbox": None,
+    }
     # Everything else is the shipped config, unchanged.
     assert config.principals == shipped.principals
     assert config.routes == shipped.routes
+
+
+def test_the_demo_leaves_its_sandbox_tenant_to_you(demo: Demo, tmp_path: Path) -> None:
+    """What a newcomer does next, from the lines the demo prints: the question is labelled as
+    the API names its kind; the printed `signoff` command works without an activated
+    virtualenv; and a request filed with the printed key is approved and then claimed by the
+    newcomer's own agent, never by the demo's."""
+    printed = demo.wait_ready()
+    assert re.search(r"Replace or refund order 8815\?\n\s+question, pending", printed), printed
+
+    # The "more links" line, run as printed, with no virtualenv on PATH.
+    line = re.search(r"^  SIGNOFF_CONFIG=(\S+) (\S+) web login --as carol$", printed, re.M)
+    assert line, printed
+    config, signoff = line.groups()
+    env = base_env(SIGNOFF_CONFIG=config, PATH="/usr/bin:/bin")
+    env.pop("PYTHONPATH", None)
+    login = subprocess.run(
+        [signoff, "web", "login", "--as", "carol"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert login.returncode == 0, login.stderr
+    assert re.search(r"http://\S+/web/login/\S+", login.stdout), login.stdout
+
+    # The printed key is the sandbox tenant's: file, approve (as Bob, from the CLI), claim.
+    curl = re.search(r"Bearer (\S+)' (http://\S+)/v1/approvals$", printed, re.M)
+    assert curl, printed
+    key, server = curl.groups()
+
+    def api(method: str, path: str, body: object = None) -> dict:
+        request = urllib.request.Request(
+            server + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=15) as response:
+            return json.loads(response.read())
+
+    title = "Refund €12.00 to a newcomer's customer"
+    filed = api(
+        "POST",
+        "/v1/approvals",
+        {
+            "run_id": "newcomer-1",
+            "capability": "payments.refund",
+            "tool": {"name": "stripe.refunds.create", "arguments": {"amount": 1200}},
+            "presentation": {"title": title},
+            "requested_by": "my-agent",
+        },
+    )
+    assert filed["tenant"] == "sandbox"
+    approve = subprocess.run(
+        [signoff, "approvals", "approve", filed["id"], "--hash", filed["hash"], "--as", "bob"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert approve.returncode == 0, approve.stderr
+    claim = api("POST", f"/v1/approvals/{filed['id']}/claim", {})
+    assert claim["tool"]["arguments"] == {"amount": 1200}
+    assert title not in demo.output  # the demo's agent never heard of it
