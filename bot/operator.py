@@ -36,7 +36,7 @@ from bot.errors import (
 from bot.model import State
 from bot.outbox import jobs
 from bot.rich_decisions import MAX_ANSWER, RichDecisions
-from bot.routing import Standing, keeping_authority
+from bot.routing import Standing, keeping_authority, person_key
 from bot.steps import Outcome
 from store.records import Approval
 from store.repository import Tx
@@ -208,13 +208,13 @@ def _check_hand_off(row: Approval, standing: Standing, to: str) -> None:
             f"{standing.principal} decides here only as the delegate of "
             f"{standing.on_behalf_of} and may not hand the request on"
         )
-    requester = (row.requested_by or "").casefold()
+    requester = person_key(row.requested_by)
     if requester and not row.allow_self_approval:
-        if standing.principal.casefold() == requester:
+        if person_key(standing.principal) == requester:
             raise SelfApproval(
                 f"{standing.principal} requested this and may not choose who decides it"
             )
-        if to.casefold() == requester:
+        if person_key(to) == requester:
             raise SelfApproval(f"{to} requested this and may not be handed it to decide")
 
 

@@ -25,6 +25,12 @@ GROUP_PREFIX = "group:"
 Account = str | int
 
 
+def person_key(name: str | None) -> str:
+    """A name as the self-approval check compares it: `requested_by` is the agent's free
+    text, so "Alice " and "ALICE" name the principal alice; empty when there is none."""
+    return (name or "").strip().casefold()
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """A person who can decide, with the identities that prove it is them: their account on
@@ -233,14 +239,14 @@ class Directory:
             if not covering:
                 raise NotAnApprover(assignee=self.describe(approval.assignee))
             standing = Standing(principal, covering[0])
-        requester = (approval.requested_by or "").casefold()
+        requester = person_key(approval.requested_by)
         if approving and not approval.allow_self_approval and requester:
-            if principal.casefold() == requester:
+            if person_key(principal) == requester:
                 raise SelfApproval(
                     f"{principal} requested this and may not approve it; "
                     "the route does not allow self-approval"
                 )
-            if (standing.on_behalf_of or "").casefold() == requester:
+            if person_key(standing.on_behalf_of) == requester:
                 raise SelfApproval(
                     f"{principal} stands in for {standing.on_behalf_of}, who requested this; "
                     "the route does not allow self-approval"

@@ -238,12 +238,17 @@ async def test_requester_may_not_approve_own_request_by_default(
     assert decision.state == "rejected"
 
 
-async def test_self_approval_guard_ignores_case(
-    store: Store, directory: Directory, clock: FakeClock, operator: Operator
+@pytest.mark.parametrize("requested_by", ["Sam", "sam ", " SAM", "sam\t"])
+async def test_self_approval_guard_ignores_case_and_surrounding_space(
+    store: Store, directory: Directory, clock: FakeClock, operator: Operator, requested_by: str
 ) -> None:
-    approval = await _create(store, directory, clock, requested_by="Sam")
+    approval = await _create(store, directory, clock, requested_by=requested_by)
     with pytest.raises(SelfApproval):
         await operator.approve_shown(approval.id, approval.hash, Actor("sam", via="test"))
+    # Nor may sam choose who decides it.
+    with pytest.raises(SelfApproval):
+        await operator.delegate(approval.id, Actor("sam", via="test"), "alice")
+    assert (await _state(store, approval.id)).state == "pending"
 
 
 async def test_self_approval_allowed_when_the_route_says_so(
