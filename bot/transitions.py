@@ -111,7 +111,8 @@ def logged(result: Transition) -> Transition:
     """One log line per committed transition, with the fields an operator filters on."""
     approval, event = result.approval, result.event
     log.info(
-        "approval %s %s -> %s by %s",
+        # The event and the state apart: "executed -> executed" read as a no-op.
+        "approval %s: event %s, state now %s, by %s",
         approval.id,
         event.type,
         approval.state,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 import pytest
@@ -249,6 +250,21 @@ async def test_self_approval_guard_ignores_case_and_surrounding_space(
     with pytest.raises(SelfApproval):
         await operator.delegate(approval.id, Actor("sam", via="test"), "alice")
     assert (await _state(store, approval.id)).state == "pending"
+
+
+async def test_a_committed_decision_logs_its_event_and_the_new_state_apart(
+    store: Store,
+    directory: Directory,
+    clock: FakeClock,
+    operator: Operator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    approval = await _create(store, directory, clock, requested_by="agent")
+    with caplog.at_level(logging.INFO, logger="signoff.transitions"):
+        await operator.approve_shown(approval.id, approval.hash, Actor("sam", via="test"))
+    assert f"approval {approval.id}: event approved, state now approved, by test:sam" in [
+        record.getMessage() for record in caplog.records
+    ]
 
 
 async def test_self_approval_allowed_when_the_route_says_so(
