@@ -2,7 +2,11 @@
 // scripted (no network, no LLM): it asks for a refund, then says what the tool answered.
 //
 //   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/ai-sdk-refund.js turn1 RUN_ID [AMOUNT]
-//       files the approval and waits; kill it whenever you like, the pause is in signoff
+//       files the approval and waits up to an hour for the decision, then says what it was and
+//       how to resume; kill it whenever you like, the pause is in signoff
+//   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/ai-sdk-refund.js resume APPROVAL_ID
+//       once decided (no public URL, no webhook needed): runs the approved refund once and
+//       prints what happened as JSON
 //   SIGNOFF_WEBHOOK_SECRET=whsec_... node examples/ai-sdk-refund.js resume BODY_FILE HEADERS_FILE
 //       on the decision webhook (its raw body and headers as received), in a new process:
 //       runs the approved refund once and prints what happened as JSON
@@ -14,7 +18,7 @@ import { generateText, jsonSchema, tool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 
 import { SignoffClient } from "@signoff/client";
-import { fileApprovals, resumeFromWebhook, signoffTool } from "@signoff/client/ai";
+import { fileApprovals, resume, resumeFromWebhook, signoffTool } from "@signoff/client/ai";
 
 const tools = {
   refund: signoffTool(tool({
@@ -62,8 +66,23 @@ if (command === "turn1") {
   console.log(JSON.stringify(filed.map((r) => ({ id: r.id, hash: r.hash, state: r.state }))));
   // An agent may wait a little for a quick decision; a human may take days, and nothing
   // here needs to survive: the resume runs in whichever process gets the webhook.
-  for (const approval of filed) await client.wait(approval.id, { maxWait: 3600 });
-} else if (command === "resume") {
+  for (const approval of filed) {
+    const record = await client.wait(approval.id, { maxWait: 3600 });
+    // Say what happened: the decision, and the command that carries it out (no webhook needed).
+    const next = record.state === "pending"
+      ? "still pending after an hour; resume later with the same command"
+      : `resume with: node examples/ai-sdk-refund.js resume ${record.id}`;
+    console.log(`approval ${record.id}: ${record.state}; ${next}`);
+  }
+} else if (command === "resume" && args.length === 1) {
+  // By approval id: what an agent with no public URL does once turn 1 saw the decision.
+  const [approvalId] = args;
+  const resumed = await resume(client, approvalId, {
+    run: (messages) => generateText({ model: scriptedModel(0), tools, messages }),
+  });
+  console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
+    text: resumed.result?.text ?? null }));
+} else if (command === "resume" && args.length === 2) {
   const [bodyFile, headersFile] = args;
   const body = readFileSync(bodyFile);
   const headers = JSON.parse(readFileSync(headersFile, "utf8"));
@@ -73,6 +92,6 @@ if (command === "turn1") {
   console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
     text: resumed.result?.text ?? null }));
 } else {
-  console.error("usage: ai-sdk-refund.js turn1 RUN_ID [AMOUNT] | resume BODY_FILE HEADERS_FILE");
+  console.error("usage: ai-sdk-refund.js turn1 RUN_ID [AMOUNT] | resume APPROVAL_ID | resume BODY_FILE HEADERS_FILE");
   process.exit(2);
 }

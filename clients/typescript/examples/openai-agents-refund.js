@@ -3,7 +3,10 @@
 // the tool answered.
 //
 //   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/openai-agents-refund.js turn1 RUN_ID [AMOUNT]
-//       files the run's interruption and waits; kill it whenever you like
+//       files the run's interruption and waits up to an hour for the decision, then says what
+//       it was and how to resume; kill it whenever you like
+//   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/openai-agents-refund.js resume APPROVAL_ID
+//       once decided (no public URL, no webhook needed): resumes the run from the stored RunState
 //   SIGNOFF_WEBHOOK_SECRET=whsec_... node examples/openai-agents-refund.js resume BODY_FILE HEADERS_FILE
 //       on the decision webhook, in a new process: resumes the run from the stored RunState
 //
@@ -14,7 +17,7 @@ import { Agent, Runner, Usage } from "@openai/agents";
 import { z } from "zod";
 
 import { SignoffClient } from "@signoff/client";
-import { fileInterruptions, gatedTool, resumeFromWebhook } from "@signoff/client/openai-agents";
+import { fileInterruptions, gatedTool, resume, resumeFromWebhook } from "@signoff/client/openai-agents";
 
 const refund = gatedTool({
   name: "refund",
@@ -57,8 +60,21 @@ if (command === "turn1") {
   const result = await runner.run(agent(Number(amount)), "Order 8812 arrived damaged: refund it.");
   const filed = await fileInterruptions(client, result, { runId, capability: "tools.refund" });
   console.log(JSON.stringify(filed.map((r) => ({ id: r.id, hash: r.hash, state: r.state }))));
-  for (const approval of filed) await client.wait(approval.id, { maxWait: 3600 });
-} else if (command === "resume") {
+  for (const approval of filed) {
+    const record = await client.wait(approval.id, { maxWait: 3600 });
+    // Say what happened: the decision, and the command that carries it out (no webhook needed).
+    const next = record.state === "pending"
+      ? "still pending after an hour; resume later with the same command"
+      : `resume with: node examples/openai-agents-refund.js resume ${record.id}`;
+    console.log(`approval ${record.id}: ${record.state}; ${next}`);
+  }
+} else if (command === "resume" && args.length === 1) {
+  // By approval id: what an agent with no public URL does once turn 1 saw the decision.
+  const [approvalId] = args;
+  const resumed = await resume(client, agent(0), approvalId, { runner });
+  console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
+    text: resumed.result?.finalOutput ?? null }));
+} else if (command === "resume" && args.length === 2) {
   const [bodyFile, headersFile] = args;
   const body = readFileSync(bodyFile);
   const headers = JSON.parse(readFileSync(headersFile, "utf8"));
@@ -67,6 +83,6 @@ if (command === "turn1") {
   console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
     text: resumed.result?.finalOutput ?? null }));
 } else {
-  console.error("usage: openai-agents-refund.js turn1 RUN_ID [AMOUNT] | resume BODY_FILE HEADERS_FILE");
+  console.error("usage: openai-agents-refund.js turn1 RUN_ID [AMOUNT] | resume APPROVAL_ID | resume BODY_FILE HEADERS_FILE");
   process.exit(2);
 }
