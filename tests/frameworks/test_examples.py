@@ -200,7 +200,7 @@ def mcp_gateway_run(deployment: Deployment, decision: str, cwd: Path) -> None:
     assert fate(deployment, approval_id) == RECORDED[decision], run
 
 
-# -- examples/openai_agents_refund.py and examples/langgraph_refund.py ------------------------
+# -- examples/openai_agents_refund.py, langgraph_refund.py and langchain_refund.py ----------------
 
 
 @dataclass(frozen=True)
@@ -267,6 +267,25 @@ LANGGRAPH = Resumable(
 )  # fmt: skip
 
 
+LANGCHAIN = Resumable(
+    script="langchain_refund.py",
+    start="start",
+    ran=r">> refunding 12000 cents on ch_3PqK2L",
+    paused=("paused; the refund never ran", "filed approval {id} (pending): refund"),
+    resumed={
+        "approve": ("resume: resumed (approval {id} is executed)",
+                    "agent: Update on your refund: refund re_"),
+        "reject": ("resume: resumed (approval {id} is rejected)",
+                   "agent: Update on your refund: ", REASON),
+    },
+    again={
+        "approve": ("resume: not_waiting (approval {id} is executed)",),
+        "reject": ("resume: not_waiting (approval {id} is rejected)",),
+    },
+    checkpoints="LANGCHAIN_DB",
+)  # fmt: skip
+
+
 def says(run: Run, expected: tuple[str, ...], approval_id: str) -> None:
     """The transcript says each expected phrase, in this order (two may share a line)."""
     lines, at = run.lines, 0
@@ -276,7 +295,9 @@ def says(run: Run, expected: tuple[str, ...], approval_id: str) -> None:
         at = found[0]
 
 
-@pytest.mark.parametrize("example", [OPENAI, LANGGRAPH], ids=["openai_agents", "langgraph"])
+@pytest.mark.parametrize(
+    "example", [OPENAI, LANGGRAPH, LANGCHAIN], ids=["openai_agents", "langgraph", "langchain"]
+)
 def test_resumable_example(deployment: Deployment, tmp_path: Path, example: Resumable) -> None:
     """File in one process, decide with the CLI, resume in another: approved, the refund runs
     exactly once with the approved arguments and a second resume runs nothing; rejected, it
