@@ -7,8 +7,10 @@ Each part runs in a process of its own, as in production: `signoff serve` (one w
 bench/effects_edge.py, which notes when each arrived), and the agents (bench/load.py). Per
 run and database, on two fresh databases and servers:
 
-- covered: one request is created and approved with "allow the same for 8h" (no bounds:
-  `signoff approvals approve ID --hash H --as alice --allow-for 8h`, the CLI as a process);
+- covered: one request is created and approved with "allow the same for 8h", every argument
+  freed (`signoff approvals approve ID --hash H --as alice --allow-for 8h --allow-any charge
+  --allow-any amount --allow-any currency`, the CLI as a process: with no bound named, the
+  grant would hold each argument to its value on the seed, and cover none of the creates);
   then (1) creates offered at --rate per second for --seconds, each approved at once by the
   grant: create sent -> `approved` webhook arrived, p50 / p99 / max; (2) --n creates from
   --clients agents, closed loop: creates per second, and the time until every webhook came.
@@ -82,7 +84,8 @@ async def cli(config: Path, *args: str) -> str:
 
 
 async def give_grant(url: str, config: Path, tmp: Path) -> None:
-    """A request approved by alice with "allow the same for 8h", through the CLI."""
+    """A request approved by alice with "allow the same for 8h" and any arguments, through
+    the CLI."""
     out = tmp / "seed.jsonl"
     made = await processes.creates(url, n=1, clients=1, prefix="seed", out=out)
     if made["errors"]:
@@ -90,7 +93,8 @@ async def give_grant(url: str, config: Path, tmp: Path) -> None:
     seed = json.loads(out.read_text("utf-8"))
     await cli(
         config, "approvals", "approve", seed["id"], "--hash", seed["hash"], "--as", "alice",
-        "--allow-for", "8h",
+        "--allow-for", "8h", "--allow-any", "charge", "--allow-any", "amount",
+        "--allow-any", "currency",
     )  # fmt: skip
 
 

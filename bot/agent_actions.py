@@ -163,25 +163,47 @@ class AgentActions(Transitioner):
 
     async def release(self, tenant: str, approval_id: str, claim_token: str) -> Approval:
         """The claimer did not start the call: hand the grant back (approved again, its
-        grant clock unchanged), for this or another caller to claim."""
+        grant clock unchanged), for this or another caller to claim. Unless a newer request
+        of its step was made meanwhile: then, as if it had never been claimed when that one
+        arrived (bot.intake), it is superseded by it, so the step keeps one grant."""
 
         async def step(tx: Tx, row: Approval, now: datetime) -> Outcome:
             _check_claim(row, claim_token, "released")
             _check_live(row, now)
+            unclaimed: dict[str, object] = {
+                "claim_token": None,
+                "claimed_at": None,
+                "lease_until": None,
+                "claim_key": None,
+            }
+            claimed_at = utc_iso(row.claimed_at) if row.claimed_at else None
+            newer = await _newer_of_step(tx, row)
+            if newer is not None:
+                note = f"replaced by a newer request for the same step ({newer})"
+                values = unclaimed | {
+                    "state": State.SUPERSEDED.value,
+                    "decision_note": note,
+                    "superseded_by": newer,
+                }
+                data = {"note": note, "from": row.state, "superseded_by": newer}
+                moved = await self._move(
+                    tx,
+                    row,
+                    values,
+                    State.SUPERSEDED.value,
+                    now,
+                    tenant,
+                    data | {"claimed_at": claimed_at, "released": True},
+                )
+                return Outcome([moved], value=moved.approval)
             moved = await self._move(
                 tx,
                 row,
-                {
-                    "state": State.APPROVED.value,
-                    "claim_token": None,
-                    "claimed_at": None,
-                    "lease_until": None,
-                    "claim_key": None,
-                },
+                unclaimed | {"state": State.APPROVED.value},
                 "released",
                 now,
                 tenant,
-                {"claimed_at": utc_iso(row.claimed_at) if row.claimed_at else None},
+                {"claimed_at": claimed_at},
             )
             return Outcome([moved], value=moved.approval)
 
@@ -344,6 +366,20 @@ class AgentActions(Transitioner):
         return await transitions.apply(
             tx, self.directory, row, values, event_type, now=now, actor=f"agent:{tenant}", data=data
         )
+
+
+async def _newer_of_step(tx: Tx, row: Approval) -> str | None:
+    """The request of `row`'s step made next after it, if any. A newer request supersedes
+    the older ones that have not started; a claimed one was passed over because it had, so
+    handing it back must meet that request. Under the step's lock, the one a create takes
+    (bot.intake): a create that read the step while this claim still stood has committed
+    (and is seen here), or comes after this transaction and sees the row approved."""
+    if row.step_key is None:
+        return None  # a request without a step replaces nothing and is replaced by nothing
+    await tx.lock_step(row.tenant, row.run_id, row.step_key)
+    ids = await tx.step_requests(row.tenant, row.run_id, row.step_key)
+    later = ids[ids.index(row.id) + 1 :] if row.id in ids else []
+    return later[0] if later else None
 
 
 def _not_claimable(row: Approval, now: datetime) -> NotPending:

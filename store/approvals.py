@@ -55,6 +55,13 @@ _EARLIER_REQUESTS = union_all(
     ),
 )
 
+# Every request of one step of a run, whatever its state (a release asks whether a newer one
+# was made while its call was claimed); a run has a few requests, read along the unique
+# (tenant, run_id, hash) index.
+_STEP_REQUESTS = select(approvals.c.id, approvals.c.created_at).where(
+    *_SAME_RUN, approvals.c.step_key == bindparam("step_key")
+)
+
 
 class EarlierRequests(NamedTuple):
     """What a new request's insert found among its run's requests (`earlier_requests`)."""
@@ -185,6 +192,13 @@ class ApprovalStatements(Statements):
         if self._dialect == "postgresql":
             key = f"{tenant}\n{run_id}\n{step_key}"  # a collision only serialises more
             await self._rows(_LOCK_STEP, {"key": key})
+
+    async def step_requests(self, tenant: str, run_id: str, step_key: str) -> list[str]:
+        """The ids of every request of one (tenant, run, step), oldest first: by created_at,
+        then id, the order `earlier_requests` gives the step's live ones."""
+        params = {"tenant": tenant, "run_id": run_id, "step_key": step_key}
+        rows = await self._rows(_STEP_REQUESTS, params)
+        return [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]))]
 
     async def approval_followed_by(self, follow_up_id: str) -> Approval | None:
         """The approval whose lapsed lease raised `follow_up_id` (its interrupted_side_effect

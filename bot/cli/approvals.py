@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.cli.rendering import APPROVALS_HEADER, approval_row, emit_json, render_card, safe
 from bot.errors import InvalidRequest, NotFound
@@ -109,6 +111,10 @@ async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
     if scope is not None:
         if _edits(args):
             raise InvalidRequest("approve as edited or allow the same, not both at once")
+        # Read outside the decision only for its argument names: the decision checks the
+        # hash, which covers the arguments, so a call changed meanwhile is refused.
+        arguments = (await _get(ctx, args.id)).tool_args or {}
+        scope = _bound_by_default(scope, arguments, args.allow_any or ())
         decision, grant = await ctx.operator.approve_and_allow(
             args.id, args.hash, _actor(args), scope, args.note
         )
@@ -116,6 +122,8 @@ async def cmd_approve(ctx: Context, args: argparse.Namespace) -> int:
             from bot.cli.grants import describe
 
             print(f"standing grant {grant.id}: {describe(grant)}")
+            for line in _bounds(grant.conditions, arguments):
+                print(line)
         return _report(ctx, args, decision)
     if not _edits(args):
         decision = await ctx.operator.approve_shown(args.id, args.hash, _actor(args), args.note)
@@ -174,11 +182,17 @@ def _grant_scope(args: argparse.Namespace) -> GrantScope | None:
     from bot.durations import parse_duration
     from bot.standing import GrantScope
 
-    bounds = args.allow_run or args.allow_equal or args.allow_at_most or args.allow_uses
+    bounds = (
+        args.allow_run
+        or args.allow_equal
+        or args.allow_at_most
+        or args.allow_any
+        or args.allow_uses
+    )
     if args.allow_for is None:
         if bounds:
             raise InvalidRequest(
-                "--allow-run, --allow-equal, --allow-at-most, --allow-uses "
+                "--allow-run, --allow-equal, --allow-at-most, --allow-any, --allow-uses "
                 "bound a standing grant: give it with --allow-for DURATION"
             )
         return None
@@ -193,6 +207,43 @@ def _grant_scope(args: argparse.Namespace) -> GrantScope | None:
         at_most=tuple(args.allow_at_most or ()),
         max_uses=args.allow_uses,
     )
+
+
+def _bound_by_default(
+    scope: GrantScope, arguments: dict[str, object], free: Sequence[str]
+) -> GrantScope:
+    """The safe default every surface shares (the web form preselects "only this value"):
+    an argument the giver did not name (--allow-at-most, or --allow-any to free it) holds
+    the grant to its value on this call, so a grant never covers other arguments unasked."""
+    flags = (set(scope.equal), set(scope.at_most), set(free))
+    named = set().union(*flags)
+    for key in sorted(named):
+        if sum(key in keys for keys in flags) > 1:  # one bound each: which would it mean?
+            raise InvalidRequest(
+                f"{key} is named by more than one of --allow-equal, --allow-at-most, --allow-any"
+            )
+    for key in free:
+        if key not in arguments:
+            raise InvalidRequest(f"--allow-any {key!r}: the call has no argument {key!r}")
+    unnamed = tuple(key for key in arguments if key not in named)
+    return replace(scope, equal=scope.equal + unnamed)
+
+
+def _bounds(conditions: dict[str, Any] | None, arguments: dict[str, object]) -> list[str]:
+    """One line per argument of the call: what the grant holds it to, in the web form's
+    words ("only", "at most", "any value")."""
+    held = {part["arg"]: part for part in (conditions or {}).get("all", [])}
+    if not arguments:
+        return ["  (the call has no arguments)"]
+    lines = []
+    for key in arguments:
+        part = held.get(key)
+        if part is None:
+            words = "any value"
+        else:
+            words = ("only " if part["op"] == "==" else "at most ") + _json(part["value"])
+        lines.append(f"  {safe(key)}: {safe(words)}")
+    return lines
 
 
 def _json(value: object) -> str:

@@ -80,20 +80,26 @@ def _grant_arguments(p: argparse.ArgumentParser) -> None:
         "--allow-for",
         metavar="DURATION",
         help="also allow the same call for this long (a standing grant; at most the route's "
-        "max_grant_lifetime)",
+        "max_grant_lifetime); every argument not named below must equal its value here",
     )
     p.add_argument("--allow-run", action="store_true", help="the grant: only in this run")
     p.add_argument(
         "--allow-equal",
         action="append",
         metavar="KEY",
-        help="the grant: only where this argument equals its value here",
+        help="the grant: only where this argument equals its value here (the default)",
     )
     p.add_argument(
         "--allow-at-most",
         action="append",
         metavar="KEY",
         help="the grant: only where this number is at most its value here",
+    )
+    p.add_argument(
+        "--allow-any",
+        action="append",
+        metavar="KEY",
+        help="the grant: any value of this argument (unnamed ones must equal their value here)",
     )
     p.add_argument("--allow-uses", type=_positive, metavar="N", help="the grant: at most N uses")
 

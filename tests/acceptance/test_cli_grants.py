@@ -1,10 +1,14 @@
 """`signoff approvals approve --allow-for`, `signoff grants list` and `grants revoke` as an
 operator types them: processes against a real SQLite file (the SQL under them runs on both
-databases in tests/integration/test_standing_grants.py)."""
+databases in tests/integration/test_standing_grants.py), and the grant's default bounds on
+both databases."""
 
 from __future__ import annotations
 
-from tests.support.cli import Deployment, assert_refused
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import Deployment, assert_refused, deployment
 
 
 def test_a_grant_given_at_the_terminal_approves_the_next_call_until_revoked(
@@ -59,3 +63,48 @@ def test_a_grant_given_at_the_terminal_approves_the_next_call_until_revoked(
         "--allow-run",
     )  # fmt: skip
     assert_refused(no_life, "give it with --allow-for DURATION")
+
+
+def _refund(deploy: Deployment, run_id: str, charge: str, amount: int) -> Any:
+    arguments = {"charge": charge, "amount": amount}
+    tool = {"name": "stripe.refunds.create", "arguments": arguments}
+    return deploy.request(f"{run_id}.json", run_id=run_id, tool=tool)
+
+
+def test_a_grant_given_at_the_terminal_holds_every_argument_not_named_to_its_value(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The web form's default: every argument "only this value" unless the giver frees it.
+    deploy = deployment(tmp_path / "deployment", db_url, None)
+    cli = deploy.cli
+    first = _refund(deploy, "run-1", "ch_1", 12000)
+    given = cli.run(
+        "approvals", "approve", first["id"], "--hash", first["hash"], "--as", "alice",
+        "--allow-for", "1h",
+    )  # fmt: skip
+    assert given.returncode == 0, str(given)
+    [grant] = cli.run("grants", "list", "--json").json()["grants"]
+    same = _refund(deploy, "run-2", "ch_1", 12000)
+    assert same["state"] == "approved" and same["approved_by_grant"] == grant["id"]
+    for run_id, charge, amount in (("run-3", "ch_1", 500), ("run-4", "ch_2", 12000)):
+        assert _refund(deploy, run_id, charge, amount)["state"] == "pending", run_id
+    # The operator sees what the grant holds each argument to.
+    assert "where charge == 'ch_1' and amount == 12000" in given.stdout
+    assert '  charge: only "ch_1"\n  amount: only 12000\n' in given.stdout
+
+    # --allow-any KEY frees that one argument; the others still hold to their value.
+    other = _refund(deploy, "run-5", "ch_9", 100)
+    decide = ("approvals", "approve", other["id"], "--hash", other["hash"], "--as", "alice")
+    unknown = cli.run(*decide, "--allow-for", "1h", "--allow-any", "memo")
+    assert_refused(unknown, "the call has no argument 'memo'")
+    twice = cli.run(
+        *decide, "--allow-for", "1h", "--allow-any", "amount", "--allow-at-most", "amount"
+    )
+    assert_refused(twice, "amount is named by more than one")
+    freed = cli.run(*decide, "--allow-for", "1h", "--allow-any", "amount")
+    assert freed.returncode == 0, str(freed)
+    assert '  charge: only "ch_9"\n  amount: any value\n' in freed.stdout
+    freed_id = freed.stdout.split()[2].rstrip(":")
+    larger = _refund(deploy, "run-6", "ch_9", 99999)
+    assert larger["state"] == "approved" and larger["approved_by_grant"] == freed_id
+    assert _refund(deploy, "run-7", "ch_8", 100)["state"] == "pending"

@@ -457,7 +457,8 @@ class SignoffClient:
 
     async def release(self, approval_id: str, claim_token: str) -> ApprovalRecord:
         """Hand a claimed call back without having started it: approved again, for this or
-        another caller to claim while its grant lasts."""
+        another caller to claim while its grant lasts; or `superseded` (its `superseded_by`
+        set) if a newer request of its step was made meanwhile."""
         body = {"claim_token": claim_token}
         _, data = await self._call("POST", f"/v1/approvals/{approval_id}/release", body)
         return ApprovalRecord.from_json(data)
