@@ -7,7 +7,7 @@ webhook timeout of --timeout seconds); then a fresh webhook to the healthy path 
 every --every seconds for --seconds. Prints how long each fresh webhook took to arrive, and
 how many connections the hung path held at most once the first ones timed out.
 
-    python bench/hung_endpoint.py [--hung 100] [--timeout 2] [--seconds 20] [--every 0.5]
+    python -m bench hung_endpoint [--hung 100] [--timeout 2] [--seconds 20] [--every 0.5]
 """
 
 from __future__ import annotations
@@ -17,15 +17,11 @@ import asyncio
 import copy
 import logging
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.clock import SystemClock
 from bot.config import parse_config
@@ -36,6 +32,8 @@ from bot.outbox.webhooks import WebhookSender
 from store.migrate import upgrade
 from store.repository import Store
 from tests.support.samples import TEST_CONFIG, make_request
+
+DESCRIPTION = "webhooks to a healthy path while another path of the host hangs (issue 25)"
 
 SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 

@@ -1,7 +1,7 @@
 """Every figure of the performance issue beside its reference, measured in one run, --runs
 times (interleaved: run 1 of everything, then run 2, ...), as min / median / max.
 
-    python bench/run_all.py [--runs 3] [--quick] [--workers 1,2] [--databases sqlite,postgresql]
+    python -m bench run_all [--runs 3] [--quick] [--workers 1,2] [--databases sqlite,postgresql]
                             [--load-procs N] [--postgres URL] [--out bench/results/DATE.json]
 
 Each run, each a process of its own:
@@ -32,7 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.results import Results
+
+DESCRIPTION = "3 interleaved runs of decide_throughput, service, peer_langgraph; markdown tables"
+
+REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
 SIZES = {
@@ -263,8 +267,7 @@ def commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--workers", default="", help="comma list, e.g. 1,2 (serve --workers)")
@@ -277,7 +280,10 @@ def main() -> None:
         ),
     )
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    found = Results()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     size = SIZES["quick" if args.quick else "full"]
     today = datetime.date.today().isoformat()
@@ -312,6 +318,3 @@ def main() -> None:
     )
     print(table(figures))
 
-
-if __name__ == "__main__":
-    main()

@@ -11,7 +11,7 @@ GET /v1/approvals?state=rejected (a state with no rows), and reads VmRSS again: 
 `serve` process and of each worker process it started (`serve --workers`, by default one
 per core; the workers answer the requests).
 
-    python bench/pending_scale.py [--n 100000] [--repeat 50] [--postgres URL | --no-postgres]
+    python -m bench pending_scale [--n 100000] [--repeat 50] [--postgres URL | --no-postgres]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -30,15 +29,16 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import postgres_database
-from bench.dashboard_pages import Server, draft
+from bench.results import Results, percentile
+from bench.scenarios.dashboard_pages import Server, draft
 from bot.intake import new_approval
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
 from store.schema import approval_events, approvals, outbox
+
+DESCRIPTION = "at 100,000 pending: server memory, /metrics, the state filter"
 
 KEY = "bench-pending-scale-key-0123456789"
 _PENDING = re.compile(rb"^signoff_pending_approvals\{[^}]*\} ([0-9.e+]+)$", re.M)
@@ -183,7 +183,7 @@ async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
             print(f"  {'request':<34} {'min':>7} {'median':>7} {'p99':>7} {'max':>7}  (ms)")
             for label, path in paths:
                 took = await timed(http, server.url + path, repeat)
-                p99 = statistics.quantiles(took, n=100, method="inclusive")[98]
+                p99 = percentile(took, 99)
                 print(
                     f"  {label:<34} {min(took):7.1f} {statistics.median(took):7.1f} "
                     f"{p99:7.1f} {max(took):7.1f}"
@@ -200,13 +200,19 @@ async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
         server.stop()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--no-postgres", action="store_true")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     rows = build(args.n, datetime.now(UTC))
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} pending:")
@@ -217,6 +223,3 @@ async def main() -> None:
                     print(f"PostgreSQL, {args.n:,} pending:")
                     await run(pg, rows, args.repeat, Path(tmp))
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -7,7 +7,7 @@ the same database, as a human would, not timed) N claims and N completes. bench/
 measures creates, clicks and cards with the load in processes of its own; this one adds the
 claim and the completion an agent makes after a decision.
 
-    python bench/api_throughput.py [--n 2000] [--clients 32] [--workers N] [--postgres URL]
+    python -m bench api_throughput [--n 2000] [--clients 32] [--workers N] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import postgres_database, quantiles, run_concurrently
-from bench.processes import API_KEY, CHILDREN, Edge, Server, write_config
+from bench.processes import API_KEY, Edge, Server, write_config
+from bench.results import Results
 from bot.config import load_config
 from bot.operator import Actor, Operator
 from store.repository import Store
+
+DESCRIPTION = "create, claim and complete over HTTP against signoff serve: ops/s and p50/p99"
 
 
 def body(i: int) -> dict:
@@ -100,8 +100,7 @@ async def drive(url: str, server_url: str, n: int, clients: int, config_path: Pa
         print(line("complete", *await run_concurrently(n, clients, complete)))
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
@@ -111,7 +110,14 @@ async def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} approvals, {args.clients} clients over HTTP")
         await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients, args.workers, tmp)
@@ -121,9 +127,3 @@ async def main() -> None:
                 print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
                 await bench(url, args.n, args.clients, args.workers, tmp)
 
-
-if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    finally:
-        CHILDREN.stop_all()

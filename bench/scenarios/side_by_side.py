@@ -1,7 +1,7 @@
 """signoff beside its references in one sitting: --runs interleaved runs (run 1 of everything,
 then run 2, ...), every figure as min / median / max, each beside the peer's same figure.
 
-    python bench/side_by_side.py [--runs 3] [--quick] [--databases sqlite,postgresql]
+    python -m bench side_by_side [--runs 3] [--quick] [--databases sqlite,postgresql]
         [--rates 5,20,100] [--awaithumans-python PATH] [--postgres URL] [--out FILE]
 
 Each run, each a process of its own (the scripts' docstrings say what they measure):
@@ -44,10 +44,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.results import Results
+from bench.scenarios.run_all import _exit_on_sigterm, commit, fmt, run
 
-from bench.run_all import _exit_on_sigterm, commit, fmt, run  # noqa: E402
+DESCRIPTION = "signoff beside awaithumans, LangGraph and bare SQL in one sitting"
+
+REPO = Path(__file__).resolve().parents[2]
 
 BENCH = REPO / "bench"
 SIZES = {
@@ -289,8 +291,7 @@ def retable(path: Path) -> None:
     print(tables(result["cells"], result["ratios"]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run at small sizes: a smoke run")
     parser.add_argument(
@@ -315,7 +316,10 @@ def main() -> None:
         help="run nothing: take FILE's raw runs, write its cells and ratios anew by this "
         "script's rules, and print the tables",
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    found = Results()
     if args.tables is not None:
         retable(args.tables)
         return
@@ -360,6 +364,3 @@ def main() -> None:
           f"{os.cpu_count()} cpus, load {load} at the start; written to {shown}\n")  # fmt: skip
     print(tables(cells, ratios))
 
-
-if __name__ == "__main__":
-    main()

@@ -32,9 +32,9 @@ API base URL setting, so its cards cannot be pointed at bench/edge.py's fake Sla
 patching it. Its webhook (callback) queue is polled every 5 s, 50 rows a tick, one POST at a
 time (its WEBHOOK_SCHEDULER_INTERVAL_SECONDS); nothing wakes it on a completion.
 
-    python bench/peer_awaithumans.py [--python /work/.bench-awaithumans/bin/python] [--n 2000]
+    python -m bench peer_awaithumans [--python /work/.bench-awaithumans/bin/python] [--n 2000]
         [--clients 32] [--rates 5,20,100] [--seconds 10] [--patience 300]
-        [--databases sqlite,postgresql] [--postgres URL] [--json FILE]
+        [--databases sqlite,postgresql] [--postgres URL] [--out FILE]
 
 Every process started is stopped on exit, errors and SIGTERM included.
 """
@@ -60,12 +60,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.common import postgres_database, serve_edge
+from bench.load import TRANSCRIPT
+from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds
 
-from bench.common import postgres_database, serve_edge  # noqa: E402
-from bench.load import TRANSCRIPT  # noqa: E402
-from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds  # noqa: E402
+DESCRIPTION = "the peer awaithumans' server: creates, completes, paced decisions, webhooks"
+
+REPO = Path(__file__).resolve().parents[2]
 
 DEFAULT_PYTHON = os.environ.get("AWAITHUMANS_PYTHON", "/work/.bench-awaithumans/bin/python")
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
@@ -534,7 +535,6 @@ def parser() -> argparse.ArgumentParser:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--json", help="write the figures to this file")
     return p
 
 

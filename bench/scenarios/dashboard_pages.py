@@ -12,7 +12,7 @@ Then starts `signoff serve` as a subprocess on that database, signs in with
 GET /dashboard, its second page, /web/inbox and one /dashboard/approvals/ID: one warm-up
 request each, then --repeat timed ones, printing min / median / max in milliseconds.
 
-    python bench/dashboard_pages.py [--n 100000] [--repeat 9] [--postgres URL | --no-postgres]
+    python -m bench dashboard_pages [--n 100000] [--repeat 9] [--postgres URL | --no-postgres]
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import postgres_database
+from bench.results import Results
 from bot import audit
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
@@ -47,7 +46,9 @@ from store.migrate import upgrade
 from store.repository import Store
 from store.schema import approval_events, approvals, delegations, outbox
 
-ROOT = Path(__file__).resolve().parents[1]
+DESCRIPTION = "the web pages' response times over 100,000 approvals"
+
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "bench-dashboard-secret-0123456789abcdef"
 DAYS = 30
 TTL = timedelta(hours=72)
@@ -401,13 +402,19 @@ async def run(url: str, n: int, repeat: int, directory: Path) -> None:
         server.stop()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--no-postgres", action="store_true")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} approvals:")
         await run(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.repeat, Path(tmp))
@@ -417,6 +424,3 @@ async def main() -> None:
                     print(f"PostgreSQL, {args.n:,} approvals:")
                     await run(pg, args.n, args.repeat, Path(tmp))
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -9,7 +9,7 @@ API), so the latency is the whole press as Telegram waits for it. The fake Bot A
 (tests/fakes/telegram/) and the clients share the server's process (bench/service.py
 puts each in a process of its own, for Slack).
 
-    python bench/telegram_updates.py [--rate 100] [--seconds 10] [--postgres URL]
+    python -m bench telegram_updates [--rate 100] [--seconds 10] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ import argparse
 import asyncio
 import itertools
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import postgres_database, report_decisions, run_open_loop
+from bench.results import Results
 from bot.app import build_app
 from bot.bootstrap import bootstrap
 from bot.clock import SystemClock
@@ -40,6 +37,8 @@ from store.migrate import upgrade
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
+
+DESCRIPTION = "Telegram presses at 100/s: webhook update to committed decision"
 
 TOKEN = "123456:BENCH-token"
 SECRET = "bench-webhook-secret"
@@ -119,12 +118,18 @@ async def bench(url: str, rate: float, seconds: float) -> None:
     await report_decisions(store, n, rate, latencies, "presses")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     os.environ["TELEGRAM_BOT_TOKEN"] = TOKEN
     os.environ["TELEGRAM_WEBHOOK_SECRET"] = SECRET
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,6 +140,3 @@ async def main() -> None:
             print("PostgreSQL")
             await bench(url, args.rate, args.seconds)
 
-
-if __name__ == "__main__":
-    asyncio.run(main())
