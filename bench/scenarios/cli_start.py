@@ -105,7 +105,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Results:
     found = Results()
-
     workdir = Path(tempfile.mkdtemp(prefix="signoff-cli-start-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
@@ -133,7 +132,10 @@ def run(args: argparse.Namespace) -> Results:
         for name, command in commands.items():
             first_byte_ms(command, env, workdir)  # fills the bytecode cache; not counted
             times = [first_byte_ms(command, env, workdir) for _ in range(args.runs)]
+            for ms in times:
+                found.add(f"{name}: first byte", ms, "ms")
             print(f"{name:<32} {min(times):6.0f} {statistics.median(times):7.0f} {max(times):6.0f}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return found
 

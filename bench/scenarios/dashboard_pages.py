@@ -354,7 +354,9 @@ class Server:
             self.proc.wait(15)
 
 
-async def time_pages(server: Server, executed: str, repeat: int) -> None:
+async def time_pages(
+    server: Server, executed: str, repeat: int, found: Results, db: str
+) -> None:
     async def session(principal: str) -> aiohttp.ClientSession:
         http = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
         # The link's page has a Continue button; pressing it (a POST) opens the session.
@@ -382,6 +384,8 @@ async def time_pages(server: Server, executed: str, repeat: int) -> None:
                     status, size = r.status, len(body)
                 if attempt:  # the first request warms caches and the connection
                     took.append((time.perf_counter() - t0) * 1000)
+            for ms in took:
+                found.add(f"{db}/{label.strip()}", ms, "ms")
             print(
                 f"  {label:<28} {status}  {size / 1024:6.1f} KiB   min {min(took):6.1f} ms   "
                 f"median {statistics.median(took):6.1f} ms   max {max(took):6.1f} ms"
@@ -391,13 +395,15 @@ async def time_pages(server: Server, executed: str, repeat: int) -> None:
         await alice.close()
 
 
-async def run(url: str, n: int, repeat: int, directory: Path) -> None:
+async def run_on(
+    url: str, n: int, repeat: int, directory: Path, found: Results, db: str
+) -> None:
     executed = await fill(url, n, datetime.now(UTC))
     config = directory / "signoff.toml"
     config.write_text(config_toml(url), "utf-8")
     server = Server(config)
     try:
-        await time_pages(server, executed, repeat)
+        await time_pages(server, executed, repeat, found, db)
     finally:
         server.stop()
 
@@ -417,10 +423,12 @@ async def measure(args: argparse.Namespace) -> Results:
     found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} approvals:")
-        await run(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.repeat, Path(tmp))
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await run_on(url, args.n, args.repeat, Path(tmp), found, "sqlite")
         if not args.no_postgres:
             async with postgres_database(args.postgres) as pg:
                 if pg is not None:
                     print(f"PostgreSQL, {args.n:,} approvals:")
-                    await run(pg, args.n, args.repeat, Path(tmp))
+                    await run_on(pg, args.n, args.repeat, Path(tmp), found, "postgresql")
+    return found
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import tempfile
 import uuid
@@ -288,7 +287,6 @@ def run(args: argparse.Namespace) -> Results:
 
 
 async def measure(args: argparse.Namespace) -> Results:
-    found = Results()
     print(
         f"n={args.n} clients={args.clients} rate={args.rate:.0f}/s for {args.seconds:.0f} s "
         f"cpus={os.cpu_count()}"
@@ -314,8 +312,9 @@ async def measure(args: argparse.Namespace) -> Results:
 
     if "postgresql" in databases:
         await bench_postgres(args, figures)
-    if args.json:
-        await asyncio.to_thread(Path(args.json).write_text, json.dumps(figures, indent=2))
+    found = Results(detail=figures)
+    found.add_document(figures)
+    return found
 
 
 async def bench_postgres(args: argparse.Namespace, figures: dict) -> None:

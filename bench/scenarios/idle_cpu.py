@@ -13,7 +13,6 @@ this checkout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -90,7 +89,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Results:
-    found = Results()
     extra = background_process_args(args.background_process)
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
@@ -102,6 +100,9 @@ def run(args: argparse.Namespace) -> Results:
     for tree, values in figures.items():
         low, mid, high = min(values), statistics.median(values), max(values)
         print(f"{tree}: idle CPU {low:.1f} / {mid:.1f} / {high:.1f} ms/s (min / median / max)")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    found = Results(detail=figures)
+    for tree, values in figures.items():
+        for ms in values:
+            found.add(f"{tree}/idle_cpu", ms, "ms/s")
+    return found
 

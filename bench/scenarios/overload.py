@@ -207,12 +207,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Results:
-    found = Results()
     service_scenarios.SERVER_LOG = args.server_log
     processes.SERVE_ARGS.extend(processes.background_process_args(args.background_process))
     if args.max_creates_in_flight is not None:
         processes.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:
         processes.SERVER["create_lag_limit"] = args.create_lag_limit
-    processes.run_bench(bench, args)
+    figures = processes.run_bench(bench, args)
+    found = Results(detail=figures)
+    found.add_document(figures)
+    return found
 

@@ -10,7 +10,7 @@ commits before it answers 201). N threads are paused from `--clients` concurrent
 sharing one saver (SqliteSaver serialises them on its connection's lock; `--saver async`
 uses AsyncSqliteSaver and asyncio tasks instead).
 
-    python -m bench peer_langgraph [--n 3000] [--clients 32] [--saver sync|async] [--json]
+    python -m bench peer_langgraph [--n 3000] [--clients 32] [--saver sync|async] [--out FILE]
 
 Needs bench/requirements.txt (langgraph, langgraph-checkpoint-sqlite).
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import threading
 import time
@@ -148,7 +147,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Results:
-    found = Results()
     with tempfile.TemporaryDirectory(prefix="signoff-peer-") as tmp:
         path = str(Path(tmp, "langgraph.sqlite"))
         if args.saver == "sync":
@@ -164,13 +162,14 @@ def run(args: argparse.Namespace) -> Results:
         "p99_ms": percentile(latencies, 99),
         "bytes_per_run": size / (args.n + 1),
     }
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        print(
-            f"LangGraph interrupt + {'SqliteSaver' if args.saver == 'sync' else 'AsyncSqliteSaver'}"
-            f", {args.n} runs, {args.clients} clients: {rate:,.0f} pauses/s, "
-            f"p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, "
-            f"{figures['bytes_per_run'] / 1024:.1f} KiB per paused run"
-        )
+    print(
+        f"LangGraph interrupt + {'SqliteSaver' if args.saver == 'sync' else 'AsyncSqliteSaver'}"
+        f", {args.n} runs, {args.clients} clients: {rate:,.0f} pauses/s, "
+        f"p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, "
+        f"{figures['bytes_per_run'] / 1024:.1f} KiB per paused run"
+    )
+    found = Results(detail=figures)
+    found.add_document(figures)
+    found.add_samples("latency_ms", latencies)
+    return found
 

@@ -150,7 +150,9 @@ def pending_total(body: bytes) -> float:
     return sum(float(v) for v in _PENDING.findall(body))
 
 
-async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
+async def run_on(
+    url: str, rows: Rows, repeat: int, directory: Path, found: Results, db: str
+) -> None:
     n = len(rows)
     engine = create_engine(url)
     await upgrade(engine)
@@ -184,14 +186,17 @@ async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
             for label, path in paths:
                 took = await timed(http, server.url + path, repeat)
                 p99 = percentile(took, 99)
+                for ms in took:
+                    found.add(f"{db}/{label}", ms, "ms")
                 print(
                     f"  {label:<34} {min(took):7.1f} {statistics.median(took):7.1f} "
                     f"{p99:7.1f} {max(took):7.1f}"
                 )
         await spread(server.url, auth, [path for _, path in paths])
         busy = rss_mb(server.proc.pid)
-        for pid, before in idle.items():
+        for i, (pid, before) in enumerate(idle.items()):
             after = busy.get(pid, float("nan"))
+            found.add(f"{db}/RSS growth, process {i + 1}", after - before, "MB")
             print(
                 f"  RSS of process {pid}: idle {before:.1f} MB, at {n:,} pending {after:.1f} MB "
                 f"({after - before:+.1f} MB)"
@@ -216,10 +221,12 @@ async def measure(args: argparse.Namespace) -> Results:
     rows = build(args.n, datetime.now(UTC))
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} pending:")
-        await run(f"sqlite+aiosqlite:///{tmp}/bench.db", rows, args.repeat, Path(tmp))
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await run_on(url, rows, args.repeat, Path(tmp), found, "sqlite")
         if not args.no_postgres:
             async with postgres_database(args.postgres) as pg:
                 if pg is not None:
                     print(f"PostgreSQL, {args.n:,} pending:")
-                    await run(pg, rows, args.repeat, Path(tmp))
+                    await run_on(pg, rows, args.repeat, Path(tmp), found, "postgresql")
+    return found
 

@@ -82,7 +82,7 @@ async def fill(store: Store, start: int, count: int, ttl: timedelta, now: dateti
     return rows
 
 
-async def bench(url: str, n: int, rate: float, batch: int) -> None:
+async def bench(url: str, n: int, rate: float, batch: int, found: Results, db: str) -> None:
     engine = create_engine(url)
     await upgrade(engine)
     await engine.dispose()
@@ -124,6 +124,10 @@ async def bench(url: str, n: int, rate: float, batch: int) -> None:
     await offering
     await store.close()
     p50, p99 = quantiles(latencies)
+    found.add(f"{db}/swept_per_s", report.expired / elapsed, "/s")
+    found.add(f"{db}/decision_p50_ms", p50, "ms")
+    found.add(f"{db}/decision_p99_ms", p99, "ms")
+    found.add_samples(f"{db}/decision_latency_ms", latencies)
     print(
         f"  swept {report.expired} in {elapsed:.1f} s ({report.expired / elapsed:,.0f}/s); "
         f"{len(latencies)} decisions meanwhile: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
@@ -145,9 +149,11 @@ async def measure(args: argparse.Namespace) -> Results:
     found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} due, decisions offered at {args.rate:.0f}/s")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.rate, args.batch)
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await bench(url, args.n, args.rate, args.batch, found, "sqlite")
     async with postgres_database(args.postgres) as url:
         if url is not None:
             print(f"PostgreSQL, {args.n} due, decisions offered at {args.rate:.0f}/s")
-            await bench(url, args.n, args.rate, args.batch)
+            await bench(url, args.n, args.rate, args.batch, found, "postgresql")
+    return found
 

@@ -23,7 +23,7 @@ import tempfile
 import aiohttp
 from aiohttp import web
 
-from bench.common import postgres_database, report_decisions, run_open_loop
+from bench.common import postgres_database, quantiles, report_decisions, run_open_loop
 from bench.results import Results
 from bot.app import build_app
 from bot.bootstrap import bootstrap
@@ -71,7 +71,7 @@ def body(i: int) -> dict:
     }
 
 
-async def bench(url: str, rate: float, seconds: float) -> None:
+async def bench(url: str, rate: float, seconds: float, found: Results, db: str) -> None:
     engine = create_engine(url)
     await upgrade(engine)
     await engine.dispose()
@@ -116,6 +116,11 @@ async def bench(url: str, rate: float, seconds: float) -> None:
             latencies = await run_open_loop(rate, n, press)
         await runner.cleanup()
     await report_decisions(store, n, rate, latencies, "presses")
+    p50, p99 = quantiles(latencies)
+    found.add(f"{db}/press_p50_ms", p50, "ms")
+    found.add(f"{db}/press_p99_ms", p99, "ms")
+    found.add(f"{db}/press_max_ms", max(latencies), "ms")
+    found.add_samples(f"{db}/press_latency_ms", latencies)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,9 +139,11 @@ async def measure(args: argparse.Namespace) -> Results:
     os.environ["TELEGRAM_WEBHOOK_SECRET"] = SECRET
     with tempfile.TemporaryDirectory() as tmp:
         print("SQLite")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.rate, args.seconds)
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await bench(url, args.rate, args.seconds, found, "sqlite")
     async with postgres_database(args.postgres) as url:
         if url is not None:
             print("PostgreSQL")
-            await bench(url, args.rate, args.seconds)
+            await bench(url, args.rate, args.seconds, found, "postgresql")
+    return found
 
