@@ -24,8 +24,8 @@ Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with -
 its `detail`, every run's raw figures, and per cell min / median / max) and prints markdown
 tables. Ratios are taken run by run (each run's signoff figure over the same run's
 reference), so a noisy run moves both sides. "Per core" divides by the server CPU each op
-cost (utime + stime from /proc), not by the cores the machine has: awaithumans is one process, signoff's default on
-PostgreSQL is two.
+cost (utime + stime from /proc), not by the cores the machine has: awaithumans is one
+process, signoff's default on PostgreSQL is two.
 """
 
 from __future__ import annotations
