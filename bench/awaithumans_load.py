@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench.common import serve_edge
+from bench.harness import serve_edge
 from bench.load import TRANSCRIPT
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"

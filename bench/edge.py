@@ -42,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bench.common import serve_edge
+from bench.harness import serve_edge
 from tests.fakes.recording import Call
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram

@@ -34,7 +34,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import server_config
+from bench.harness import server_config
 from bench.results import percentile
 
 REPO = Path(__file__).resolve().parents[1]

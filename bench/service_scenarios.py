@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.common import postgres_database
+from bench.harness import postgres_database
 from bench.processes import SLACK_SECRET, Edge, Server, creates, run_load, summary, write_config
 from bench.scenarios.decide_throughput import bench_bare_postgres, bench_bare_sqlite, migrated
 
@@ -31,7 +31,9 @@ class Run:
     """A fresh server on a fresh database, the edge it talks to, and an HTTP session to read
     the edge's counts."""
 
-    def __init__(self, server: Server, edge: Edge, http: aiohttp.ClientSession, tmp: Path):
+    def __init__(
+        self, server: Server, edge: Edge, http: aiohttp.ClientSession, tmp: Path
+    ) -> None:
         self.server, self.edge, self.http, self.tmp = server, edge, http, tmp
 
     async def counts(self) -> dict[str, int]:

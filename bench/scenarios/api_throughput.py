@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.common import postgres_database, quantiles, run_concurrently
+from bench.harness import postgres_database, quantiles, run_concurrently
 from bench.processes import API_KEY, Edge, Server, write_config
 from bench.results import Results
 from bot.config import load_config

@@ -22,7 +22,7 @@ from pathlib import Path
 
 # A tree on PYTHONPATH is the one measured (its path is printed): see project_from_pythonpath.
 import bench
-from bench.common import postgres_database
+from bench.harness import postgres_database
 from bench.results import Results
 
 bench.project_from_pythonpath()

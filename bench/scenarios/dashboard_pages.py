@@ -34,7 +34,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import postgres_database
+from bench.harness import postgres_database
 from bench.results import Results
 from bot import audit
 from bot.canonical import approval_hash

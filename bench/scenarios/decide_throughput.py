@@ -33,7 +33,7 @@ from pathlib import Path
 import aiosqlite
 import asyncpg
 
-from bench.common import run_concurrently, run_open_loop
+from bench.harness import run_concurrently, run_open_loop
 from bench.results import Results, percentile
 from bot.clock import SystemClock
 from bot.config import parse_config

@@ -58,16 +58,13 @@ import aiohttp
 import asyncpg
 
 from bench import processes, service_scenarios
-from bench.common import server_config
 from bench.edge import TELEGRAM_TOKEN
+from bench.harness import server_config
 from bench.processes import CHILDREN, Edges, Server, earliest_hooks
 from bench.results import Results, p50_p99
 
 REPO = Path(__file__).resolve().parents[2]
-DESCRIPTION = (
-    "decision -> Slack/Telegram card update and webhook, per decision path, poll interval "
-    "and database"
-)
+DESCRIPTION = "decision -> Slack/Telegram card update and webhook, per path (click, button, web, CLI)"
 
 # -- the report ----------------------------------------------------------------------------
 

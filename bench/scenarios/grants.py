@@ -44,7 +44,7 @@ from typing import Any
 import aiohttp
 
 from bench import processes, service_scenarios
-from bench.common import server_config
+from bench.harness import server_config
 from bench.processes import CHILDREN, Edge, EdgeProc, Server, earliest_hooks
 from bench.results import Results, percentile
 

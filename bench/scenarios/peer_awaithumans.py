@@ -59,7 +59,7 @@ from typing import Any
 import aiohttp
 
 from bench.awaithumans_load import ADMIN_TOKEN
-from bench.common import postgres_database
+from bench.harness import postgres_database
 from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds
 from bench.results import Results
 
@@ -251,7 +251,9 @@ def phase(answer: dict[str, Any], cpu: float) -> dict[str, Any]:
     }
 
 
-async def decide_at_rates(run: Run, rates: list[float], seconds: float, patience: float):
+async def decide_at_rates(
+    run: Run, rates: list[float], seconds: float, patience: float
+) -> dict[str, Any]:
     """Each rate in turn on one server: the previous rate's webhooks have all arrived (or
     `patience` ran out) before the next rate's tasks are made."""
     return {f"decide_at_{r:g}": await decide_at(run, r, seconds, patience) for r in rates}
@@ -307,7 +309,9 @@ async def fresh(args: argparse.Namespace, db: str, receiver: Receiver, scenario:
             return await on(args, plain, Path(tmp), receiver, scenario)
 
 
-async def on(args: argparse.Namespace, database: str, tmp: Path, receiver: Receiver, scenario: Any):
+async def on(
+    args: argparse.Namespace, database: str, tmp: Path, receiver: Receiver, scenario: Any
+) -> Any:
     server = AwaitHumans(args.python, database, tmp)
     try:
         async with aiohttp.ClientSession() as http:

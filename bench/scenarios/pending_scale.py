@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import postgres_database
+from bench.harness import postgres_database
 from bench.results import Results, percentile
 from bench.scenarios.dashboard_pages import Server, draft
 from bot.intake import new_approval

@@ -70,10 +70,7 @@ from bench.service_scenarios import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-DESCRIPTION = (
-    "signoff serve in production shape: HTTP creates/s, Slack clicks at 100/s, cards posted/s, "
-    "beside bare SQL"
-)
+DESCRIPTION = "signoff serve as deployed: HTTP creates/s, clicks at 100/s, cards/s, beside bare SQL"
 SCENARIOS = ("bare_create", "http_create", "slack_clicks", "sustained_cards")
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.common import postgres_database, quantiles
+from bench.harness import postgres_database, quantiles
 from bench.results import Results
 from bot.canonical import approval_hash
 from bot.clock import FakeClock

@@ -23,7 +23,7 @@ import tempfile
 import aiohttp
 from aiohttp import web
 
-from bench.common import postgres_database, quantiles, report_decisions, run_open_loop
+from bench.harness import postgres_database, quantiles, report_decisions, run_open_loop
 from bench.results import Results
 from bot.app import build_app
 from bot.bootstrap import bootstrap

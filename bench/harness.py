@@ -1,6 +1,6 @@
-"""What the benchmark scripts share: concurrent workers, latency quantiles, the report of a
-chat benchmark, a throwaway PostgreSQL database, the server's config file and the loop an
-edge process (fake platforms, webhook receiver) serves in."""
+"""What the bench scenarios share in process: concurrent workers, latency quantiles, the
+report of a chat benchmark, a throwaway PostgreSQL database, the server's config file and the
+loop an edge process (fake platforms, webhook receiver) serves in."""
 
 from __future__ import annotations
 
