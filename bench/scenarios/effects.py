@@ -64,7 +64,7 @@ from bench.processes import CHILDREN, Edges, Server, earliest_hooks
 from bench.results import Results, p50_p99
 
 REPO = Path(__file__).resolve().parents[2]
-DESCRIPTION = "decision -> Slack/Telegram card update and webhook, per path (click, button, web, CLI)"
+DESCRIPTION = "decision -> Slack/Telegram card update and webhook, per decision path"
 
 # -- the report ----------------------------------------------------------------------------
 
