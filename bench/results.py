@@ -75,7 +75,7 @@ class Results:
         one figure; a list of numbers is raw samples."""
         if isinstance(doc, dict):
             for key, value in doc.items():
-                self.add_document(value, f"{prefix}.{key}" if prefix else str(key))
+                self.add_document(value, f"{prefix}/{key}" if prefix else str(key))
         elif isinstance(doc, list):
             if doc and all(isinstance(v, int | float) and not isinstance(v, bool) for v in doc):
                 self.add_samples(prefix, doc)
