@@ -23,18 +23,19 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench.common import server_config
+from bench.harness import server_config
+from bench.results import percentile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,16 +99,14 @@ def exit_on_sigterm(*_: object) -> None:
     raise SystemExit(143)
 
 
-def run_bench(bench: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> None:
+def run_bench(bench: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
     """Run a benchmark's `bench(args)` coroutine, every process it started stopped on exit,
-    errors and SIGTERM; its figures written to `args.json` when given."""
+    errors and SIGTERM; its figures."""
     signal.signal(signal.SIGTERM, exit_on_sigterm)
     try:
-        figures = asyncio.run(bench(args))
+        return asyncio.run(bench(args))
     finally:
         CHILDREN.stop_all()
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2), "utf-8")
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -310,8 +309,8 @@ def summary(latencies: list[float]) -> dict[str, float]:
     if len(latencies) < 2:
         return {"p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
     return {
-        "p50_ms": statistics.median(latencies),
-        "p99_ms": statistics.quantiles(latencies, n=100)[98],
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
         "max_ms": max(latencies),
     }
 
@@ -348,3 +347,54 @@ async def creates(
         parts = [Path(f"{out}.{p}") for p in range(procs)]
         await asyncio.to_thread(out.write_text, "".join(p.read_text("utf-8") for p in parts))
     return combined(results)
+
+
+# -- the outside world -----------------------------------------------------------------------
+
+
+class EdgeProc:
+    """One bench/edge.py role's process (the effects scenario), and every arrival it noted."""
+
+    def __init__(self, role: str) -> None:
+        self.proc = CHILDREN.popen(
+            [sys.executable, "-m", "bench.edge", role], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        found = re.search(r"edge listening on (\d+)", self.proc.stdout.readline())
+        if found is None:
+            CHILDREN.stop(self.proc)
+            raise RuntimeError(f"bench.edge {role} did not start")
+        self.url = f"http://127.0.0.1:{found.group(1)}"
+        self.arrivals: list[list[Any]] = []
+        self.errors = 0
+
+    async def collect(self, http: aiohttp.ClientSession) -> None:
+        async with http.get(f"{self.url}/arrivals?since={len(self.arrivals)}") as response:
+            got = await response.json()
+        self.arrivals.extend(got["arrivals"])
+        self.errors = got["errors"]
+
+
+@dataclass
+class Edges:
+    slack: EdgeProc = field(default_factory=lambda: EdgeProc("slack"))
+    telegram: EdgeProc = field(default_factory=lambda: EdgeProc("telegram"))
+    hooks: EdgeProc = field(default_factory=lambda: EdgeProc("hooks"))
+
+    def all(self) -> tuple[EdgeProc, EdgeProc, EdgeProc]:
+        return self.slack, self.telegram, self.hooks
+
+    async def collect(self, http: aiohttp.ClientSession) -> None:
+        await asyncio.gather(*(edge.collect(http) for edge in self.all()))
+
+    def stop(self) -> None:
+        for edge in self.all():
+            CHILDREN.stop(edge.proc)
+
+
+def earliest_hooks(arrivals: list[list[Any]]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for _, event, approval, at, _ in arrivals:
+        if event == "approved" and approval not in found:
+            found[approval] = at
+    return found

@@ -1,9 +1,10 @@
-"""bench/service.py's scenarios: each on a fresh database (database) and a fresh server with
-the edge it talks to (Run, fresh_run), what it does to them and the figures it reads
-(http_create, slack_clicks, sustained_cards), and the bare driver's reference (bare_create).
-The processes they start are bench/processes.py's; the command line that picks and prints them
-is bench/service.py. bench/overload.py runs its own scenario on Run and fresh_run, and
-bench/grants.py and effects_latency.py take their databases from `database`.
+"""The service scenario's parts (bench/scenarios/service.py): each on a fresh database
+(database) and a fresh server with the edge it talks to (Run, fresh_run), what it does to them
+and the figures it reads (http_create, slack_clicks, sustained_cards), and the bare driver's
+reference (bare_create). The processes they start are bench/processes.py's; the command line
+that picks and prints them is bench/scenarios/service.py. The overload scenario runs its own
+scenario on Run and fresh_run, and the grants and effects scenarios take their databases from
+`database`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.common import postgres_database
-from bench.decide_throughput import bench_bare_postgres, bench_bare_sqlite, migrated
+from bench.harness import postgres_database
 from bench.processes import SLACK_SECRET, Edge, Server, creates, run_load, summary, write_config
+from bench.scenarios.decide_throughput import bench_bare_postgres, bench_bare_sqlite, migrated
 
 SERVER_LOG: Path | None = None  # --server-log: each server's last lines, appended
 
@@ -30,7 +31,9 @@ class Run:
     """A fresh server on a fresh database, the edge it talks to, and an HTTP session to read
     the edge's counts."""
 
-    def __init__(self, server: Server, edge: Edge, http: aiohttp.ClientSession, tmp: Path):
+    def __init__(
+        self, server: Server, edge: Edge, http: aiohttp.ClientSession, tmp: Path
+    ) -> None:
         self.server, self.edge, self.http, self.tmp = server, edge, http, tmp
 
     async def counts(self) -> dict[str, int]:

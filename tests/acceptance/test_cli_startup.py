@@ -2,10 +2,10 @@
 
 Every run of the CLI pays for what it imports before it prints anything, so an operator's
 `signoff approvals list` must not wait for the HTTP server, the chat platforms' SDKs, metrics,
-templates or the migration tool to load (bench/cli_start.py measures the time). Each command
-runs as its own process through `bot.cli.main`, the function the installed `signoff` script
-calls, against a real database of each kind; afterwards the process writes down every module
-it had loaded.
+templates or the migration tool to load (`python -m bench cli_start` measures the time).
+Each command runs as its own process through `bot.cli.main`, the function the installed
+`signoff` script calls, against a real database of each kind; afterwards the process writes
+down every module it had loaded.
 """
 
 from __future__ import annotations

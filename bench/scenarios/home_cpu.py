@@ -6,7 +6,7 @@ A burst of creates for one approver republishes their Home about once a second, 
 read is most of each publish (py-spy, issue 27). Run it on two trees with PYTHONPATH,
 interleaved, for a before and after.
 
-    PYTHONPATH=<tree> python bench/home_cpu.py [--pending 2000] [--reads 50] [--runs 3]
+    PYTHONPATH=<tree> python -m bench home_cpu [--pending 2000] [--reads 50] [--runs 3]
                                                [--databases sqlite,postgresql] [--postgres URL]
 """
 
@@ -15,24 +15,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Appended, not put first: a tree on PYTHONPATH is the one measured (its path is printed).
-sys.path.append(str(Path(__file__).resolve().parents[1]))
+# A tree on PYTHONPATH is the one measured (its path is printed): see project_from_pythonpath.
+import bench
+from bench.harness import postgres_database
+from bench.results import Results
 
-import bot
-from bench.common import postgres_database
-from bot import inbox
-from bot.clock import FakeClock
-from bot.config import parse_config
-from bot.intake import create_request, validate_request
-from channels.slack_home import COUNTED, SHOWN
-from store.repository import Store
-from tests.support.databases import migrate
-from tests.support.samples import TEST_CONFIG, request_body
+bench.project_from_pythonpath()
+
+import bot  # noqa: E402
+from bot import inbox  # noqa: E402
+from bot.clock import FakeClock  # noqa: E402
+from bot.config import parse_config  # noqa: E402
+from bot.intake import create_request, validate_request  # noqa: E402
+from channels.slack_home import COUNTED, SHOWN  # noqa: E402
+from store.repository import Store  # noqa: E402
+from tests.support.databases import migrate  # noqa: E402
+from tests.support.samples import TEST_CONFIG, request_body  # noqa: E402
+
+DESCRIPTION = "CPU per read of a Slack Home's list in process, N pending (a tree on PYTHONPATH)"
 
 
 async def one_run(url: str, pending: int, reads: int) -> float:
@@ -65,27 +69,28 @@ async def run_on(database: str, postgres: str, pending: int, reads: int) -> floa
         return None if url is None else await one_run(url, pending, reads)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pending", type=int, default=2000)
     p.add_argument("--reads", type=int, default=50)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--databases", default="sqlite,postgresql")
     p.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    found = Results()
     for database in args.databases.split(","):
         runs = [
             asyncio.run(run_on(database, args.postgres, args.pending, args.reads))
             for _ in range(args.runs)
         ]
         figures = [figure for figure in runs if figure is not None]
+        for figure in figures:
+            found.add(f"{database}/cpu_per_home_list", figure, "ms")
         if not figures:
             continue
         low, mid, high = min(figures), statistics.median(figures), max(figures)
         tree = Path(bot.__file__).resolve().parents[1]
         print(f"{database}: CPU per Home list {low:.1f} / {mid:.1f} / {high:.1f} ms", end=" ")
         print(f"(pending={args.pending}, counted up to {COUNTED}, {tree})")
-
-
-if __name__ == "__main__":
-    main()
+    return found

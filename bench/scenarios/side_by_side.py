@@ -1,31 +1,31 @@
 """signoff beside its references in one sitting: --runs interleaved runs (run 1 of everything,
 then run 2, ...), every figure as min / median / max, each beside the peer's same figure.
 
-    python bench/side_by_side.py [--runs 3] [--quick] [--databases sqlite,postgresql]
+    python -m bench side_by_side [--runs 3] [--quick] [--databases sqlite,postgresql]
         [--rates 5,20,100] [--awaithumans-python PATH] [--postgres URL] [--out FILE]
 
-Each run, each a process of its own (the scripts' docstrings say what they measure):
-  1. bench/service.py --workers 1 --no-background-process on both databases (one server
+Each run, each a process of its own (the scenarios' docstrings say what they measure):
+  1. service --workers 1 --no-background-process on both databases (one server
      process: on SQLite, serve's default): bare SQL create (the reference), HTTP creates from
      32 clients, Slack clicks offered at 100/s (cards and webhooks on);
-  2. bench/service.py with serve's defaults on PostgreSQL (one server process and the
+  2. service with serve's defaults on PostgreSQL (one server process and the
      background process): the same HTTP creates and clicks;
-  3. bench/peer_langgraph.py: LangGraph pausing on interrupt(), SqliteSaver;
-  4. bench/peer_awaithumans.py: awaithumans' server (its own venv) on both databases: creates
+  3. peer_langgraph: LangGraph pausing on interrupt(), SqliteSaver;
+  4. peer_awaithumans: awaithumans' server (its own venv) on both databases: creates
      from 32 clients, completes from 32 clients, completes offered at each --rates and their
      webhooks;
-  5. bench/effects_latency.py with serve's defaults, once per --rates value: decision -> Slack card
-     update, Telegram card update and webhook, per surface (Slack click, Telegram button,
+  5. effects with serve's defaults, once per --rates value: decision -> Slack card update,
+     Telegram card update and webhook, per surface (Slack click, Telegram button,
      web form; the CLI too at 5/s: a process per decision cannot be offered faster here).
 
 --quick: one run at small sizes, on SQLite only unless --databases says otherwise.
 
-Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with --quick; every
-run's raw figures, and per cell min / median / max) and prints markdown tables. Ratios are
-taken run by run (each run's signoff figure over the same run's reference), so a noisy run
-moves both sides. "Per core" divides by the server CPU each op cost (utime + stime from
-/proc), not by the cores the machine has: awaithumans is one process, signoff's default on
-PostgreSQL is two.
+Writes bench/results/DATE-side-by-side.json (DATE-side-by-side-quick.json with --quick; in
+its `detail`, every run's raw figures, and per cell min / median / max) and prints markdown
+tables. Ratios are taken run by run (each run's signoff figure over the same run's
+reference), so a noisy run moves both sides. "Per core" divides by the server CPU each op
+cost (utime + stime from /proc), not by the cores the machine has: awaithumans is one
+process, signoff's default on PostgreSQL is two.
 """
 
 from __future__ import annotations
@@ -37,17 +37,19 @@ import os
 import platform
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.results import Results, read_detail
+from bench.scenarios.peer_awaithumans import versions_of
+from bench.scenarios.run_all import _exit_on_sigterm, commit, fmt, run_child
 
-from bench.run_all import _exit_on_sigterm, commit, fmt, run  # noqa: E402
+DESCRIPTION = "signoff beside awaithumans, LangGraph and bare SQL in one sitting"
+
+REPO = Path(__file__).resolve().parents[2]
 
 BENCH = REPO / "bench"
 SIZES = {
@@ -68,42 +70,40 @@ def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -
     """Every benchmark once; their raw answers."""
     py = sys.executable
     raw: dict[str, Any] = {}
-    service = [py, str(BENCH / "service.py"), "--n", str(size["http_n"]), "--seconds",
+    service = [py, "-m", "bench", "service", "--n", str(size["http_n"]), "--seconds",
                str(size["seconds"]), "--no-with-creates", "--no-quiet-reference",
                "--postgres", args.postgres]  # fmt: skip
     out = tmp / f"service-1-{n}.json"
-    run([*service, "--workers", "1", "--no-background-process", "--databases", args.databases,
-         "--json", str(out), "--scenarios", "bare_create,http_create,slack_clicks"],
-        timeout=3600)  # fmt: skip
-    raw["service_1"] = json.loads(out.read_text())
+    run_child([*service, "--workers", "1", "--no-background-process",
+               "--databases", args.databases, "--out", str(out),
+               "--scenarios", "bare_create,http_create,slack_clicks"], timeout=3600)  # fmt: skip
+    raw["service_1"] = read_detail(out)
     if "postgresql" in args.databases:
         out = tmp / f"service-default-{n}.json"
-        run([*service, "--databases", "postgresql", "--json", str(out),
-             "--scenarios", "http_create,slack_clicks"], timeout=3600)  # fmt: skip
-        raw["service_default"] = json.loads(out.read_text())
-    peer = subprocess.run(
-        [py, str(BENCH / "peer_langgraph.py"), "--n", str(size["peer_n"]), "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    if peer.returncode != 0:
-        raise SystemExit(f"peer_langgraph.py failed:\n{peer.stderr[-3000:]}")
-    raw["langgraph"] = json.loads(peer.stdout.strip().splitlines()[-1])
+        run_child([*service, "--databases", "postgresql", "--out", str(out),
+                   "--scenarios", "http_create,slack_clicks"], timeout=3600)  # fmt: skip
+        raw["service_default"] = read_detail(out)
+    peer = tmp / f"langgraph-{n}.json"
+    run_child([py, "-m", "bench", "peer_langgraph", "--n", str(size["peer_n"]),
+               "--out", str(peer)], timeout=1800)  # fmt: skip
+    raw["langgraph"] = read_detail(peer)
     print(f"  LangGraph: {raw['langgraph']['rate']:,.0f} pauses/s", flush=True)
     out = tmp / f"awaithumans-{n}.json"
-    run([py, str(BENCH / "peer_awaithumans.py"), "--python", args.awaithumans_python,
-         "--n", str(size["ah_n"]), "--rates", args.rates, "--seconds", str(size["ah_seconds"]),
-         "--patience", str(size["patience"]), "--databases", args.databases,
-         "--postgres", args.postgres, "--json", str(out)], timeout=3600)  # fmt: skip
-    raw["awaithumans"] = json.loads(out.read_text())
+    run_child([py, "-m", "bench", "peer_awaithumans", "--python", args.awaithumans_python,
+               "--n", str(size["ah_n"]), "--rates", args.rates,
+               "--seconds", str(size["ah_seconds"]), "--patience", str(size["patience"]),
+               "--databases", args.databases, "--postgres", args.postgres,
+               "--out", str(out)], timeout=3600)  # fmt: skip
+    raw["awaithumans"] = read_detail(out)
     raw["effects"] = {}
     for rate in args.rates.split(","):
         out = tmp / f"effects-{rate}-{n}.json"
         paths = "slack,telegram,web" + (",cli" if float(rate) <= 5 else "")
-        run([py, str(BENCH / "effects_latency.py"), "--runs", "1", "--rate", rate,
-             "--seconds", str(size["effects_seconds"]), "--databases", args.databases,
-             "--polls", "default", "--reference", "", "--paths", paths,
-             "--postgres", args.postgres, "--json", str(out)], timeout=3600)  # fmt: skip
-        raw["effects"][rate] = json.loads(out.read_text())
+        run_child([py, "-m", "bench", "effects", "--runs", "1", "--rate", rate,
+                   "--seconds", str(size["effects_seconds"]), "--databases", args.databases,
+                   "--polls", "default", "--reference", "", "--paths", paths,
+                   "--postgres", args.postgres, "--out", str(out)], timeout=3600)  # fmt: skip
+        raw["effects"][rate] = read_detail(out)
     return raw
 
 
@@ -283,14 +283,16 @@ def summary(
 
 
 def retable(path: Path) -> None:
-    result = json.loads(path.read_text("utf-8"))
+    """FILE's cells and ratios anew: a results document of `python -m bench side_by_side`
+    (its `detail`) or a file of the per-script days (the document itself)."""
+    doc = json.loads(path.read_text("utf-8"))
+    result = doc["detail"] if "scenario" in doc else doc
     result["cells"], result["ratios"] = summary(result["runs"], result["args"]["rates"].split(","))
-    path.write_text(json.dumps(result, indent=2, default=str), "utf-8")
+    path.write_text(json.dumps(doc, indent=2, default=str), "utf-8")
     print(tables(result["cells"], result["ratios"]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run at small sizes: a smoke run")
     parser.add_argument(
@@ -307,7 +309,6 @@ def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--tables",
         type=Path,
@@ -315,10 +316,13 @@ def main() -> None:
         help="run nothing: take FILE's raw runs, write its cells and ratios anew by this "
         "script's rules, and print the tables",
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results | None:
     if args.tables is not None:
         retable(args.tables)
-        return
+        return None
+    versions_of(args.awaithumans_python)  # a clear message now if the peer is missing
     if args.quick:
         args.runs = 1
     args.databases = args.databases or ("sqlite" if args.quick else "sqlite,postgresql")
@@ -328,6 +332,7 @@ def main() -> None:
     today = datetime.date.today().isoformat()
     name = f"{today}-side-by-side{'-quick' if args.quick else ''}.json"
     out = args.out or BENCH / "results" / name
+    args.out = out  # python -m bench writes the results there
     began, loads = time.time(), [os.getloadavg()]
     raws = []
     with tempfile.TemporaryDirectory(prefix="signoff-side-by-side-") as tmp:
@@ -352,14 +357,17 @@ def main() -> None:
         "ratios": ratios,
         "runs": raws,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str), "utf-8")
     shown = out.relative_to(REPO) if out.is_relative_to(REPO) else out
     load = " / ".join(f"{x:.1f}" for x in loads[0])
     print(f"\n{args.runs} run(s) in {result['seconds']:.0f} s, commit {result['commit']}, "
           f"{os.cpu_count()} cpus, load {load} at the start; written to {shown}\n")  # fmt: skip
     print(tables(cells, ratios))
-
-
-if __name__ == "__main__":
-    main()
+    found = Results(detail=result)
+    for figure, row in cells.items():
+        for column, s in row.items():
+            for value in s["values"]:
+                found.add(f"{figure} [{column}]", value)
+    for name, s in ratios.items():
+        for value in s["values"]:
+            found.add(f"ratio: {name}", value)
+    return found

@@ -10,7 +10,7 @@ database cannot go below). Target: under 300 ms to first output.
 Compiled bytecode is kept in a temporary directory (PYTHONPYCACHEPREFIX), as an installed
 signoff has it; `--no-bytecode-cache` compiles signoff's own modules on every run instead.
 
-    python bench/cli_start.py [--runs 10] [--no-bytecode-cache]
+    python -m bench cli_start [--runs 10] [--no-bytecode-cache]
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.results import Results
+
+DESCRIPTION = "signoff approvals list / show: time to first output beside bare Python"
+
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """\
 [database]
 url = "sqlite+aiosqlite:///{db}"
@@ -90,16 +94,17 @@ def setup(workdir: Path, env: dict[str, str]) -> str:
     return json.loads(done.stdout)["id"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=10, help="fresh processes per command")
     parser.add_argument(
         "--no-bytecode-cache",
         action="store_true",
         help="compile signoff's modules on every run (as with PYTHONDONTWRITEBYTECODE=1)",
     )
-    args = parser.parse_args()
 
+
+def run(args: argparse.Namespace) -> Results:
+    found = Results()
     workdir = Path(tempfile.mkdtemp(prefix="signoff-cli-start-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
@@ -127,10 +132,10 @@ def main() -> None:
         for name, command in commands.items():
             first_byte_ms(command, env, workdir)  # fills the bytecode cache; not counted
             times = [first_byte_ms(command, env, workdir) for _ in range(args.runs)]
+            for ms in times:
+                found.add(f"{name}: first byte", ms, "ms")
             print(f"{name:<32} {min(times):6.0f} {statistics.median(times):7.0f} {max(times):6.0f}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return found
 
-
-if __name__ == "__main__":
-    main()

@@ -3,7 +3,7 @@ on, no chat platform, nothing to do), started, given --settle seconds to finish 
 its user + system CPU read from /proc over --seconds; --runs times, min / median / max in
 milliseconds of CPU per second. Issue 27's target is under 5.
 
-    python bench/idle_cpu.py [--runs 3] [--seconds 20] [--settle 8] [--trees A,B] [--json FILE]
+    python -m bench idle_cpu [--runs 3] [--seconds 20] [--settle 8] [--trees A,B] [--out FILE]
 
 `--trees` compares checkouts in the same sitting, run after run: each is a directory whose
 `bot`, `store` and `channels` the server imports (put first on PYTHONPATH); the default is
@@ -13,24 +13,24 @@ this checkout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.processes import (  # noqa: E402
+from bench.processes import (
     add_background_process_option,
     background_process_args,
     signoff_command,
     tree_cpu_seconds,
 )
+from bench.results import Results
+
+DESCRIPTION = "the CPU an idle signoff serve spends, ms per second, per checkout"
+
+REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = """\
 [server]
@@ -80,15 +80,15 @@ def idle_cpu(tree: Path, settle: float, seconds: float, extra: list[str]) -> flo
             proc.wait(30)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--settle", type=float, default=8.0)
     p.add_argument("--trees", default=str(REPO), help="comma-separated checkouts to compare")
-    p.add_argument("--json", type=Path)
     add_background_process_option(p)
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
     extra = background_process_args(args.background_process)
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
@@ -100,9 +100,9 @@ def main() -> None:
     for tree, values in figures.items():
         low, mid, high = min(values), statistics.median(values), max(values)
         print(f"{tree}: idle CPU {low:.1f} / {mid:.1f} / {high:.1f} ms/s (min / median / max)")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    found = Results(detail=figures)
+    for tree, values in figures.items():
+        for ms in values:
+            found.add(f"{tree}/idle_cpu", ms, "ms/s")
+    return found
 
-
-if __name__ == "__main__":
-    main()

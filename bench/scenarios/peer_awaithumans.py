@@ -24,7 +24,7 @@ uvicorn[standard] brings them, log level warning, loopback):
    seconds for them (so the next rate starts on an empty queue).
 
 CPU is utime + stime of the server and its descendants, read from /proc (bench/processes.py's
-tree_cpu_seconds). The receiver (`python -m bench.peer_awaithumans receiver`) and the load
+tree_cpu_seconds). The receiver (`python -m bench.awaithumans_load receiver`) and the load
 generators (`... load create|complete`) run in processes of their own, in this interpreter.
 
 Slack cards are off: awaithumans builds its Slack client as `AsyncWebClient(token=...)` with no
@@ -32,9 +32,9 @@ API base URL setting, so its cards cannot be pointed at bench/edge.py's fake Sla
 patching it. Its webhook (callback) queue is polled every 5 s, 50 rows a tick, one POST at a
 time (its WEBHOOK_SCHEDULER_INTERVAL_SECONDS); nothing wakes it on a completion.
 
-    python bench/peer_awaithumans.py [--python /work/.bench-awaithumans/bin/python] [--n 2000]
+    python -m bench peer_awaithumans [--python /work/.bench-awaithumans/bin/python] [--n 2000]
         [--clients 32] [--rates 5,20,100] [--seconds 10] [--patience 300]
-        [--databases sqlite,postgresql] [--postgres URL] [--json FILE]
+        [--databases sqlite,postgresql] [--postgres URL] [--out FILE]
 
 Every process started is stopped on exit, errors and SIGTERM included.
 """
@@ -53,160 +53,23 @@ import tempfile
 import threading
 import time
 from collections import deque
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.awaithumans_load import ADMIN_TOKEN
+from bench.harness import postgres_database
+from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds
+from bench.results import Results
 
-from bench.common import postgres_database, serve_edge  # noqa: E402
-from bench.load import TRANSCRIPT  # noqa: E402
-from bench.processes import CHILDREN, run_bench, run_json, summary, tree_cpu_seconds  # noqa: E402
+DESCRIPTION = "the peer awaithumans' server: creates, completes, paced decisions, webhooks"
+
+REPO = Path(__file__).resolve().parents[2]
 
 DEFAULT_PYTHON = os.environ.get("AWAITHUMANS_PYTHON", "/work/.bench-awaithumans/bin/python")
-ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 PAYLOAD_KEY = base64.b64encode(b"signoff-bench-awaithumans-key-32").decode()
 START_TIMEOUT = 90.0  # its alembic migrations run at every start: seconds on a busy machine
-
-
-# -- the load generators and the receiver (run as `python -m bench.peer_awaithumans ...`) ---------
-
-
-def create_body(prefix: str, i: int, callback_url: str) -> bytes:
-    """bench/load.py's refund as an awaithumans task: the same call, presentation and transcript
-    in `payload` (awaithumans has no separate fields for them)."""
-    return (
-        f'{{"task":"Refund order {i}","idempotency_key":"{prefix}-{i}",'
-        f'"timeout_seconds":86400,"callback_url":"{callback_url}",'
-        f'"payload_schema":{{}},"response_schema":{{"type":"object",'
-        f'"properties":{{"approved":{{"type":"boolean"}}}}}},'
-        f'"task_metadata":{{"Amount":"{1000 + i} cents","Order":"{i}"}},'
-        f'"payload":{{"capability":"payments.refund",'
-        f'"tool":{{"name":"stripe.refunds.create","arguments":'
-        f'{{"charge":"ch_{prefix}_{i}","amount":{1000 + i},"currency":"eur"}}}},'
-        f'"summary":"Order {i} arrived damaged; the customer sent photos.",'
-        f'"reason":"Refunds need a budget owner\'s approval.","requested_by":"support-agent",'
-        f'"step":{{"node":"refund","attempt":1}},'
-        f'"resume":{{"thread":"{prefix}-{i}","transcript":{TRANSCRIPT}}}}}}}'
-    ).encode()
-
-
-COMPLETE_BODY = (
-    b'{"response":{"approved":true},"completed_by_email":"alice@example.com",'
-    b'"completed_via_channel":"api"}'
-)
-
-
-def epoch(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-async def load(args: argparse.Namespace) -> None:
-    """One generator: creates (`--n` closed loop, or ids to `--out`) or completes of the ids
-    in `--ids` (closed loop on --clients, or offered at --rate). Prints one JSON object."""
-    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
-    base = args.url.rstrip("/") + "/api/tasks"
-    latencies: list[float] = []
-    errors = 0
-    done: list[list[Any]] = []  # complete: [id, sent, answered, completed_at]; create: [id]
-    if args.what == "create":
-        jobs = list(range(args.n))
-    else:
-        jobs = await asyncio.to_thread(lambda: Path(args.ids).read_text("utf-8").split())
-    limit = 0 if args.rate else args.clients
-
-    async with aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit), headers=headers
-    ) as http:
-
-        async def one(job: Any) -> None:
-            nonlocal errors
-            if args.what == "create":
-                url, body = base, create_body(args.prefix, job, args.callback_url)
-            else:
-                url, body = f"{base}/{job}/complete", COMPLETE_BODY
-            sent = time.time()
-            began = time.perf_counter()
-            try:
-                async with http.post(url, data=body) as response:
-                    status, answer = response.status, await response.read()
-            except aiohttp.ClientError as exc:  # the server dropped the connection
-                status, answer = 0, repr(exc).encode()
-            latencies.append((time.perf_counter() - began) * 1000)
-            if status not in (200, 201):
-                errors += 1
-                if errors <= 3:
-                    print(f"{args.what}: {status} {answer[:300]!r}", file=sys.stderr)
-                return
-            task = json.loads(answer)
-            if args.what == "create":
-                done.append([task["id"]])
-            else:
-                done.append([job, sent, time.time(), epoch(task["completed_at"])])
-
-        await asyncio.sleep(max(0.0, (args.start_at or 0) - time.time()))
-        started = time.time()
-        if args.rate:
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-
-            async def paced(i: int, job: Any) -> None:
-                await asyncio.sleep(max(0.0, start + i / args.rate - loop.time()))
-                await one(job)
-
-            await asyncio.gather(*(paced(i, job) for i, job in enumerate(jobs)))
-        else:
-            queue = iter(jobs)
-
-            async def worker() -> None:
-                for job in queue:
-                    await one(job)
-
-            await asyncio.gather(*(worker() for _ in range(args.clients)))
-        ended = time.time()
-    if args.out:
-        text = "".join(d[0] + "\n" for d in done)
-        await asyncio.to_thread(Path(args.out).write_text, text, "utf-8")
-    print(
-        json.dumps(
-            {
-                "count": len(latencies),
-                "errors": errors,
-                "started": started,
-                "ended": ended,
-                "latencies_ms": latencies,
-                "done": done,
-            }
-        )
-    )
-
-
-async def receiver(port: int) -> None:
-    """The agent's webhook endpoint: answers 204 and keeps each task's first arrival time
-    (X-Awaithumans-Task-Id); GET /arrivals returns them. Signatures are not checked: the
-    receiver's CPU would be taken from the machine the server shares."""
-    first: dict[str, float] = {}
-    count = 0
-
-    async def hook(request: web.Request) -> web.Response:
-        nonlocal count
-        at = time.time()
-        await request.read()
-        count += 1
-        first.setdefault(request.headers.get("X-Awaithumans-Task-Id", ""), at)
-        return web.Response(status=204)
-
-    async def arrivals(_: web.Request) -> web.Response:
-        return web.json_response({"count": count, "first": first})
-
-    app = web.Application()
-    app.router.add_post("/hooks", hook)
-    app.router.add_get("/arrivals", arrivals)
-    await serve_edge(app, port)
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -227,7 +90,10 @@ def versions_of(python: str) -> dict[str, str]:
         "import importlib.metadata as m, json, sys; "
         "print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
     )
-    found = subprocess.run([python, "-c", code, *PACKAGES], capture_output=True, text=True)
+    try:
+        found = subprocess.run([python, "-c", code, *PACKAGES], capture_output=True, text=True)
+    except OSError:
+        found = subprocess.CompletedProcess([python], 127, "", "")
     if found.returncode != 0:
         raise SystemExit(
             f"awaithumans is not installed for {python}: see bench/README.md "
@@ -312,7 +178,7 @@ class AwaitHumans:
 class Receiver:
     def __init__(self) -> None:
         self.proc = CHILDREN.popen(
-            [sys.executable, "-m", "bench.peer_awaithumans", "receiver"],
+            [sys.executable, "-m", "bench.awaithumans_load", "receiver"],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -333,7 +199,7 @@ class Receiver:
 
 async def generate(url: str, what: str, extra: list[str]) -> dict[str, Any]:
     answer: dict[str, Any] = await run_json(
-        "bench.peer_awaithumans", ["load", what, "--url", url, *extra]
+        "bench.awaithumans_load", ["load", what, "--url", url, *extra]
     )
     return answer
 
@@ -385,7 +251,9 @@ def phase(answer: dict[str, Any], cpu: float) -> dict[str, Any]:
     }
 
 
-async def decide_at_rates(run: Run, rates: list[float], seconds: float, patience: float):
+async def decide_at_rates(
+    run: Run, rates: list[float], seconds: float, patience: float
+) -> dict[str, Any]:
     """Each rate in turn on one server: the previous rate's webhooks have all arrived (or
     `patience` ran out) before the next rate's tasks are made."""
     return {f"decide_at_{r:g}": await decide_at(run, r, seconds, patience) for r in rates}
@@ -441,7 +309,9 @@ async def fresh(args: argparse.Namespace, db: str, receiver: Receiver, scenario:
             return await on(args, plain, Path(tmp), receiver, scenario)
 
 
-async def on(args: argparse.Namespace, database: str, tmp: Path, receiver: Receiver, scenario: Any):
+async def on(
+    args: argparse.Namespace, database: str, tmp: Path, receiver: Receiver, scenario: Any
+) -> Any:
     server = AwaitHumans(args.python, database, tmp)
     try:
         async with aiohttp.ClientSession() as http:
@@ -505,22 +375,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command")
-    g = sub.add_parser("load", help="a load generator (started by the bench)")
-    g.add_argument("what", choices=["create", "complete"])
-    g.add_argument("--url", required=True)
-    g.add_argument("--n", type=int, default=0)
-    g.add_argument("--ids")
-    g.add_argument("--clients", type=int, default=32)
-    g.add_argument("--rate", type=float)
-    g.add_argument("--prefix", default="run")
-    g.add_argument("--callback-url", default="")
-    g.add_argument("--out")
-    g.add_argument("--start-at", type=float)
-    r = sub.add_parser("receiver", help="the webhook receiver (started by the bench)")
-    r.add_argument("--port", type=int, default=0)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default=DEFAULT_PYTHON, help="the awaithumans venv's python")
     p.add_argument("--n", type=int, default=2000, help="creates, and completes, closed loop")
     p.add_argument("--clients", type=int, default=32)
@@ -534,20 +389,11 @@ def parser() -> argparse.ArgumentParser:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--json", help="write the figures to this file")
-    return p
 
 
-def main() -> None:
-    args = parser().parse_args()
-    if args.command == "load":
-        asyncio.run(load(args))
-        return
-    if args.command == "receiver":
-        asyncio.run(receiver(args.port))
-        return
-    run_bench(bench, args)
-
-
-if __name__ == "__main__":
-    main()
+def run(args: argparse.Namespace) -> Results:
+    versions_of(args.python)  # a clear message, before anything starts, if it is missing
+    figures = run_bench(bench, args)
+    found = Results(detail=figures)
+    found.add_document({k: v for k, v in figures.items() if k not in ("versions", "python")})
+    return found

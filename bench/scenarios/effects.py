@@ -3,7 +3,7 @@ and its webhook reaches the agent, for four decision paths (issue 26, "Measure")
 
 Each part runs in a process of its own, as in production: `signoff serve` (its default
 workers unless --workers), the fake Slack Web API, the fake Telegram Bot API and the webhook
-receiver (bench/effects_edge.py, a process each), and the decisions (bench/effects_drive.py).
+receiver (bench/edge.py, a process each), and the decisions (bench/drive.py).
 Per run, database, code tree and `[outbox] poll_interval`, on a fresh database and server:
 
 1. K = --rate x --seconds approvals per path are created through the API (untimed); each gets
@@ -25,10 +25,10 @@ runs on that commit, unpacked with `git archive` into a temporary directory and 
 venv's python (`python -P -m bot.cli` with PYTHONPATH; the CLI decisions too), for
 --reference-polls. Runs are interleaved: run 1 of everything, then run 2, ...
 
-    python bench/effects_latency.py [--runs 3] [--rate 10] [--seconds 10]
+    python -m bench effects [--runs 3] [--rate 10] [--seconds 10]
         [--databases sqlite,postgresql] [--polls 10s,default] [--paths slack,telegram,web,cli]
         [--reference de9c71b] [--reference-polls 10s,default] [--cli-procs 2] [--workers N]
-        [--calm LOAD] [--calm-wait 600] [--postgres URL] [--json FILE]
+        [--calm LOAD] [--calm-wait 600] [--postgres URL] [--out FILE]
 
 The machine may be shared: each path's line says the 1-minute load average when its decisions
 began, and --calm waits (up to --calm-wait seconds) for a lower load before each server.
@@ -44,11 +44,12 @@ import os
 import re
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,89 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench import processes, service_scenarios
+from bench.edge import TELEGRAM_TOKEN
+from bench.harness import server_config
+from bench.processes import CHILDREN, Edges, Server, earliest_hooks
+from bench.results import Results, p50_p99
 
-from bench import processes, service_scenarios  # noqa: E402
-from bench.common import server_config  # noqa: E402
-from bench.effects_edge import TELEGRAM_TOKEN  # noqa: E402
-from bench.effects_report import EFFECTS, line, median, summary, table  # noqa: E402
-from bench.processes import CHILDREN, Server  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+DESCRIPTION = "decision -> Slack/Telegram card update and webhook, per decision path"
+
+# -- the report ----------------------------------------------------------------------------
+
+
+EFFECTS = ("slack", "telegram", "webhook")  # what each decision must cause
+
+
+def median(values: Any) -> float:
+    return statistics.median(list(values))
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """p50, p99 (bench.results.percentile) and max; NaN with fewer than two."""
+    if len(values) < 2:
+        return {"p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+    p50, p99 = p50_p99(values)
+    return {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values)}
+
+
+def line(f: dict[str, Any]) -> str:
+    parts = [f"{f['decisions']} decided ({f['errors']} errors) at {f['rate']:.1f}/s"]
+    parts.append(
+        f"answer p50 {f['answer_p50_ms']:.0f} ms ({f.get('before_p50_ms', 0):.0f} before the "
+        f"decision, {f.get('after_p50_ms', 0):.0f} after)"
+    )
+    for effect in EFFECTS:
+        parts.append(
+            f"{effect} {f[f'{effect}_arrived']}: p50 {f[f'{effect}_p50_ms']:.0f} "
+            f"p99 {f[f'{effect}_p99_ms']:.0f} max {f[f'{effect}_max_ms']:.0f} ms"
+        )
+    latest = " / ".join(f"{f[f'{e}_after_answer_max_ms']:.0f}" for e in EFFECTS)
+    parts.append(f"latest after the answer {latest} ms")
+    return "; ".join(parts) + f"; load {f['load']:.1f}"
+
+
+def spread(values: list[float]) -> str:
+    """median (min-max) of the runs, in ms."""
+    values = [v for v in values if v == v]  # without NaN
+    if not values:
+        return "-"
+
+    def ms(v: float) -> str:
+        return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f}"
+
+    if len(values) == 1:
+        return ms(values[0])
+    return f"{ms(statistics.median(values))} ({ms(min(values))}-{ms(max(values))})"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = [
+        "| database | commit, poll_interval | path | decisions/s | answer p50 | Slack update "
+        "p50 / p99 | Telegram edit p50 / p99 | webhook p50 / p99 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    keys: list[tuple[str, str, str]] = []
+    for r in results:
+        key = (r["database"], r["label"], r["path"])
+        if key not in keys:
+            keys.append(key)
+    for key in keys:
+        runs = [r["figures"] for r in results if (r["database"], r["label"], r["path"]) == key]
+
+        def col(name: str, runs: list[dict[str, Any]] = runs) -> str:
+            return spread([f[name] for f in runs])
+
+        rates = sorted(f["rate"] for f in runs)
+        rate = f"{statistics.median(rates):.1f}" + (
+            f" ({rates[0]:.1f}-{rates[-1]:.1f})" if len(rates) > 1 else ""
+        )
+        cells = [*key, rate, col("answer_p50_ms")]
+        cells += [f"{col(f'{e}_p50_ms')} / {col(f'{e}_p99_ms')}" for e in EFFECTS]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
 
 PATHS = ("slack", "telegram", "web", "cli")
 SLACK_CHANNEL = "C0FIN"
@@ -127,49 +203,6 @@ def git(*args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True
     ).stdout.strip()
-
-
-# -- the outside world -----------------------------------------------------------------------
-
-
-class EdgeProc:
-    """One bench/effects_edge.py process, and every arrival it noted so far."""
-
-    def __init__(self, role: str) -> None:
-        self.proc = CHILDREN.popen(
-            [sys.executable, "-m", "bench.effects_edge", role], stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        found = re.search(r"edge listening on (\d+)", self.proc.stdout.readline())
-        if found is None:
-            CHILDREN.stop(self.proc)
-            raise RuntimeError(f"bench.effects_edge {role} did not start")
-        self.url = f"http://127.0.0.1:{found.group(1)}"
-        self.arrivals: list[list[Any]] = []
-        self.errors = 0
-
-    async def collect(self, http: aiohttp.ClientSession) -> None:
-        async with http.get(f"{self.url}/arrivals?since={len(self.arrivals)}") as response:
-            got = await response.json()
-        self.arrivals.extend(got["arrivals"])
-        self.errors = got["errors"]
-
-
-@dataclass
-class Edges:
-    slack: EdgeProc = field(default_factory=lambda: EdgeProc("slack"))
-    telegram: EdgeProc = field(default_factory=lambda: EdgeProc("telegram"))
-    hooks: EdgeProc = field(default_factory=lambda: EdgeProc("hooks"))
-
-    def all(self) -> tuple[EdgeProc, EdgeProc, EdgeProc]:
-        return self.slack, self.telegram, self.hooks
-
-    async def collect(self, http: aiohttp.ClientSession) -> None:
-        await asyncio.gather(*(edge.collect(http) for edge in self.all()))
-
-    def stop(self) -> None:
-        for edge in self.all():
-            CHILDREN.stop(edge.proc)
 
 
 def write_config(path: Path, database_url: str, edges: Edges, poll: str) -> None:
@@ -238,8 +271,8 @@ def epoch(value: Any) -> float:
 
 
 async def drive(tree: Tree, args: list[str]) -> dict[str, Any]:
-    """One bench/effects_drive.py process; its JSON answer."""
-    answer: dict[str, Any] = await processes.run_json("bench.effects_drive", args, tree.env())
+    """One bench/drive.py process; its JSON answer."""
+    answer: dict[str, Any] = await processes.run_json("bench.drive", args, tree.env())
     return answer
 
 
@@ -377,14 +410,6 @@ def earliest(
     return found
 
 
-def earliest_hooks(arrivals: list[list[Any]]) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for _, event, approval, at, _ in arrivals:
-        if event == "approved" and approval not in found:
-            found[approval] = at
-    return found
-
-
 async def one_run(
     tree: Tree, db: str, poll: str, args: argparse.Namespace, edges: Edges
 ) -> dict[str, dict[str, Any]] | None:
@@ -454,8 +479,7 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--rate", type=float, default=10.0, help="decisions offered per second")
     p.add_argument("--seconds", type=float, default=10.0, help="of decisions per path")
@@ -477,14 +501,11 @@ def parser() -> argparse.ArgumentParser:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--json", help="write every run's figures to this file")
     p.add_argument("--calm", type=float, help="before each server, wait for a load below this")
     p.add_argument("--calm-wait", type=float, default=600.0, help="... for at most this long (s)")
-    return p
 
 
-def main() -> None:
-    args = parser().parse_args()
+def run(args: argparse.Namespace) -> Results:
     processes.SERVE_ARGS.extend(processes.background_process_args(args.background_process))
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
@@ -497,10 +518,9 @@ def main() -> None:
         CHILDREN.stop_all()
     print(f"\n{len(results)} path runs in {time.time() - started:.0f} s, {os.cpu_count()} cores")
     print(table(results))
-    if args.json:
-        rows = ",\n".join(json.dumps(r) for r in results)  # a path's run a line
-        Path(args.json).write_text(f"[\n{rows}\n]\n", "utf-8")
-
-
-if __name__ == "__main__":
-    main()
+    found = Results(detail=results)
+    for r in results:
+        for name, value in r["figures"].items():
+            if isinstance(value, int | float):
+                found.add(f"{r['database']}/{r['label']}/{r['path']}/{name}", value)
+    return found

@@ -11,7 +11,7 @@ GET /v1/approvals?state=rejected (a state with no rows), and reads VmRSS again: 
 `serve` process and of each worker process it started (`serve --workers`, by default one
 per core; the workers answer the requests).
 
-    python bench/pending_scale.py [--n 100000] [--repeat 50] [--postgres URL | --no-postgres]
+    python -m bench pending_scale [--n 100000] [--repeat 50] [--postgres URL | --no-postgres]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -30,15 +29,16 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import postgres_database
-from bench.dashboard_pages import Server, draft
+from bench.harness import postgres_database
+from bench.results import Results, percentile
+from bench.scenarios.dashboard_pages import Server, draft
 from bot.intake import new_approval
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
 from store.schema import approval_events, approvals, outbox
+
+DESCRIPTION = "at 100,000 pending: server memory, /metrics, the state filter"
 
 KEY = "bench-pending-scale-key-0123456789"
 _PENDING = re.compile(rb"^signoff_pending_approvals\{[^}]*\} ([0-9.e+]+)$", re.M)
@@ -150,7 +150,9 @@ def pending_total(body: bytes) -> float:
     return sum(float(v) for v in _PENDING.findall(body))
 
 
-async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
+async def run_on(
+    url: str, rows: Rows, repeat: int, directory: Path, found: Results, db: str
+) -> None:
     n = len(rows)
     engine = create_engine(url)
     await upgrade(engine)
@@ -183,15 +185,18 @@ async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
             print(f"  {'request':<34} {'min':>7} {'median':>7} {'p99':>7} {'max':>7}  (ms)")
             for label, path in paths:
                 took = await timed(http, server.url + path, repeat)
-                p99 = statistics.quantiles(took, n=100, method="inclusive")[98]
+                p99 = percentile(took, 99)
+                for ms in took:
+                    found.add(f"{db}/{label}", ms, "ms")
                 print(
                     f"  {label:<34} {min(took):7.1f} {statistics.median(took):7.1f} "
                     f"{p99:7.1f} {max(took):7.1f}"
                 )
         await spread(server.url, auth, [path for _, path in paths])
         busy = rss_mb(server.proc.pid)
-        for pid, before in idle.items():
+        for i, (pid, before) in enumerate(idle.items()):
             after = busy.get(pid, float("nan"))
+            found.add(f"{db}/RSS growth, process {i + 1}", after - before, "MB")
             print(
                 f"  RSS of process {pid}: idle {before:.1f} MB, at {n:,} pending {after:.1f} MB "
                 f"({after - before:+.1f} MB)"
@@ -200,23 +205,28 @@ async def run(url: str, rows: Rows, repeat: int, directory: Path) -> None:
         server.stop()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--no-postgres", action="store_true")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     rows = build(args.n, datetime.now(UTC))
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} pending:")
-        await run(f"sqlite+aiosqlite:///{tmp}/bench.db", rows, args.repeat, Path(tmp))
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await run_on(url, rows, args.repeat, Path(tmp), found, "sqlite")
         if not args.no_postgres:
             async with postgres_database(args.postgres) as pg:
                 if pg is not None:
                     print(f"PostgreSQL, {args.n:,} pending:")
-                    await run(pg, rows, args.repeat, Path(tmp))
+                    await run_on(pg, rows, args.repeat, Path(tmp), found, "postgresql")
+    return found
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -6,7 +6,7 @@ cost of one statement more or less in a create. No HTTP, no card posted, no conc
 only the routing, hashing and the transaction's statements, with the driver's round trips.
 Run it on two trees with PYTHONPATH, interleaved, for a before and after.
 
-    PYTHONPATH=<tree> python bench/create_cpu.py [--n 2000] [--runs 3]
+    PYTHONPATH=<tree> python -m bench create_cpu [--n 2000] [--runs 3]
                                                  [--databases sqlite,postgresql] [--postgres URL]
 """
 
@@ -16,22 +16,26 @@ import argparse
 import asyncio
 import copy
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Appended, not put first: a tree on PYTHONPATH is the one measured (its path is printed).
-sys.path.append(str(Path(__file__).resolve().parents[1]))
+# A tree on PYTHONPATH is the one measured (its path is printed): see project_from_pythonpath.
+import bench
+from bench.harness import postgres_database
+from bench.results import Results
 
-import bot
-from bench.common import postgres_database
-from bot.clock import FakeClock
-from bot.config import parse_config
-from bot.intake import create_request, validate_request
-from store.repository import Store
-from tests.support.databases import migrate
-from tests.support.samples import TEST_CONFIG, request_body
+bench.project_from_pythonpath()
+
+import bot  # noqa: E402
+from bot.clock import FakeClock  # noqa: E402
+from bot.config import parse_config  # noqa: E402
+from bot.intake import create_request, validate_request  # noqa: E402
+from store.repository import Store  # noqa: E402
+from tests.support.databases import migrate  # noqa: E402
+from tests.support.samples import TEST_CONFIG, request_body  # noqa: E402
+
+DESCRIPTION = "CPU per create's transaction in process (a tree on PYTHONPATH measured)"
 
 WARM_UP = 200  # creates before the clock starts: statements prepared, connections kept
 
@@ -68,23 +72,24 @@ async def run_on(database: str, postgres: str, n: int) -> float | None:
         return None if url is None else await one_run(url, n)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, default=2000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--databases", default="sqlite,postgresql")
     p.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    found = Results()
     for database in args.databases.split(","):
         runs = [asyncio.run(run_on(database, args.postgres, args.n)) for _ in range(args.runs)]
         figures = [figure for figure in runs if figure is not None]
+        for figure in figures:
+            found.add(f"{database}/cpu_per_create", figure, "us")
         if not figures:
             continue
         low, mid, high = min(figures), statistics.median(figures), max(figures)
         tree = Path(bot.__file__).resolve().parents[1]
         print(f"{database}: CPU per create {low:.0f} / {mid:.0f} / {high:.0f} us", end=" ")
         print(f"(n={args.n}, {tree})")
-
-
-if __name__ == "__main__":
-    main()
+    return found

@@ -7,7 +7,7 @@ webhook timeout of --timeout seconds); then a fresh webhook to the healthy path 
 every --every seconds for --seconds. Prints how long each fresh webhook took to arrive, and
 how many connections the hung path held at most once the first ones timed out.
 
-    python bench/hung_endpoint.py [--hung 100] [--timeout 2] [--seconds 20] [--every 0.5]
+    python -m bench hung_endpoint [--hung 100] [--timeout 2] [--seconds 20] [--every 0.5]
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ import asyncio
 import copy
 import logging
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from bench.results import Results
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request
@@ -37,10 +34,12 @@ from store.migrate import upgrade
 from store.repository import Store
 from tests.support.samples import TEST_CONFIG, make_request
 
+DESCRIPTION = "webhooks to a healthy path while another path of the host hangs (issue 25)"
+
 SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 
 
-async def main(args: argparse.Namespace) -> None:
+async def measure(args: argparse.Namespace) -> Results:
     hanging = peak = 0
     arrived: dict[str, float] = {}
 
@@ -127,14 +126,23 @@ async def main(args: argparse.Namespace) -> None:
     if late:
         print(f"  {late} not arrived {args.timeout:.0f} s after the last was sent")
     print(f"most connections the hung path held after its first timeouts: {peak}")
+    found = Results()
+    found.add("fresh webhook took, median", statistics.median(took) * 1000 if took else None, "ms")
+    found.add("fresh webhook took, max", max(took) * 1000 if took else None, "ms")
+    found.add("fresh webhooks not arrived", late)
+    found.add("hung path's connections at most", peak)
+    found.add_samples("fresh webhook took (ms)", [t * 1000 for t in took])
+    return found
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hung", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=2.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--every", type=float, default=0.5)
     parser.add_argument("--verbose", action="store_true", help="print every latency")
+
+
+def run(args: argparse.Namespace) -> Results:
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(main(parser.parse_args()))
+    return asyncio.run(measure(args))

@@ -9,7 +9,7 @@ API), so the latency is the whole press as Telegram waits for it. The fake Bot A
 (tests/fakes/telegram/) and the clients share the server's process (bench/service.py
 puts each in a process of its own, for Slack).
 
-    python bench/telegram_updates.py [--rate 100] [--seconds 10] [--postgres URL]
+    python -m bench telegram_updates [--rate 100] [--seconds 10] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ import argparse
 import asyncio
 import itertools
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import postgres_database, report_decisions, run_open_loop
+from bench.harness import postgres_database, quantiles, report_decisions, run_open_loop
+from bench.results import Results
 from bot.app import build_app
 from bot.bootstrap import bootstrap
 from bot.clock import SystemClock
@@ -40,6 +37,8 @@ from store.migrate import upgrade
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
+
+DESCRIPTION = "Telegram presses at 100/s: webhook update to committed decision"
 
 TOKEN = "123456:BENCH-token"
 SECRET = "bench-webhook-secret"
@@ -72,7 +71,7 @@ def body(i: int) -> dict:
     }
 
 
-async def bench(url: str, rate: float, seconds: float) -> None:
+async def bench(url: str, rate: float, seconds: float, found: Results, db: str) -> None:
     engine = create_engine(url)
     await upgrade(engine)
     await engine.dispose()
@@ -117,24 +116,34 @@ async def bench(url: str, rate: float, seconds: float) -> None:
             latencies = await run_open_loop(rate, n, press)
         await runner.cleanup()
     await report_decisions(store, n, rate, latencies, "presses")
+    p50, p99 = quantiles(latencies)
+    found.add(f"{db}/press_p50_ms", p50, "ms")
+    found.add(f"{db}/press_p99_ms", p99, "ms")
+    found.add(f"{db}/press_max_ms", max(latencies), "ms")
+    found.add_samples(f"{db}/press_latency_ms", latencies)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     os.environ["TELEGRAM_BOT_TOKEN"] = TOKEN
     os.environ["TELEGRAM_WEBHOOK_SECRET"] = SECRET
     with tempfile.TemporaryDirectory() as tmp:
         print("SQLite")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.rate, args.seconds)
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await bench(url, args.rate, args.seconds, found, "sqlite")
     async with postgres_database(args.postgres) as url:
         if url is not None:
             print("PostgreSQL")
-            await bench(url, args.rate, args.seconds)
+            await bench(url, args.rate, args.seconds, found, "postgresql")
+    return found
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -10,7 +10,7 @@ commits before it answers 201). N threads are paused from `--clients` concurrent
 sharing one saver (SqliteSaver serialises them on its connection's lock; `--saver async`
 uses AsyncSqliteSaver and asyncio tasks instead).
 
-    python bench/peer_langgraph.py [--n 3000] [--clients 32] [--saver sync|async] [--json]
+    python -m bench peer_langgraph [--n 3000] [--clients 32] [--saver sync|async] [--out FILE]
 
 Needs bench/requirements.txt (langgraph, langgraph-checkpoint-sqlite).
 """
@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -32,9 +29,10 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.load import transcript
+from bench.results import Results, percentile
+
+DESCRIPTION = "the peer LangGraph: runs paused on interrupt(), checkpointed, pauses/s"
 
 TRANSCRIPT = transcript()
 
@@ -142,13 +140,13 @@ async def bench_async(path: str, n: int, clients: int) -> tuple[float, list[floa
         return n / (time.perf_counter() - started), latencies
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--saver", choices=["sync", "async"], default="sync")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
     with tempfile.TemporaryDirectory(prefix="signoff-peer-") as tmp:
         path = str(Path(tmp, "langgraph.sqlite"))
         if args.saver == "sync":
@@ -160,20 +158,18 @@ def main() -> None:
         )
     figures = {
         "rate": rate,
-        "p50_ms": statistics.median(latencies),
-        "p99_ms": statistics.quantiles(latencies, n=100)[98],
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
         "bytes_per_run": size / (args.n + 1),
     }
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        print(
-            f"LangGraph interrupt + {'SqliteSaver' if args.saver == 'sync' else 'AsyncSqliteSaver'}"
-            f", {args.n} runs, {args.clients} clients: {rate:,.0f} pauses/s, "
-            f"p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, "
-            f"{figures['bytes_per_run'] / 1024:.1f} KiB per paused run"
-        )
+    print(
+        f"LangGraph interrupt + {'SqliteSaver' if args.saver == 'sync' else 'AsyncSqliteSaver'}"
+        f", {args.n} runs, {args.clients} clients: {rate:,.0f} pauses/s, "
+        f"p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, "
+        f"{figures['bytes_per_run'] / 1024:.1f} KiB per paused run"
+    )
+    found = Results(detail=figures)
+    found.add_document(figures)
+    found.add_samples("latency_ms", latencies)
+    return found
 
-
-if __name__ == "__main__":
-    main()

@@ -15,19 +15,16 @@ The figure is the ratio signoff / bare (the target: at least 0.5). Then, open lo
 decisions offered at a fixed rate (default 100/s, the expected click load) and their latency
 p50/p99 (target: p99 under 50 ms; here without the HTTP layer in front).
 
-    python bench/decide_throughput.py [--n 2000] [--clients 32] [--rate 100] [--seconds 10]
+    python -m bench decide_throughput [--n 2000] [--clients 32] [--rate 100] [--seconds 10]
                                       [--databases sqlite,postgresql] [--postgres URL]
-                                      [--json FILE]
+                                      [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import statistics
-import sys
 import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -36,9 +33,8 @@ from pathlib import Path
 import aiosqlite
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import run_concurrently, run_open_loop
+from bench.harness import run_concurrently, run_open_loop
+from bench.results import Results, percentile
 from bot.clock import SystemClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
@@ -46,6 +42,8 @@ from bot.operator import Actor, Operator
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
+
+DESCRIPTION = "the core (create, decide) from 32 clients beside bare SQL; paced decisions"
 
 CONFIG = {
     "tenants": [{"name": "acme", "webhook_url": "http://127.0.0.1:9/hooks"}],
@@ -93,10 +91,10 @@ async def bench_signoff(
     return {
         "create": create_rate,
         "decide": decide_rate,
-        "p50": statistics.median(latencies),
-        "p99": statistics.quantiles(latencies, n=100)[98],
-        "paced_p50": statistics.median(paced),
-        "paced_p99": statistics.quantiles(paced, n=100)[98],
+        "p50": percentile(latencies, 50),
+        "p99": percentile(latencies, 99),
+        "paced_p50": percentile(paced, 50),
+        "paced_p99": percentile(paced, 99),
     }
 
 
@@ -270,8 +268,7 @@ def report(label: str, ours: dict[str, float], bare: dict[str, float], rate: flo
     )
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--rate", type=float, default=100.0, help="offered decisions per second")
@@ -283,8 +280,13 @@ async def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    parser.add_argument("--json", help="also write the figures to this file (bench/run_all.py)")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
     print(
         f"n={args.n} clients={args.clients} rate={args.rate:.0f}/s for {args.seconds:.0f} s "
         f"cpus={os.cpu_count()}"
@@ -310,8 +312,9 @@ async def main() -> None:
 
     if "postgresql" in databases:
         await bench_postgres(args, figures)
-    if args.json:
-        await asyncio.to_thread(Path(args.json).write_text, json.dumps(figures, indent=2))
+    found = Results(detail=figures)
+    found.add_document(figures)
+    return found
 
 
 async def bench_postgres(args: argparse.Namespace, figures: dict) -> None:
@@ -332,6 +335,3 @@ async def bench_postgres(args: argparse.Namespace, figures: dict) -> None:
         await drop_postgres(args.postgres, ours_name)
         await drop_postgres(args.postgres, bare_name)
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -21,14 +21,14 @@ and a fresh server:
   cards posted per second over the same window (after a 1 s warm-up), the backlog left at
   the end and how long it took to drain.
 - bare_create: the reference. The statements of a create (INSERT approval, INSERT event)
-  through the driver alone (bench/decide_throughput.py's bare SQL), 32 clients, in this
+  through the driver alone (the decide_throughput scenario's bare SQL), 32 clients, in this
   process, before any server starts; then those of a decision on the rows made (lock,
   conditional UPDATE, event, card messages, webhook job): `rate` and `decide_rate`.
 
-    python bench/service.py [--n 3000] [--clients 32] [--rate 100] [--seconds 10]
+    python -m bench service [--n 3000] [--clients 32] [--rate 100] [--seconds 10]
         [--sustain-seconds 10] [--workers N] [--databases sqlite,postgresql]
         [--scenarios http_create,slack_clicks,sustained_cards,bare_create]
-        [--no-with-creates] [--no-quiet-reference] [--load-procs 1] [--postgres URL] [--json FILE]
+        [--no-with-creates] [--no-quiet-reference] [--load-procs 1] [--postgres URL] [--out FILE]
 
 `--workers N` is passed to `signoff serve --workers N`; without it serve runs as it defaults.
 Every process started is stopped on exit, errors and SIGTERM included.
@@ -36,24 +36,21 @@ Every process started is stopped on exit, errors and SIGTERM included.
 This module is the command line: it picks the scenarios, runs them and prints their figures.
 The scenarios are bench/service_scenarios.py's; the processes they start (the server, the
 edge, the load generators) and the CPU read from /proc are bench/processes.py's, which other
-bench scripts share.
+bench scenarios share. The click scenario alone (the old bench/slack_clicks.py):
+`python -m bench service --scenarios slack_clicks --no-with-creates --no-quiet-reference`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench import service_scenarios  # noqa: E402
-from bench.processes import (  # noqa: E402
+from bench import service_scenarios
+from bench.processes import (
     OUTBOX,
     SERVE_ARGS,
     Edge,
@@ -61,7 +58,8 @@ from bench.processes import (  # noqa: E402
     background_process_args,
     run_bench,
 )
-from bench.service_scenarios import (  # noqa: E402
+from bench.results import Results
+from bench.service_scenarios import (
     Run,
     bare_create,
     fresh_run,
@@ -70,6 +68,9 @@ from bench.service_scenarios import (  # noqa: E402
     sustained_cards,
 )
 
+REPO = Path(__file__).resolve().parents[2]
+
+DESCRIPTION = "signoff serve as deployed: HTTP creates/s, clicks at 100/s, cards/s, beside bare SQL"
 SCENARIOS = ("bare_create", "http_create", "slack_clicks", "sustained_cards")
 
 
@@ -176,8 +177,7 @@ async def bench(args: argparse.Namespace) -> dict[str, dict[str, dict]]:
     return figures
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, default=3000, help="creates in http_create and bare_create")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--rate", type=float, default=100.0, help="clicks (and creates) per second")
@@ -202,25 +202,18 @@ def parser() -> argparse.ArgumentParser:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--json", help="write the figures to this file")
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
     p.add_argument(
         "--busy-concurrency", type=int, help="the server's [outbox] busy_concurrency (default 4)"
     )
-    return p
 
 
-def main(**defaults: Any) -> None:
-    """Run from the command line; `defaults` changes the parser's (bench/slack_clicks.py)."""
-    p = parser()
-    p.set_defaults(**defaults)
-    args = p.parse_args()
+def run(args: argparse.Namespace) -> Results:
     service_scenarios.SERVER_LOG = args.server_log
     SERVE_ARGS.extend(background_process_args(args.background_process))
     if args.busy_concurrency is not None:
         OUTBOX["busy_concurrency"] = args.busy_concurrency
-    run_bench(bench, args)
-
-
-if __name__ == "__main__":
-    main()
+    figures = run_bench(bench, args)
+    found = Results(detail=figures)
+    found.add_document(figures)
+    return found

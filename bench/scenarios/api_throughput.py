@@ -7,7 +7,7 @@ the same database, as a human would, not timed) N claims and N completes. bench/
 measures creates, clicks and cards with the load in processes of its own; this one adds the
 claim and the completion an agent makes after a decision.
 
-    python bench/api_throughput.py [--n 2000] [--clients 32] [--workers N] [--postgres URL]
+    python -m bench api_throughput [--n 2000] [--clients 32] [--workers N] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import postgres_database, quantiles, run_concurrently
-from bench.processes import API_KEY, CHILDREN, Edge, Server, write_config
+from bench.harness import postgres_database, quantiles, run_concurrently
+from bench.processes import API_KEY, Edge, Server, write_config
+from bench.results import Results
 from bot.config import load_config
 from bot.operator import Actor, Operator
 from store.repository import Store
+
+DESCRIPTION = "create, claim and complete over HTTP against signoff serve: ops/s and p50/p99"
 
 
 def body(i: int) -> dict:
@@ -39,24 +39,33 @@ def body(i: int) -> dict:
     }
 
 
-def line(name: str, rate: float, latencies: list[float]) -> str:
+def line(found: Results, db: str, name: str, rate: float, latencies: list[float]) -> str:
+    """Record `name`'s figures in `found` (under its database) and say them in a line."""
     p50, p99 = quantiles(latencies)
+    found.add(f"{db}/{name}_per_s", rate, "/s")
+    found.add(f"{db}/{name}_p50_ms", p50, "ms")
+    found.add(f"{db}/{name}_p99_ms", p99, "ms")
+    found.add_samples(f"{db}/{name}_latency_ms", latencies)
     return f"  {name:<9} {rate:7,.0f}/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms"
 
 
-async def bench(url: str, n: int, clients: int, workers: int | None, tmp: Path) -> None:
+async def bench(
+    found: Results, db: str, url: str, n: int, clients: int, workers: int | None, tmp: Path
+) -> None:
     edge = Edge()
     config_path = Path(tmp, "signoff.toml")
     write_config(config_path, url, edge.url)
     server = Server(config_path, workers)
     try:
-        await drive(url, server.url, n, clients, config_path)
+        await drive(found, db, url, server.url, n, clients, config_path)
     finally:
         server.stop()
         edge.stop()
 
 
-async def drive(url: str, server_url: str, n: int, clients: int, config_path: Path) -> None:
+async def drive(
+    found: Results, db: str, url: str, server_url: str, n: int, clients: int, config_path: Path
+) -> None:
     base = f"{server_url}/v1/approvals"
     headers = {"Authorization": f"Bearer {API_KEY}"}
     records: dict[int, dict] = {}
@@ -85,7 +94,7 @@ async def drive(url: str, server_url: str, n: int, clients: int, config_path: Pa
             async with http.post(f"{base}/{records[i]['id']}/complete", json=done) as response:
                 assert response.status == 200, await response.text()
 
-        print(line("create", *await run_concurrently(n, clients, create)))
+        print(line(found, db, "create", *await run_concurrently(n, clients, create)))
         store = Store.from_url(url, pool_size=clients, max_overflow=10)
         operator = Operator(store, load_config(config_path).directory())
         await run_concurrently(
@@ -96,12 +105,11 @@ async def drive(url: str, server_url: str, n: int, clients: int, config_path: Pa
             ),
         )
         await store.close()
-        print(line("claim", *await run_concurrently(n, clients, claim)))
-        print(line("complete", *await run_concurrently(n, clients, complete)))
+        print(line(found, db, "claim", *await run_concurrently(n, clients, claim)))
+        print(line(found, db, "complete", *await run_concurrently(n, clients, complete)))
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, help="passed to `signoff serve --workers N`")
@@ -111,19 +119,22 @@ async def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} approvals, {args.clients} clients over HTTP")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.clients, args.workers, tmp)
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await bench(found, "sqlite", url, args.n, args.clients, args.workers, tmp)
     async with postgres_database(args.postgres) as url:
         if url is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 print(f"PostgreSQL, {args.n} approvals, {args.clients} clients over HTTP")
-                await bench(url, args.n, args.clients, args.workers, tmp)
+                await bench(found, "postgresql", url, args.n, args.clients, args.workers, tmp)
+    return found
 
-
-if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    finally:
-        CHILDREN.stop_all()

@@ -1,10 +1,10 @@
-"""Decisions for bench/effects_latency.py, offered at a fixed rate from a process of its own,
-one approval each, by one of four paths:
+"""Decisions for the effects scenario (bench/scenarios/effects.py), offered at a fixed rate
+from a process of its own, one approval each, by one of four paths:
 
-    python -m bench.effects_drive slack --url URL --secret S --decisions FILE --rate R
-    python -m bench.effects_drive telegram --url URL --secret S --decisions FILE --rate R
-    python -m bench.effects_drive web --url URL --login LINK --decisions FILE --rate R
-    python -m bench.effects_drive cli --command JSON --config C --decisions FILE --rate R
+    python -m bench.drive slack --url URL --secret S --decisions FILE --rate R
+    python -m bench.drive telegram --url URL --secret S --decisions FILE --rate R
+    python -m bench.drive web --url URL --login LINK --decisions FILE --rate R
+    python -m bench.drive cli --command JSON --config C --decisions FILE --rate R
                                       [--procs 2]
 
 - ``slack``: a signed Slack Approve click (block_actions) on the approval's card, to

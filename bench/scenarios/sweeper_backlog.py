@@ -10,22 +10,19 @@ The backlog is inserted in bulk with the rows intake itself builds (`intake.new_
 not through `create_request`, so filling 100,000 rows takes seconds instead of minutes; the
 rows are exactly what signoff writes.
 
-    python bench/sweeper_backlog.py [--n 100000] [--rate 100] [--batch 200] [--postgres URL]
+    python -m bench sweeper_backlog [--n 100000] [--rate 100] [--batch 200] [--postgres URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import postgres_database, quantiles
+from bench.harness import postgres_database, quantiles
+from bench.results import Results
 from bot.canonical import approval_hash
 from bot.clock import FakeClock
 from bot.config import parse_config
@@ -37,6 +34,8 @@ from store.engine import create_engine
 from store.migrate import upgrade
 from store.repository import Store
 from store.schema import approval_events, approvals
+
+DESCRIPTION = "the sweeper draining 100,000 due approvals while decisions run at 100/s"
 
 CONFIG = {
     "tenants": [{"name": "acme"}],
@@ -83,7 +82,7 @@ async def fill(store: Store, start: int, count: int, ttl: timedelta, now: dateti
     return rows
 
 
-async def bench(url: str, n: int, rate: float, batch: int) -> None:
+async def bench(url: str, n: int, rate: float, batch: int, found: Results, db: str) -> None:
     engine = create_engine(url)
     await upgrade(engine)
     await engine.dispose()
@@ -125,27 +124,36 @@ async def bench(url: str, n: int, rate: float, batch: int) -> None:
     await offering
     await store.close()
     p50, p99 = quantiles(latencies)
+    found.add(f"{db}/swept_per_s", report.expired / elapsed, "/s")
+    found.add(f"{db}/decision_p50_ms", p50, "ms")
+    found.add(f"{db}/decision_p99_ms", p99, "ms")
+    found.add_samples(f"{db}/decision_latency_ms", latencies)
     print(
         f"  swept {report.expired} in {elapsed:.1f} s ({report.expired / elapsed:,.0f}/s); "
         f"{len(latencies)} decisions meanwhile: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n} due, decisions offered at {args.rate:.0f}/s")
-        await bench(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.rate, args.batch)
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await bench(url, args.n, args.rate, args.batch, found, "sqlite")
     async with postgres_database(args.postgres) as url:
         if url is not None:
             print(f"PostgreSQL, {args.n} due, decisions offered at {args.rate:.0f}/s")
-            await bench(url, args.n, args.rate, args.batch)
+            await bench(url, args.n, args.rate, args.batch, found, "postgresql")
+    return found
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -4,7 +4,7 @@ creates per second when every request is covered, beside plain (pending) creates
 
 Each part runs in a process of its own, as in production: `signoff serve` (one worker unless
 --workers; cards to the fake Slack of bench/edge.py, webhooks to the receiver of
-bench/effects_edge.py, which notes when each arrived), and the agents (bench/load.py). Per
+bench/edge.py's hooks role, which notes when each arrived), and the agents (bench/load.py). Per
 run and database, on two fresh databases and servers:
 
 - covered: one request is created and approved with "allow the same for 8h", every argument
@@ -23,8 +23,8 @@ Cards are on in both (a request a grant approves still posts its card, "Approved
 standing grant of Alice": `notify_grant_uses` defaults to true) and webhooks are drained.
 Runs are interleaved: run 1 of everything, then run 2, ... Min / median / max over runs.
 
-    python bench/grants.py [--runs 3] [--rate 20] [--seconds 10] [--n 2000] [--clients 32]
-        [--databases sqlite,postgresql] [--workers N] [--postgres URL] [--json FILE]
+    python -m bench grants [--runs 3] [--rate 20] [--seconds 10] [--n 2000] [--clients 32]
+        [--databases sqlite,postgresql] [--workers N] [--postgres URL] [--out FILE]
 
 Every process started is stopped on exit, errors and SIGTERM included.
 """
@@ -45,14 +45,14 @@ from typing import Any
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench import processes, service_scenarios
+from bench.harness import server_config
+from bench.processes import CHILDREN, Edge, EdgeProc, Server, earliest_hooks
+from bench.results import Results, percentile
 
-from bench import processes, service_scenarios  # noqa: E402
-from bench.common import server_config  # noqa: E402
-from bench.effects_latency import EdgeProc, earliest_hooks  # noqa: E402
-from bench.processes import CHILDREN, Edge, Server  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
+DESCRIPTION = "a create a standing grant covers: create -> webhook, creates/s, beside plain creates"
 KINDS = ("covered", "plain")
 
 
@@ -113,9 +113,7 @@ async def hooks_for(
 
 
 def pct(values: list[float], q: int) -> float:
-    if len(values) < 2:
-        return values[0] if values else float("nan")
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+    return percentile(values, q)
 
 
 async def latency(
@@ -246,8 +244,7 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--rate", type=float, default=20.0, help="open-loop creates per second")
     p.add_argument("--seconds", type=float, default=10.0)
@@ -260,13 +257,13 @@ def parser() -> argparse.ArgumentParser:
         "--postgres",
         default=os.environ.get("SIGNOFF_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )  # fmt: skip
-    p.add_argument("--json", help="write every run's figures here")
-    return p
 
 
-def main() -> None:
-    processes.run_bench(bench, parser().parse_args())
-
-
-if __name__ == "__main__":
-    main()
+def run(args: argparse.Namespace) -> Results:
+    runs = processes.run_bench(bench, args)
+    found = Results(detail=runs)
+    for r in runs:
+        for part, figures in r["figures"].items():
+            for name, value in figures.items():
+                found.add(f"{r['database']}/{r['kind']}/{part}/{name}", value)
+    return found

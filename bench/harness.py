@@ -1,12 +1,11 @@
-"""What the benchmark scripts share: concurrent workers, latency quantiles, the report of a
-chat benchmark, a throwaway PostgreSQL database, the server's config file and the loop an
-edge process (fake platforms, webhook receiver) serves in."""
+"""What the bench scenarios share in process: concurrent workers, latency quantiles, the
+report of a chat benchmark, a throwaway PostgreSQL database, the server's config file and the
+loop an edge process (fake platforms, webhook receiver) serves in."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import statistics
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 from aiohttp import web
+
+from bench.results import p50_p99
 
 if TYPE_CHECKING:  # the scripts put the repository on sys.path before importing this
     from store.repository import Store
@@ -72,8 +73,8 @@ async def report_decisions(
 
 
 def quantiles(latencies: list[float]) -> tuple[float, float]:
-    """(p50, p99) in the latencies' unit."""
-    return statistics.median(latencies), statistics.quantiles(latencies, n=100)[98]
+    """(p50, p99) in the latencies' unit (bench.results.percentile)."""
+    return p50_p99(latencies)
 
 
 @asynccontextmanager

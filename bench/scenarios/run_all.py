@@ -1,26 +1,25 @@
 """Every figure of the performance issue beside its reference, measured in one run, --runs
 times (interleaved: run 1 of everything, then run 2, ...), as min / median / max.
 
-    python bench/run_all.py [--runs 3] [--quick] [--workers 1,2] [--databases sqlite,postgresql]
+    python -m bench run_all [--runs 3] [--quick] [--workers 1,2] [--databases sqlite,postgresql]
                             [--load-procs N] [--postgres URL] [--out bench/results/DATE.json]
 
 Each run, each a process of its own:
-  1. bench/decide_throughput.py: core create and decide vs bare SQL, same statements.
-  2. bench/service.py: `signoff serve` with cards and webhooks on, fake Slack and webhook
+  1. decide_throughput: core create and decide vs bare SQL, same statements.
+  2. service: `signoff serve` with cards and webhooks on, fake Slack and webhook
      receiver and load generators in other processes; the bare SQL create reference.
      Once per `--workers` value (passed to `signoff serve --workers N`; none: serve's default).
-  3. bench/peer_langgraph.py: LangGraph interrupt + SqliteSaver, same call, 4 KB transcript.
+  3. peer_langgraph: LangGraph interrupt + SqliteSaver, same call, 4 KB transcript.
 
 Writes the figures (every run's values and min / median / max, ratios taken run by run) to
-bench/results/DATE.json (DATE-quick.json with --quick) and prints them as markdown tables;
-bench/chart.py draws them.
+bench/results/DATE.json (DATE-quick.json with --quick; its `detail`) and prints them as
+markdown tables; `python -m bench chart` draws them.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import signal
@@ -32,7 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.results import Results, read_detail
+
+DESCRIPTION = "3 interleaved runs of decide_throughput, service, peer_langgraph; markdown tables"
+
+REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
 SIZES = {
@@ -57,7 +60,8 @@ SIZES = {
 DB_NAMES = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 
 
-def run(cmd: list[str], timeout: float) -> None:
+def run_child(cmd: list[str], timeout: float) -> None:
+    """Run another scenario (`python -m bench ...`) as a process of its own."""
     print("$ " + " ".join(str(c) for c in cmd), flush=True)
     child = subprocess.Popen(cmd, cwd=REPO)
     try:
@@ -65,7 +69,7 @@ def run(cmd: list[str], timeout: float) -> None:
     except BaseException as exc:
         # SIGTERM, not the SIGKILL subprocess.run would send: the script then stops the
         # servers and generators it started before it exits.
-        print(f"run_all: {type(exc).__name__}; stopping {cmd[1]}", file=sys.stderr, flush=True)
+        print(f"run_all: {type(exc).__name__}; stopping {cmd[3]}", file=sys.stderr, flush=True)
         child.send_signal(signal.SIGTERM)
         try:
             child.wait(60)
@@ -73,7 +77,7 @@ def run(cmd: list[str], timeout: float) -> None:
             child.kill()
         raise
     if code != 0:
-        raise SystemExit(f"{cmd[1]} failed with exit code {code}")
+        raise SystemExit(f"{cmd[3]} failed with exit code {code}")
 
 
 def _exit_on_sigterm(*_: object) -> None:
@@ -87,37 +91,33 @@ def one_run(args: argparse.Namespace, size: dict[str, int], tmp: Path, n: int) -
     py = sys.executable
     raw: dict[str, Any] = {}
     core = tmp / f"core-{n}.json"
-    run(
-        [py, str(BENCH / "decide_throughput.py"), "--n", str(size["core_n"]),
+    run_child(
+        [py, "-m", "bench", "decide_throughput", "--n", str(size["core_n"]),
          "--seconds", str(size["core_seconds"]), "--databases", args.databases,
-         "--postgres", args.postgres, "--json", str(core)],
+         "--postgres", args.postgres, "--out", str(core)],
         timeout=1800,
     )  # fmt: skip
-    raw["core"] = json.loads(core.read_text())
+    raw["core"] = read_detail(core)
     raw["service"] = {}
     for workers in args.workers.split(",") if args.workers else [""]:
         out = tmp / f"service-{n}-{workers or 'default'}.json"
         cmd = [
-            py, str(BENCH / "service.py"), "--n", str(size["http_n"]),
+            py, "-m", "bench", "service", "--n", str(size["http_n"]),
             "--seconds", str(size["seconds"]), "--sustain-seconds", str(size["sustain"]),
-            "--databases", args.databases, "--postgres", args.postgres, "--json", str(out),
+            "--databases", args.databases, "--postgres", args.postgres, "--out", str(out),
         ]  # fmt: skip
         if workers:
             cmd += ["--workers", workers]
         if args.load_procs:
             cmd += ["--load-procs", str(args.load_procs)]
-        run(cmd, timeout=3600)
-        raw["service"][workers or "default"] = json.loads(out.read_text())
-    peer = subprocess.run(
-        [py, str(BENCH / "peer_langgraph.py"), "--n", str(size["peer_n"]), "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        run_child(cmd, timeout=3600)
+        raw["service"][workers or "default"] = read_detail(out)
+    peer = tmp / f"peer-{n}.json"
+    run_child(
+        [py, "-m", "bench", "peer_langgraph", "--n", str(size["peer_n"]), "--out", str(peer)],
         timeout=1800,
     )
-    if peer.returncode != 0:
-        raise SystemExit(f"peer_langgraph.py failed:\n{peer.stderr[-3000:]}")
-    raw["peer"] = json.loads(peer.stdout.strip().splitlines()[-1])
+    raw["peer"] = read_detail(peer)
     print(f"  LangGraph peer: {raw['peer']['rate']:,.0f} pauses/s", flush=True)
     return raw
 
@@ -263,8 +263,7 @@ def commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--workers", default="", help="comma list, e.g. 1,2 (serve --workers)")
@@ -276,12 +275,14 @@ def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     size = SIZES["quick" if args.quick else "full"]
     today = datetime.date.today().isoformat()
     out = args.out or BENCH / "results" / f"{today}{'-quick' if args.quick else ''}.json"
+    args.out = out  # python -m bench writes the results there
     began = time.time()
     per_run = []
     with tempfile.TemporaryDirectory(prefix="signoff-bench-all-") as tmp:
@@ -303,15 +304,16 @@ def main() -> None:
         "figures": figures,
         "runs": [r["raw"] for r in per_run],
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str), "utf-8")
     shown = out.relative_to(REPO) if out.is_relative_to(REPO) else out
     print(
         f"\n{args.runs} run(s) in {result['seconds']:.0f} s, commit {result['commit']}, "
         f"{os.cpu_count()} cpus; written to {shown}\n"
     )
     print(table(figures))
-
-
-if __name__ == "__main__":
-    main()
+    found = Results(detail=result)
+    for one in per_run:
+        for name, f in one["figures"].items():
+            found.add(name, f["signoff"], f["unit"])
+            if f["reference"] is not None:
+                found.add(f"{name}: {f['reference_label']}", f["reference"], f["unit"])
+    return found

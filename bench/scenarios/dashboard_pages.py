@@ -12,7 +12,7 @@ Then starts `signoff serve` as a subprocess on that database, signs in with
 GET /dashboard, its second page, /web/inbox and one /dashboard/approvals/ID: one warm-up
 request each, then --repeat timed ones, printing min / median / max in milliseconds.
 
-    python bench/dashboard_pages.py [--n 100000] [--repeat 9] [--postgres URL | --no-postgres]
+    python -m bench dashboard_pages [--n 100000] [--repeat 9] [--postgres URL | --no-postgres]
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import postgres_database
+from bench.harness import postgres_database
+from bench.results import Results
 from bot import audit
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
@@ -47,7 +46,9 @@ from store.migrate import upgrade
 from store.repository import Store
 from store.schema import approval_events, approvals, delegations, outbox
 
-ROOT = Path(__file__).resolve().parents[1]
+DESCRIPTION = "the web pages' response times over 100,000 approvals"
+
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "bench-dashboard-secret-0123456789abcdef"
 DAYS = 30
 TTL = timedelta(hours=72)
@@ -353,7 +354,9 @@ class Server:
             self.proc.wait(15)
 
 
-async def time_pages(server: Server, executed: str, repeat: int) -> None:
+async def time_pages(
+    server: Server, executed: str, repeat: int, found: Results, db: str
+) -> None:
     async def session(principal: str) -> aiohttp.ClientSession:
         http = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
         # The link's page has a Continue button; pressing it (a POST) opens the session.
@@ -381,6 +384,8 @@ async def time_pages(server: Server, executed: str, repeat: int) -> None:
                     status, size = r.status, len(body)
                 if attempt:  # the first request warms caches and the connection
                     took.append((time.perf_counter() - t0) * 1000)
+            for ms in took:
+                found.add(f"{db}/{label.strip()}", ms, "ms")
             print(
                 f"  {label:<28} {status}  {size / 1024:6.1f} KiB   min {min(took):6.1f} ms   "
                 f"median {statistics.median(took):6.1f} ms   max {max(took):6.1f} ms"
@@ -390,33 +395,40 @@ async def time_pages(server: Server, executed: str, repeat: int) -> None:
         await alice.close()
 
 
-async def run(url: str, n: int, repeat: int, directory: Path) -> None:
+async def run_on(
+    url: str, n: int, repeat: int, directory: Path, found: Results, db: str
+) -> None:
     executed = await fill(url, n, datetime.now(UTC))
     config = directory / "signoff.toml"
     config.write_text(config_toml(url), "utf-8")
     server = Server(config)
     try:
-        await time_pages(server, executed, repeat)
+        await time_pages(server, executed, repeat, found, db)
     finally:
         server.stop()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--no-postgres", action="store_true")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
+    return asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> Results:
+    found = Results()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {args.n:,} approvals:")
-        await run(f"sqlite+aiosqlite:///{tmp}/bench.db", args.n, args.repeat, Path(tmp))
+        url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+        await run_on(url, args.n, args.repeat, Path(tmp), found, "sqlite")
         if not args.no_postgres:
             async with postgres_database(args.postgres) as pg:
                 if pg is not None:
                     print(f"PostgreSQL, {args.n:,} approvals:")
-                    await run(pg, args.n, args.repeat, Path(tmp))
+                    await run_on(pg, args.n, args.repeat, Path(tmp), found, "postgresql")
+    return found
 
-
-if __name__ == "__main__":
-    asyncio.run(main())

@@ -20,9 +20,9 @@ window) or failed, creates accepted (201), refused (429; and 429s without Retry-
 other answers and no answer (errors), accepted creates missing from the database (lost),
 the server's 429 counter from /metrics; then min / median / max over the runs.
 
-    python bench/overload.py [--runs 3] [--databases sqlite] [--workers 1] [--seconds 10]
+    python -m bench overload [--runs 3] [--databases sqlite] [--workers 1] [--seconds 10]
         [--click-rate 20] [--factor 2] [--capacity-seconds 5] [--max-creates-in-flight N]
-        [--create-lag-limit S] [--postgres URL] [--json FILE]
+        [--create-lag-limit S] [--postgres URL] [--out FILE]
 """
 
 from __future__ import annotations
@@ -32,17 +32,18 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench import processes, service_scenarios
+from bench.processes import API_KEY, SLACK_SECRET, Edge, run_load
+from bench.results import Results, percentile
+from bench.service_scenarios import Run, fresh_run
 
-from bench import processes, service_scenarios  # noqa: E402
-from bench.processes import API_KEY, SLACK_SECRET, Edge, run_load  # noqa: E402
-from bench.service_scenarios import Run, fresh_run  # noqa: E402
+DESCRIPTION = "creates offered at twice capacity: do clicks stay fast, is anything lost"
+
+REPO = Path(__file__).resolve().parents[2]
 
 SLACK_ACK = 3000.0  # ms: Slack shows the user an error if a click is not answered by then
 
@@ -130,8 +131,8 @@ async def overload(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         "capacity_refused": cap["refused"],
         "offered": offered,
         "offered_done": offer["count"] / max(1e-9, offer["ended"] - offer["started"]),
-        "click_p50_ms": statistics.median(lat),
-        "click_p99_ms": statistics.quantiles(lat, n=100, method="inclusive")[98],
+        "click_p50_ms": percentile(lat, 50),
+        "click_p99_ms": percentile(lat, 99),
         "click_max_ms": lat[-1],
         "clicks": clicked["count"],
         "clicks_over_3s": sum(1 for x in lat if x > SLACK_ACK),
@@ -184,8 +185,7 @@ async def bench(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     return figures
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--databases", default="sqlite")
     p.add_argument("--workers", type=int, default=1, help="`signoff serve --workers N`")
@@ -203,17 +203,18 @@ def main() -> None:
             "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--json", help="write every run's figures to this file")
     p.add_argument("--server-log", type=Path, help="append each server's last log lines here")
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> Results:
     service_scenarios.SERVER_LOG = args.server_log
     processes.SERVE_ARGS.extend(processes.background_process_args(args.background_process))
     if args.max_creates_in_flight is not None:
         processes.SERVER["max_creates_in_flight"] = args.max_creates_in_flight
     if args.create_lag_limit is not None:
         processes.SERVER["create_lag_limit"] = args.create_lag_limit
-    processes.run_bench(bench, args)
+    figures = processes.run_bench(bench, args)
+    found = Results(detail=figures)
+    found.add_document(figures)
+    return found
 
-
-if __name__ == "__main__":
-    main()
