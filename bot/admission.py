@@ -94,7 +94,7 @@ class LoopLag:
         self._handle = self._loop.call_later(every, self._probe, now + every)
 
 
-# Creates in flight when `[server] max_creates_in_flight` is unset. Measured (bench/overload.py,
+# Creates in flight when `[server] max_creates_in_flight` is unset. Measured (bench overload,
 # 2 cores): on SQLite, whose one writer serves a create at a time, 2 took as many creates per
 # second as 4 with people's clicks answered sooner; PostgreSQL took more with each doubling
 # up to 8 (its round trips overlap).

@@ -91,7 +91,7 @@ class Sweeper(Transitioner):
         super().__init__(store, directory, clock, metrics)
         self.batch = batch
         # SQLite has one writer: rows in flight together only queue ahead of decisions.
-        # PostgreSQL overlaps their round trips (measured: bench/sweeper_backlog.py).
+        # PostgreSQL overlaps their round trips (measured: python -m bench sweeper_backlog).
         self.concurrency = concurrency or (1 if is_sqlite(store.engine) else 8)
 
     async def sweep(self) -> SweepReport:

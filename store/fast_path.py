@@ -5,7 +5,7 @@ Core statement, compiled once per dialect to its SQL text and parameter order, w
 column types' own bind and result processors. What is skipped is SQLAlchemy's execution
 machinery around each call (the greenlet bridge, the execution context, the result
 object), which costs more than an indexed statement itself: measured on this project's
-machine (bench/decide_throughput.py, docs/benchmarks.md), an INSERT took about 165 µs of CPU
+machine (bench decide_throughput, docs/benchmarks.md), an INSERT took about 165 µs of CPU
 through Core on PostgreSQL and 100 µs here. On SQLite the statement runs on the event loop's
 thread when it cannot wait (store/sqlite_inline.py), else on aiosqlite's.
 

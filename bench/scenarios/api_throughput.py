@@ -3,7 +3,7 @@
 `signoff serve` in its own process (bench/processes.py's Server: cards and webhooks on, the
 fake Slack and the webhook receiver in bench/edge.py's process), driven by 32 concurrent
 aiohttp clients in this process: N creates, then (decided in bulk through the Operator on
-the same database, as a human would, not timed) N claims and N completes. bench/service.py
+the same database, as a human would, not timed) N claims and N completes. `python -m bench service`
 measures creates, clicks and cards with the load in processes of its own; this one adds the
 claim and the completion an agent makes after a decision.
 

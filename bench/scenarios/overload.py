@@ -1,6 +1,6 @@
 """Overload: agents offer creates at twice what the server can take while people click.
 
-The service as bench/service.py runs it (`signoff serve` in its own process, cards and
+The service as `python -m bench service` runs it (`signoff serve` in its own process, cards and
 webhooks on, the fake Slack and webhook receiver in bench/edge.py, load generators in
 bench/load.py), per run on a fresh database and a fresh server:
 

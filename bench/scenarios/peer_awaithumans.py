@@ -1,5 +1,6 @@
 """The peer server: awaithumans (https://pypi.org/project/awaithumans/), run on this machine
-beside signoff with the same shape of load as bench/service.py, each part a process of its own.
+beside signoff with the same shape of load as `python -m bench service`, each part a process
+of its own.
 
 awaithumans is not a dependency of signoff or of the bench: it lives in a venv of its own
 (its server pins FastAPI, SQLModel, uvicorn[standard], ...), which this script never installs:

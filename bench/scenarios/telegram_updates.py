@@ -6,7 +6,7 @@ signoff handles an update before it answers Telegram: the update id is recorded 
 replicas), the card is looked up by chat and message, the decision commits (conditional
 update, audit event, outbox jobs) and the callback query is answered (one call to the Bot
 API), so the latency is the whole press as Telegram waits for it. The fake Bot API
-(tests/fakes/telegram/) and the clients share the server's process (bench/service.py
+(tests/fakes/telegram/) and the clients share the server's process (`python -m bench service`
 puts each in a process of its own, for Slack).
 
     python -m bench telegram_updates [--rate 100] [--seconds 10] [--postgres URL]
