@@ -29,11 +29,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
 from tests.support.cli import Cli, assert_refused, sqlite_url
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.service import (
     Fleet,
     ServerProcess,
@@ -197,7 +196,7 @@ def test_polling_mode_decides_on_sqlite(tmp_path: Path, sqlite_template: Path) -
         assert tg.calls_to("getUpdates", ok=True)
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 def test_polling_is_refused_on_postgresql(tmp_path: Path, db_url: str) -> None:
     config = telegram_config(db_url, "http://127.0.0.1:9/", "http://127.0.0.1:9/bot")
     path = write_config(tmp_path / "signoff.toml", config)
