@@ -25,6 +25,9 @@ from tests.support.samples import request_body
 
 Cleanup = list[Callable[[], Awaitable[None]]]
 S = TypeVar("S", bound="ChatServer")
+# The acme tenant's API key: each rig's config reads it from an environment variable of its own.
+API_KEY = "acme-key"
+
 # A test's changes to the config's dict, made last, before it is parsed.
 Configure = Callable[[dict[str, Any]], None]
 

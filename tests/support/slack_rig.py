@@ -23,12 +23,11 @@ from store.records import Delegation
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import sign, slash_command_body
-from tests.support.chat_server import ChatServer, Configure, serve, with_web
+from tests.support.chat_server import API_KEY, ChatServer, Configure, serve, with_web
 from tests.support.samples import TEST_CONFIG
 
 SECRET = "slack-signing-secret"
 CHANNEL = "C0FINANCE"
-API_KEY = "acme-key"
 
 
 @dataclass

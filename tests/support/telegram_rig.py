@@ -21,13 +21,12 @@ from bot.config import parse_config
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer, Configure, serve, with_web
+from tests.support.chat_server import API_KEY, ChatServer, Configure, serve, with_web
 from tests.support.samples import TEST_CONFIG
 
 TOKEN = "123456:TEST-token"
 SECRET = "telegram-webhook-secret"
 GROUP = -1001234567890
-API_KEY = "acme-key"
 
 ALICE = fake.user(111, "Alice", username="alice_ng")
 BOB = fake.user(222, "Bob", username="bob_stone")

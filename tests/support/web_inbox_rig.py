@@ -20,15 +20,12 @@ from bot.config import parse_config
 from bot.durations import parse_duration
 from bot.signin import SignInLinks
 from store.repository import Store
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, PUBLIC_URL, ChatServer, serve
 from tests.support.samples import TEST_CONFIG
 from tests.support.web_browser import Browser
 
-API_KEY = "acme-key"
 GLOBEX_KEY = "globex-key"
 SECRET = "w" * 40
-PUBLIC_URL = "http://signoff.example.com"  # https would make the cookie Secure, and
-# the test talks plain HTTP to loopback
 
 
 @dataclass
