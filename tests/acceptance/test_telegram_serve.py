@@ -1,6 +1,6 @@
 """Telegram through real `signoff serve` processes: config, environment and CLI wiring.
 
-tests/integration/test_telegram_cards.py, test_telegram_decisions.py and
+tests/integration/telegram/test_telegram_cards.py, test_telegram_decisions.py and
 test_telegram_delegation.py prove the Telegram flows in-process. This file proves them the way
 an operator runs them: a config file with a `[telegram]` table whose `api_base_url` points at
 the fake Bot API (tests/fakes/telegram/, in a thread of its own), the token and webhook secret

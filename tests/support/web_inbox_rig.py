@@ -80,9 +80,9 @@ Start = Callable[[Store], Awaitable[Rig]]
 
 @asynccontextmanager
 async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    """The web inbox tests' `start` fixture: a function that starts a signoff server with
-    [web] on a store; every server started stops, and every browser it gave closes, on the
-    way out."""
+    """The body of the web tests' `start` fixture (tests/integration/web/conftest.py): a
+    function that starts a signoff server with [web] on a store; every server started stops,
+    and every browser it gave closes, on the way out."""
     monkeypatch.setenv("SIGNOFF_WEB_SECRET", SECRET)
     monkeypatch.setenv("WEB_TEST_API_KEY", API_KEY)
     monkeypatch.setenv("WEB_TEST_GLOBEX_KEY", GLOBEX_KEY)
