@@ -60,7 +60,7 @@ from bot.outbox.jobs import WEBHOOK_STATES  # a transition into one of these sen
 from signoff_client import verify_webhook
 from tests.fakes.slack import FakeSlack
 from tests.support.cli import Cli
-from tests.support.databases import asyncpg_dsn
+from tests.support.databases import POSTGRES_ONLY, asyncpg_dsn
 from tests.support.fault_load import (
     AFTER_APPROVAL,
     CHANNEL,
@@ -153,7 +153,7 @@ def expected_webhooks(db: Db) -> Wanted:
 
 
 @pytest.mark.alone  # it loads the machine, and kills at moments of that load
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 def test_kill_9_under_load_loses_nothing_acknowledged(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

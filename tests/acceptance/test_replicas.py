@@ -48,7 +48,7 @@ from bot.transitions import Transition
 from signoff_client import verify_webhook
 from store.repository import Store
 from tests.support.cli import Cli
-from tests.support.databases import asyncpg_dsn
+from tests.support.databases import POSTGRES_ONLY, asyncpg_dsn
 from tests.support.samples import request_body
 from tests.support.service import (
     API_KEYS,
@@ -78,7 +78,7 @@ class Won:
     decided_by: str  # alice (replica A) or bob (replica B)
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 def test_two_replicas_share_one_postgresql_database(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,6 +1,6 @@
 """Slack through real `signoff serve` processes: the config and environment wiring, end to end.
 
-tests/integration/test_slack_*.py prove the Slack flows in-process (build_app, a FakeClock, an
+tests/integration/slack/ proves the Slack flows in-process (build_app, a FakeClock, an
 outbox driven by hand). This file proves the same flows the way an operator runs them: a
 config file with a `[slack]` table whose `api_base_url` points at the fake Slack Web API
 (tests/fakes/slack.py, in a thread of its own), the bot token and signing secret in the

@@ -1,6 +1,6 @@
 """Telegram through real `signoff serve` processes: config, environment and CLI wiring.
 
-tests/integration/test_telegram_cards.py, test_telegram_decisions.py and
+tests/integration/telegram/test_telegram_cards.py, test_telegram_decisions.py and
 test_telegram_delegation.py prove the Telegram flows in-process. This file proves them the way
 an operator runs them: a config file with a `[telegram]` table whose `api_base_url` points at
 the fake Bot API (tests/fakes/telegram/, in a thread of its own), the token and webhook secret
@@ -29,11 +29,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
 from tests.support.cli import Cli, assert_refused, sqlite_url
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.service import (
     Fleet,
     ServerProcess,
@@ -197,7 +196,7 @@ def test_polling_mode_decides_on_sqlite(tmp_path: Path, sqlite_template: Path) -
         assert tg.calls_to("getUpdates", ok=True)
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 def test_polling_is_refused_on_postgresql(tmp_path: Path, db_url: str) -> None:
     config = telegram_config(db_url, "http://127.0.0.1:9/", "http://127.0.0.1:9/bot")
     path = write_config(tmp_path / "signoff.toml", config)

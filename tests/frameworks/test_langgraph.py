@@ -42,6 +42,7 @@ from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt, 
 from store.repository import Store
 from tests.support import prefork
 from tests.support.agent_deployment import Deployment
+from tests.support.databases import SQLITE_ONLY
 from tests.support.samples import TEST_CONFIG
 
 APP = "tests.frameworks.langgraph_app"
@@ -418,7 +419,7 @@ async def fake_clock_gate(
     await runner.cleanup()
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_decision_days_later_resumes_the_thread(
     fake_clock_gate: SignoffGate, store: Store, directory: Directory, clock: FakeClock
 ) -> None:

@@ -1,4 +1,5 @@
-"""Fixtures more than one integration test module uses."""
+"""Fixtures more than one integration test module uses. A surface's own rig (its `start` and
+`rig`) is in the conftest.py of its folder: slack/, telegram/, web/."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.routing import Directory
 from store.repository import Store
+from tests.support import slack_rig, telegram_rig
 from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, Serve
 from tests.support.samples import TEST_CONFIG
 from tests.support.webhook_rig import Receiver, serving
@@ -92,3 +94,27 @@ def hooked(receiver: Receiver) -> Directory:
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as http:
         yield http
+
+
+# -- signoff wired to the fake Slack and the fake Bot API (tests/support/slack_rig.py, ...) ------
+#
+# Each folder's conftest.py names its own `start` (slack/, telegram/); the tests beside them
+# that drive a chat too (test_confirm.py, test_admission.py) ask for these by name.
+
+
+@pytest.fixture
+async def start_slack(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[slack_rig.Start]:
+    """Start signoff servers wired to one fake Slack: `await start_slack(store, **options)`."""
+    async with slack_rig.starting(clock, monkeypatch) as start:
+        yield start
+
+
+@pytest.fixture
+async def start_telegram(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[telegram_rig.Start]:
+    """Start signoff servers wired to one fake Bot API: `await start_telegram(store, notify)`."""
+    async with telegram_rig.starting(clock, monkeypatch) as start:
+        yield start

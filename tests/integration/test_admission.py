@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from bot.admission import Admission, LoopLag
 from bot.api import API
-from bot.clock import FakeClock
-from bot.config import parse_config
 from store.repository import Store
-from tests.fakes.slack import FakeSlack
 from tests.support.api_server import Api, Reply, Serve
-from tests.support.chat_server import serve as serve_chat
 from tests.support.samples import request_body
-from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config
+from tests.support.slack_rig import API_KEY, CHANNEL, SlackRig
 
 
 @dataclass
@@ -177,22 +174,13 @@ async def test_a_burst_far_over_the_bound_gets_201s_all_stored_and_429s_nothing_
 # -- a Slack click while creates are refused ----------------------------------------------------
 
 
+def _one_create_at_a_time(data: dict[str, Any]) -> None:
+    data["server"] = {"max_creates_in_flight": 1}
+
+
 @pytest.fixture
-async def slack_rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[SlackRig]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-        data = slack_config(slack)
-        data["server"] = {"max_creates_in_flight": 1}
-        yield await serve_chat(
-            SlackRig, parse_config(data), store, clock, API_KEY, cleanup, slack=slack
-        )
-        for close in reversed(cleanup):
-            await close()
+async def slack_rig(start_slack: Callable[..., Awaitable[SlackRig]], store: Store) -> SlackRig:
+    return await start_slack(store, configure=_one_create_at_a_time)
 
 
 async def test_a_slack_click_is_served_while_creates_are_refused(slack_rig: SlackRig) -> None:

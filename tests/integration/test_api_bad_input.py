@@ -22,14 +22,10 @@ from typing import Any
 import pytest
 
 from tests.support.api_server import ACME_KEY, NO_BODY, Api, assert_error, error_fields
+from tests.support.databases import SQLITE_ONLY
 from tests.support.samples import request_body
 
 MAX_BODY = 256 * 1024  # server.max_body_bytes default
-
-
-# For a refusal made before any database is opened (routing, a query's syntax): the database
-# cannot change its answer, so it runs once.
-SQLITE_ONLY = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 # -- bad input -------------------------------------------------------------------------------

@@ -9,56 +9,38 @@ python-telegram-bot code against the fake APIs, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import delete, update
 
-from bot.clock import FakeClock
-from bot.config import parse_config
 from store.repository import Store
 from store.schema import card_messages, outbox
-from tests.fakes.slack import FakeSlack
-from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import serve
-from tests.support.slack_rig import CHANNEL, SlackRig, slack_config
-from tests.support.slack_rig import SECRET as SLACK_SECRET
+from tests.support.slack_rig import CHANNEL, SlackRig
 from tests.support.slack_rig import buttons_in as slack_buttons
 from tests.support.telegram_rig import (
     ALICE,
     ERIN,
     GROUP,
-    SECRET,
-    TOKEN,
     TelegramRig,
-    telegram_config,
 )
 from tests.support.telegram_rig import buttons_in as telegram_buttons
 
-API_KEY = "acme-key"
 CONTRACT = {"capability": "contracts.sign", "run_id": "run-contract"}
 
 
 # -- Slack: the confirm object -------------------------------------------------------------------
 
 
+def _contracts_to_the_channel(data: dict[str, Any]) -> None:
+    data["routes"][1]["notify"] = [f"slack:{CHANNEL}"]  # contracts.*: not confirmed
+
+
 @pytest.fixture
-async def slack_rig(
-    clock: FakeClock, store: Store, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[SlackRig]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-        data = slack_config(slack)
-        data["routes"][0]["confirm"] = True  # payments.*: high risk
-        data["routes"][1]["notify"] = [f"slack:{CHANNEL}"]  # contracts.*: not
-        config = parse_config(data)
-        yield await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
-        for close in reversed(cleanup):
-            await close()
+async def slack_rig(start_slack: Callable[..., Awaitable[SlackRig]], store: Store) -> SlackRig:
+    # payments.*: high risk, confirmed
+    return await start_slack(store, confirm=True, configure=_contracts_to_the_channel)
 
 
 # A pending tool call's Telegram buttons (the confirm route allows no edits; it gives grants).
@@ -89,27 +71,6 @@ async def test_slack_approve_carries_a_confirm_dialog_only_on_a_confirm_route(
 
 
 # -- Telegram: a second keyboard -----------------------------------------------------------------
-
-
-@pytest.fixture
-async def start_telegram(
-    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Callable[..., Awaitable[TelegramRig]]]:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeTelegram(TOKEN) as tg:
-
-        async def one(store: Store, *, confirm: bool) -> TelegramRig:
-            data = telegram_config(tg, [f"telegram:{GROUP}"])
-            data["routes"][0]["confirm"] = confirm
-            config = parse_config(data)
-            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
-
-        yield one
-        for close in reversed(cleanup):
-            await close()
 
 
 @pytest.fixture

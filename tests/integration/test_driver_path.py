@@ -17,6 +17,7 @@ from bot.errors import InvalidRequest, SchemaOutOfDate
 from bot.intake import create_request, validate_request
 from bot.operator import Actor, Operator
 from store.repository import Store
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.samples import approval_record, request_body
 
 
@@ -70,7 +71,7 @@ async def test_a_missing_table_on_the_driver_path_says_to_upgrade(store: Store, 
             await tx.enqueue("webhook", {"x": 1}, now=clock.now())
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite ignores lengths
+@POSTGRES_ONLY  # SQLite ignores lengths
 async def test_a_value_refused_on_the_driver_path_is_invalid_input(store: Store) -> None:
     too_long = dataclasses.asdict(approval_record(tenant="t" * 200))  # the column holds 128
     del too_long["votes"]  # read from `votes`, not a column

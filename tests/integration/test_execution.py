@@ -26,6 +26,7 @@ from bot.routing import Directory
 from bot.sweeper import Sweeper
 from store.records import Approval
 from store.repository import Store
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.samples import make_request, tamper
 
 ALICE = Actor("alice", "cli")
@@ -309,7 +310,7 @@ async def test_one_broken_row_does_not_stop_the_sweeper(
 
 
 # SQLite has one writer at a time: there is no row lock to skip there.
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 async def test_the_sweeper_skips_a_row_another_transaction_holds(
     store: Store, directory: Directory, clock: FakeClock
 ) -> None:

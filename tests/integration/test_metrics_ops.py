@@ -35,11 +35,10 @@ from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, ChatServer, serve
 from tests.support.cli import Cli, base_env, config_with, to_toml
 from tests.support.samples import TEST_CONFIG, make_request, request_body
-
-CHANNEL = "C0FINANCE"
+from tests.support.slack_rig import CHANNEL, SECRET
 
 
 def _value(text: str, sample: str) -> float | None:
@@ -155,15 +154,15 @@ async def slack_rig(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Any]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", "slack-signing-secret")
-    monkeypatch.setenv("SLACK_TEST_API_KEY", "acme-key")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeSlack() as slack:
         data = copy.deepcopy(TEST_CONFIG)
         data["tenants"][0]["api_key_env"] = "SLACK_TEST_API_KEY"
         data["slack"] = {"api_base_url": slack.base_url}
         data["routes"][1]["notify"] = [f"slack:{CHANNEL}"]  # contracts.*: alice first
-        server = await serve(ChatServer, parse_config(data), store, clock, "acme-key", cleanup)
+        server = await serve(ChatServer, parse_config(data), store, clock, API_KEY, cleanup)
         yield server, slack
         for close in reversed(cleanup):
             await close()

@@ -30,12 +30,11 @@ from store.records import OutboxJob
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_methods import _SlackError
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, ChatServer, serve
 from tests.support.cli import Cli, base_env, config_with, to_toml
 from tests.support.samples import TEST_CONFIG
+from tests.support.slack_rig import CHANNEL, SECRET
 
-CHANNEL = "C0FINANCE"
-API_KEY = "acme-key"
 SETTINGS = OutboxSettings(
     max_attempts=3,
     backoff_base=timedelta(seconds=10),
@@ -76,7 +75,7 @@ async def rig(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Rig]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", "slack-signing-secret")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
     monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with RefusingSlack() as slack:

@@ -31,6 +31,7 @@ from sqlalchemy import event
 import store.engine as engine_module
 from bot.intake import create_request, validate_request
 from store.repository import Store
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.samples import request_body
 
 
@@ -91,7 +92,7 @@ async def test_transactions_one_after_another_stay_within_the_pool(db_url: str, 
         await store.close()
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@POSTGRES_ONLY
 async def test_a_pooled_connection_killed_while_idle_is_replaced_unseen(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,13 +28,12 @@ from bot.sweeper import Sweeper
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, ChatServer, serve
 from tests.support.samples import TEST_CONFIG
-
-API_KEY = "acme-key"
-CHANNEL = "C0FINANCE"
-GROUP = -1001234567890
-TOKEN = "123456:TEST-token"
+from tests.support.slack_rig import CHANNEL
+from tests.support.slack_rig import SECRET as SLACK_SECRET
+from tests.support.telegram_rig import GROUP, TOKEN
+from tests.support.telegram_rig import SECRET as TELEGRAM_SECRET
 
 
 @dataclass
@@ -73,9 +72,9 @@ async def start(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Start]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", "slack-signing-secret")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "telegram-webhook-secret")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", TELEGRAM_SECRET)
     monkeypatch.setenv("REMINDER_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeSlack() as slack, FakeTelegram(TOKEN) as tg:

@@ -33,6 +33,7 @@ from bot.routing import Directory
 from store.records import OutboxJob
 from store.repository import Store, Tx
 from store.shared_writes import Block, TransactionLost
+from tests.support.databases import SQLITE_ONLY
 from tests.support.samples import TEST_CONFIG, make_request
 
 CREATES = 8
@@ -138,7 +139,7 @@ async def _around(store: Store, clock: FakeClock, middle: Block) -> tuple[list[A
     return outcomes, leases
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
     store: Store, clock: FakeClock
 ) -> None:
@@ -153,7 +154,7 @@ async def test_a_block_that_fails_in_a_shared_transaction_is_undone_alone(
     ]
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_block_under_which_sqlite_ends_the_transaction_fails_the_whole_group(
     store: Store, clock: FakeClock
 ) -> None:
@@ -176,7 +177,7 @@ async def test_a_block_under_which_sqlite_ends_the_transaction_fails_the_whole_g
     assert await _job_keys(store) == ["d"]
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_decision_queued_before_creates_is_not_overtaken_by_them(
     store: Store, clock: FakeClock
 ) -> None:
@@ -204,7 +205,7 @@ async def test_a_decision_queued_before_creates_is_not_overtaken_by_them(
     assert order == ["create-1", "decision", "create-2"]
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 @pytest.mark.parametrize("gone", [0, 1], ids=["the one that started the group", "another"])
 async def test_a_caller_cancelled_while_it_waits_writes_nothing_and_holds_no_one_up(
     store: Store, clock: FakeClock, gone: int
@@ -222,7 +223,7 @@ async def test_a_caller_cancelled_while_it_waits_writes_nothing_and_holds_no_one
     assert await _job_keys(store) == sorted(kept)
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_request_superseded_in_its_own_group_hands_over_no_stale_card(
     store: Store, clock: FakeClock
 ) -> None:

@@ -22,9 +22,8 @@ import pytest
 from bot.intake import create_request, validate_request
 from store.repository import Store
 from store.sqlite_inline import CHECKPOINT_EVERY
+from tests.support.databases import SQLITE_ONLY
 from tests.support.samples import request_body
-
-sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 @contextmanager
@@ -66,7 +65,7 @@ async def _warm(store: Store) -> None:
             await tx.get_approval("nothing")
 
 
-@sqlite_only
+@SQLITE_ONLY
 async def test_a_read_sends_its_select_and_nothing_else(store: Store, directory, clock) -> None:
     created = await create_request(
         store, directory, clock, "acme", validate_request(request_body(run_id="run-r"))
@@ -91,7 +90,7 @@ async def test_a_read_sees_what_commits_between_its_statements(  # on both datab
         assert await tx.get_approval(created.approval.id) == created.approval
 
 
-@sqlite_only
+@SQLITE_ONLY
 async def test_a_write_that_fails_still_rolls_back(store: Store, clock) -> None:
     await _warm(store)
     with traced(store) as seen, pytest.raises(RuntimeError, match="changed my mind"):
@@ -105,7 +104,7 @@ async def test_a_write_that_fails_still_rolls_back(store: Store, clock) -> None:
         assert await tx.outbox_jobs() == []  # what the block wrote did not stay
 
 
-@sqlite_only
+@SQLITE_ONLY
 async def test_a_write_whose_lock_is_free_runs_on_the_loop_from_begin_to_commit(
     store: Store, directory, clock
 ) -> None:
@@ -119,7 +118,7 @@ async def test_a_write_whose_lock_is_free_runs_on_the_loop_from_begin_to_commit(
     assert set(threads.values()) == {threading.get_ident()}, threads
 
 
-@sqlite_only
+@SQLITE_ONLY
 async def test_checkpoints_run_off_the_loop_and_keep_the_log_short(
     store: Store, clock, db_url: str
 ) -> None:
@@ -145,7 +144,7 @@ async def test_checkpoints_run_off_the_loop_and_keep_the_log_short(
     assert _size(wal) < 2.2 * CHECKPOINT_EVERY * per_commit
 
 
-@sqlite_only
+@SQLITE_ONLY
 async def test_a_write_waiting_for_another_writer_leaves_the_loop_free(
     store: Store, directory, clock, db_url: str
 ) -> None:

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 from bot.errors import InvalidRequest, SchemaOutOfDate, StoreUnavailable
 from store.migrate import ensure_current, upgrade
 from store.repository import Store
+from tests.support.databases import POSTGRES_ONLY
 from tests.support.samples import approval_record
 
 
@@ -59,7 +60,7 @@ async def test_schema_mismatch_says_to_upgrade(store: Store) -> None:
             await tx.votes_for("x")
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite ignores lengths
+@POSTGRES_ONLY  # SQLite ignores lengths
 async def test_a_value_postgresql_refuses_is_invalid_input_not_an_outage(store: Store) -> None:
     too_long = dataclasses.asdict(approval_record(tenant="t" * 200))  # the column holds 128
     del too_long["votes"]  # read from `votes`, not a column

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from bot.app import CORE, build_app
@@ -24,6 +25,23 @@ from tests.support.samples import request_body
 
 Cleanup = list[Callable[[], Awaitable[None]]]
 S = TypeVar("S", bound="ChatServer")
+# The acme tenant's API key: each rig's config reads it from an environment variable of its own.
+API_KEY = "acme-key"
+
+# A test's changes to the config's dict, made last, before it is parsed.
+Configure = Callable[[dict[str, Any]], None]
+
+# The web surface beside a chat surface (its links on the cards, the Slack Home's): the public
+# URL plain HTTP, as the tests talk to loopback (https would make the cookie Secure).
+PUBLIC_URL = "http://signoff.example.com"
+WEB_SECRET = "s" * 40
+
+
+def with_web(data: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serve [web] at PUBLIC_URL beside the chat surface of the config's dict `data`."""
+    monkeypatch.setenv("SIGNOFF_WEB_SECRET", WEB_SECRET)
+    data["server"] = {"public_url": PUBLIC_URL}
+    data["web"] = {}
 
 
 @dataclass

@@ -24,17 +24,15 @@ from store.repository import Store
 from store.schema import ALL_TABLES
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, PUBLIC_URL, ChatServer, serve
 from tests.support.samples import TEST_CONFIG
+from tests.support.slack_rig import CHANNEL as SLACK_CHANNEL
+from tests.support.slack_rig import SECRET as SLACK_SECRET
+from tests.support.telegram_rig import GROUP as TG_GROUP
+from tests.support.telegram_rig import SECRET as TG_SECRET
+from tests.support.telegram_rig import TOKEN as TG_TOKEN
 
-API_KEY = "acme-key"
 WEB_SECRET = "w" * 40
-SLACK_SECRET = "slack-signing-secret"
-TG_TOKEN = "123456:TEST-token"
-TG_SECRET = "telegram-webhook-secret"
-PUBLIC_URL = "http://signoff.example.com"
-SLACK_CHANNEL = "C0FINANCE"
-TG_GROUP = -1001234567890
 FORM = b"application/x-www-form-urlencoded"
 
 

@@ -20,11 +20,10 @@ from bot.config import parse_config
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from store.repository import Store
-from tests.support.chat_server import ChatServer, Cleanup
+from tests.support.chat_server import API_KEY, ChatServer, Cleanup
 from tests.support.samples import TEST_CONFIG
 from tests.support.smtp_sink import Received, SmtpSink
 
-API_KEY = "acme-key"
 ADDRESSES = {
     "alice": "alice@example.com",
     "bob": "bob@example.com",

@@ -1,7 +1,8 @@
 """The Slack rig: one signoff server in the test's process (tests/support/chat_server.py) wired
 to the fake Slack Web API (tests/fakes/slack.py), the config it runs, and readers for the
-Block Kit it sends. Used by the Slack tests, the confirm tests, the App Home tests and the
-outbox batch tests.
+Block Kit it sends, and `starting`, the body of the `start_slack` fixture
+(tests/integration/conftest.py). Used by the Slack tests (tests/integration/slack/, whose
+conftest.py names it `start`), the confirm and create-gate tests and the outbox batch tests.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import copy
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,12 +23,11 @@ from store.records import Delegation
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import sign, slash_command_body
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, ChatServer, Configure, serve, with_web
 from tests.support.samples import TEST_CONFIG
 
 SECRET = "slack-signing-secret"
 CHANNEL = "C0FINANCE"
-API_KEY = "acme-key"
 
 
 @dataclass
@@ -92,13 +92,18 @@ def slack_config(slack: FakeSlack) -> dict[str, Any]:
 
 
 Start = Callable[..., Awaitable[SlackRig]]
+R = TypeVar("R", bound=SlackRig)
 
 
 @asynccontextmanager
 async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    """The Slack tests' `start` fixture: one fake Slack, and a function that starts a signoff
-    server wired to it on a store (`trailing_slash=False` writes its URL without the slash,
-    `team_id` sets [slack] team_id); every server started stops on the way out."""
+    """The body of the `start_slack` fixture (tests/integration/conftest.py), the Slack tests'
+    `start`: one fake Slack, and a function that starts a signoff server wired to it on a store
+    and returns a `kind` (a SlackRig, or a test's subclass with helpers of its own). Its options:
+    `trailing_slash=False` writes the fake's URL without the slash, `team_id` sets [slack]
+    team_id, `confirm=True` asks to confirm Approve on payments.*, `web=True` serves [web]
+    beside Slack, and `configure` makes a test's own changes to the config's dict last. Every
+    server started stops on the way out."""
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
     monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
@@ -106,15 +111,28 @@ async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
     async with FakeSlack() as slack:
 
         async def one(
-            store: Store, *, trailing_slash: bool = True, team_id: str | None = None
-        ) -> SlackRig:
+            store: Store,
+            *,
+            kind: type[R] = SlackRig,  # type: ignore[assignment]
+            trailing_slash: bool = True,
+            team_id: str | None = None,
+            confirm: bool = False,
+            web: bool = False,
+            configure: Configure | None = None,
+        ) -> R:
             data = slack_config(slack)
             if not trailing_slash:  # as an operator might write it
                 data["slack"]["api_base_url"] = slack.base_url.rstrip("/")
             if team_id is not None:
                 data["slack"]["team_id"] = team_id
+            if confirm:
+                data["routes"][0]["confirm"] = True  # payments.*
+            if web:
+                with_web(data, monkeypatch)
+            if configure is not None:
+                configure(data)
             config = parse_config(data)
-            return await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
+            return await serve(kind, config, store, clock, API_KEY, cleanup, slack=slack)
 
         yield one
         for close in reversed(cleanup):

@@ -1,8 +1,8 @@
 """The Telegram rig: one signoff server in the test's process (tests/support/chat_server.py)
 wired to the fake Bot API (tests/fakes/telegram/), the people who write to it, the config it
-runs, a reader for the keyboards it sends, and `starting`, the body of the `start` fixture of
-test_telegram_cards.py, test_telegram_decisions.py and test_telegram_delegation.py. Used by
-the Telegram tests, the group and confirm tests, and the outbox batch tests.
+runs, a reader for the keyboards it sends, and `starting`, the body of the `start_telegram`
+fixture (tests/integration/conftest.py). Used by the Telegram tests (tests/integration/telegram/,
+whose conftest.py names it `start`), the confirm tests and the outbox batch tests.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,13 +21,12 @@ from bot.config import parse_config
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, ChatServer, Configure, serve, with_web
 from tests.support.samples import TEST_CONFIG
 
 TOKEN = "123456:TEST-token"
 SECRET = "telegram-webhook-secret"
 GROUP = -1001234567890
-API_KEY = "acme-key"
 
 ALICE = fake.user(111, "Alice", username="alice_ng")
 BOB = fake.user(222, "Bob", username="bob_stone")
@@ -105,22 +104,42 @@ def telegram_config(tg: FakeTelegram, notify: list[str]) -> dict[str, Any]:
 
 
 Start = Callable[..., Awaitable[TelegramRig]]
+R = TypeVar("R", bound=TelegramRig)
 
 
 @asynccontextmanager
 async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    """The Telegram tests' `start` fixture: one fake Bot API, and a function that starts a
-    signoff server wired to it on a store, its cards to `notify` (the group unless told);
-    every server started stops on the way out."""
+    """The body of the `start_telegram` fixture (tests/integration/conftest.py), the Telegram
+    tests' `start`: one fake Bot API, and a function that starts a signoff server wired to it
+    on a store, its cards to `notify` (the group unless told), and returns a `kind` (a
+    TelegramRig, or a test's subclass with helpers of its own). Its options: `confirm=True`
+    asks to confirm Approve on payments.*, `web=True` serves [web] beside Telegram, and
+    `configure` makes a test's own changes to the config's dict last. Every server started
+    stops on the way out."""
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
     cleanup: list[Callable[[], Awaitable[None]]] = []
     async with FakeTelegram(TOKEN) as tg:
 
-        async def one(store: Store, notify: list[str] | None = None) -> TelegramRig:
-            config = parse_config(telegram_config(tg, notify or [f"telegram:{GROUP}"]))
-            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
+        async def one(
+            store: Store,
+            notify: list[str] | None = None,
+            *,
+            kind: type[R] = TelegramRig,  # type: ignore[assignment]
+            confirm: bool = False,
+            web: bool = False,
+            configure: Configure | None = None,
+        ) -> R:
+            data = telegram_config(tg, notify or [f"telegram:{GROUP}"])
+            if confirm:
+                data["routes"][0]["confirm"] = True  # payments.*
+            if web:
+                with_web(data, monkeypatch)
+            if configure is not None:
+                configure(data)
+            config = parse_config(data)
+            return await serve(kind, config, store, clock, API_KEY, cleanup, tg=tg)
 
         yield one
         for close in reversed(cleanup):

@@ -20,15 +20,12 @@ from bot.config import parse_config
 from bot.durations import parse_duration
 from bot.signin import SignInLinks
 from store.repository import Store
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, PUBLIC_URL, ChatServer, serve
 from tests.support.samples import TEST_CONFIG
 from tests.support.web_browser import Browser
 
-API_KEY = "acme-key"
 GLOBEX_KEY = "globex-key"
 SECRET = "w" * 40
-PUBLIC_URL = "http://signoff.example.com"  # https would make the cookie Secure, and
-# the test talks plain HTTP to loopback
 
 
 @dataclass
@@ -83,9 +80,9 @@ Start = Callable[[Store], Awaitable[Rig]]
 
 @asynccontextmanager
 async def starting(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    """The web inbox tests' `start` fixture: a function that starts a signoff server with
-    [web] on a store; every server started stops, and every browser it gave closes, on the
-    way out."""
+    """The body of the web tests' `start` fixture (tests/integration/web/conftest.py): a
+    function that starts a signoff server with [web] on a store; every server started stops,
+    and every browser it gave closes, on the way out."""
     monkeypatch.setenv("SIGNOFF_WEB_SECRET", SECRET)
     monkeypatch.setenv("WEB_TEST_API_KEY", API_KEY)
     monkeypatch.setenv("WEB_TEST_GLOBEX_KEY", GLOBEX_KEY)

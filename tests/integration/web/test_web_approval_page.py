@@ -15,7 +15,6 @@ a re-asked call links the request it re-asks; the `web` notify target is served.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -23,23 +22,10 @@ import pytest
 
 from bot.agent_actions import AgentActions
 from bot.audit import verify
-from bot.clock import FakeClock
 from bot.sweeper import Sweeper
-from store.repository import Store
-from tests.support.web_inbox_rig import Rig, Start, starting
+from tests.support.web_inbox_rig import Rig
 
 WRONG_HASH = "ab" * 32
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> Rig:
-    return await start(store)
 
 
 async def _trail(rig: Rig, approval_id: str) -> list[tuple[str, str]]:

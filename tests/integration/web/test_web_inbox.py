@@ -14,29 +14,14 @@ test_web_approval_page.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from urllib.parse import urlencode, urlsplit
 
 import pytest
 
 from bot import inbox
-from bot.clock import FakeClock
 from bot.delegations import Delegations
 from channels import web_inbox
-from store.repository import Store
-from tests.support.web_inbox_rig import GLOBEX_KEY, Rig, Start, starting
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> Rig:
-    return await start(store)
-
+from tests.support.web_inbox_rig import GLOBEX_KEY, Rig
 
 # -- signing in ------------------------------------------------------------------------------------
 

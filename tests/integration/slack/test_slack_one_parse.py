@@ -8,31 +8,7 @@ scope such as `payloads.*` did nothing at all. Real slack-bolt against the fake 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-
-import pytest
-
-from bot.clock import FakeClock
-from bot.config import parse_config
-from store.repository import Store
-from tests.fakes.slack import FakeSlack
-from tests.support.chat_server import serve
-from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config
-
-
-@pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[SlackRig]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-        config = parse_config(slack_config(slack))
-        yield await serve(SlackRig, config, store, clock, API_KEY, cleanup, slack=slack)
-        for close in reversed(cleanup):
-            await close()
+from tests.support.slack_rig import CHANNEL, SlackRig
 
 
 async def test_a_command_whose_text_says_payload_reaches_its_listener(rig: SlackRig) -> None:

@@ -16,56 +16,29 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.errors import ConfigError
 from bot.operator import Actor, Operator
 from channels.telegram_bot import permanent_reason
 from store.repository import Store
 from tests.fakes import telegram as fake
-from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import serve
 from tests.support.samples import TEST_CONFIG
 from tests.support.telegram_rig import (
     ALICE,
-    API_KEY,
     BOB,
     GROUP,
-    SECRET,
-    TOKEN,
+    Start,
     TelegramRig,
     buttons_in,
-    telegram_config,
 )
 
 OLD_GROUP = -4012345678  # a basic group: not -100...
 NEW_GROUP = -1009876543210  # the supergroup it becomes
 _ids = itertools.count(900_000)
-
-Start = Callable[..., Awaitable[TelegramRig]]
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeTelegram(TOKEN) as tg:
-
-        async def one(store: Store, notify: list[str]) -> TelegramRig:
-            config = parse_config(telegram_config(tg, notify))
-            return await serve(TelegramRig, config, store, clock, API_KEY, cleanup, tg=tg)
-
-        yield one
-        for close in reversed(cleanup):
-            await close()
-
 
 async def _jobs(rig: TelegramRig, approval_id: str, kind: str) -> list[Any]:
     async with rig.store.read() as tx:

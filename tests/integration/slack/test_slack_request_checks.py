@@ -14,28 +14,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
 import pytest
 import sqlalchemy
 
-from bot.clock import FakeClock
 from store.repository import Store
 from tests.fakes.slack_inbound import sign, slash_command_body
-from tests.support.slack_rig import CHANNEL, SECRET, SlackRig, Start, starting
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> SlackRig:
-    return await start(store)
+from tests.support.slack_rig import CHANNEL, SECRET, SlackRig, Start
 
 
 @pytest.mark.parametrize("problem", ["bad signature", "six minutes old", "no headers"])

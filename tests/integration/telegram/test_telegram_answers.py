@@ -13,36 +13,27 @@ recorded; with [web] configured, a card whose route allows edits links to the pa
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
 from bot.canonical import approval_hash
-from bot.clock import FakeClock
-from bot.config import parse_config
 from bot.operator import Actor, Operator
 from store.repository import Store
-from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import serve
+from tests.support.chat_server import PUBLIC_URL
 from tests.support.telegram_rig import (
     ALICE,
-    API_KEY,
     BOB,
     ERIN,
     GROUP,
-    SECRET,
     STRANGER,
-    TOKEN,
+    Start,
     TelegramRig,
     buttons_in,
-    telegram_config,
 )
 
-PUBLIC_URL = "http://signoff.example.com"
 QUESTION = {
     "kind": "question",
     "capability": "payments.question",
@@ -66,25 +57,14 @@ class Rig(TelegramRig):
         return [j.payload["body"] for j in jobs if j.kind == "webhook"]
 
 
+def _edits(data: dict[str, Any]) -> None:
+    data["routes"][0]["edits"] = ["amount"]  # payments.*
+    data["routes"][2]["edits"] = "any"  # quorum.*: 2 of alice, bob, carol
+
+
 @pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
-    monkeypatch.setenv("SIGNOFF_WEB_SECRET", "s" * 40)
-    cleanup: list[Any] = []
-    async with FakeTelegram(TOKEN) as tg:
-        data = copy.deepcopy(telegram_config(tg, [f"telegram:{GROUP}"]))
-        data["server"] = {"public_url": PUBLIC_URL}
-        data["web"] = {}
-        data["routes"][0]["edits"] = ["amount"]  # payments.*
-        data["routes"][2]["edits"] = "any"  # quorum.*: 2 of alice, bob, carol
-        config = parse_config(data)
-        yield await serve(Rig, config, store, clock, API_KEY, cleanup, tg=tg)
-        for close in reversed(cleanup):
-            await close()
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store, kind=Rig, web=True, configure=_edits)
 
 
 async def test_a_question_has_a_button_per_option_and_a_press_answers(rig: Rig) -> None:

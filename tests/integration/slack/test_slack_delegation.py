@@ -14,36 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
-from bot.clock import FakeClock
 from bot.outbox import jobs
-from store.repository import Store
 from tests.fakes.slack_inbound import sign, slash_command_body, users_select
 from tests.support.slack_rig import (
     CHANNEL,
     SlackRig,
-    Start,
     buttons_in,
-    starting,
     texts_in,
 )
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> SlackRig:
-    return await start(store)
 
 
 async def _open_delegate_modal(rig: SlackRig, user: str, ts: str) -> str:

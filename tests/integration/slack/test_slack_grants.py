@@ -17,29 +17,22 @@ recorded on its approval and refused to anyone else.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
-from bot.clock import FakeClock
-from bot.config import parse_config
 from bot.operator import Actor, Operator
 from store.records import StandingGrant
 from store.repository import Store
-from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import app_home_opened, block_action_body, sign
-from tests.support.chat_server import serve
 from tests.support.slack_rig import (
-    API_KEY,
     CHANNEL,
     SECRET,
     SlackRig,
+    Start,
     buttons_in,
-    slack_config,
     texts_in,
 )
 
@@ -135,31 +128,23 @@ class Rig(SlackRig):
         return home
 
 
+def _grants(data: dict[str, Any]) -> None:
+    data["routes"].insert(
+        0,
+        {
+            "tenant": "acme",
+            "capability": "payments.payout",
+            "approvers": ["alice", "bob"],
+            "grants": False,
+            "notify": [f"slack:{CHANNEL}"],
+        },
+    )
+    data["principals"]["dave"] |= {"slack": "U0DAVE", "operator": True}
+
+
 @pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-        data = copy.deepcopy(slack_config(slack))
-        data["routes"].insert(
-            0,
-            {
-                "tenant": "acme",
-                "capability": "payments.payout",
-                "approvers": ["alice", "bob"],
-                "grants": False,
-                "notify": [f"slack:{CHANNEL}"],
-            },
-        )
-        data["principals"]["dave"] |= {"slack": "U0DAVE", "operator": True}
-        config = parse_config(data)
-        yield await serve(Rig, config, store, clock, API_KEY, cleanup, slack=slack)
-        for close in reversed(cleanup):
-            await close()
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store, kind=Rig, configure=_grants)
 
 
 def _options(view: dict[str, Any], block_id: str) -> list[str]:

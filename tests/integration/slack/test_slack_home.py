@@ -17,25 +17,20 @@ workspace is refused.
 from __future__ import annotations
 
 import asyncio
-import copy
+import functools
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from bot.clock import FakeClock
-from bot.config import parse_config
 from bot.delegations import Delegations
 from channels import slack_home, slack_home_refresh
 from store.repository import Store
-from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import app_home_opened, sign
-from tests.support.chat_server import serve
-from tests.support.slack_rig import API_KEY, CHANNEL, SECRET, SlackRig, slack_config, texts_in
-
-PUBLIC_URL = "http://signoff.example.com"
+from tests.support.chat_server import PUBLIC_URL
+from tests.support.slack_rig import CHANNEL, SECRET, SlackRig, texts_in
 
 
 class HomeRig(SlackRig):
@@ -81,31 +76,9 @@ Start = Callable[..., Awaitable[HomeRig]]
 
 
 @pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    monkeypatch.setenv("SIGNOFF_WEB_SECRET", "s" * 40)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-
-        async def one(
-            store: Store, *, web: bool = False, team_id: str | None = None, confirm: bool = False
-        ) -> HomeRig:
-            data = copy.deepcopy(slack_config(slack))
-            if team_id is not None:
-                data["slack"]["team_id"] = team_id
-            if confirm:
-                data["routes"][0]["confirm"] = True
-            if web:
-                data["server"] = {"public_url": PUBLIC_URL}
-                data["web"] = {}
-            config = parse_config(data)
-            return await serve(HomeRig, config, store, clock, API_KEY, cleanup, slack=slack)
-
-        yield one
-        for close in reversed(cleanup):
-            await close()
+def start(start: Callable[..., Awaitable[SlackRig]]) -> Start:
+    """The folder's `start` (options `web`, `team_id`, `confirm`), making HomeRigs."""
+    return functools.partial(start, kind=HomeRig)
 
 
 @pytest.fixture

@@ -11,13 +11,9 @@ another server; /start says who the account is linked to.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
-from bot.clock import FakeClock
 from bot.delegations import Delegations
 from store.repository import Store
 from tests.fakes import telegram as fake
@@ -30,21 +26,8 @@ from tests.support.telegram_rig import (
     Start,
     TelegramRig,
     buttons_in,
-    starting,
     update_ids,
 )
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> TelegramRig:
-    return await start(store)
-
 
 # -- hand-off and delegation from the chat ---------------------------------------------------------
 

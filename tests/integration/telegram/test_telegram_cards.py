@@ -12,11 +12,6 @@ long reason still make cards Telegram accepts.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
-from bot.clock import FakeClock
 from store.repository import Store
 from tests.support.telegram_rig import (
     ALICE,
@@ -24,20 +19,7 @@ from tests.support.telegram_rig import (
     Start,
     TelegramRig,
     buttons_in,
-    starting,
 )
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> TelegramRig:
-    return await start(store)
-
 
 # -- the card ------------------------------------------------------------------------------------
 

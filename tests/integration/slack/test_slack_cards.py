@@ -16,12 +16,10 @@ sees it (signatures, malformed payloads, replays, workspaces) in test_slack_requ
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
 from bot.audit import verify
-from bot.clock import FakeClock
 from store.repository import Store
 from tests.support.slack_rig import (
     API_KEY,
@@ -29,20 +27,8 @@ from tests.support.slack_rig import (
     SlackRig,
     Start,
     buttons_in,
-    starting,
     texts_in,
 )
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> SlackRig:
-    return await start(store)
 
 
 async def test_a_request_becomes_a_card_with_the_hash_and_its_buttons(rig: SlackRig) -> None:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
-from bot.clock import FakeClock
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.support.telegram_rig import (
@@ -34,21 +32,8 @@ from tests.support.telegram_rig import (
     Start,
     TelegramRig,
     buttons_in,
-    starting,
     update_ids,
 )
-
-
-@pytest.fixture
-async def start(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    async with starting(clock, monkeypatch) as one:
-        yield one
-
-
-@pytest.fixture
-async def rig(start: Start, store: Store) -> TelegramRig:
-    return await start(store)
-
 
 # -- deciding ------------------------------------------------------------------------------------
 

@@ -13,35 +13,26 @@ giver); every callback_data fits Telegram's 64 bytes; set-webhook sets the comma
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
-from bot.clock import FakeClock
-from bot.config import parse_config
 from channels.telegram_setup import set_webhook
 from channels.telegram_surface import TelegramConfig
 from store.repository import Store
 from tests.fakes import telegram as fake
-from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import serve
 from tests.support.telegram_rig import (
     ALICE,
-    API_KEY,
     BOB,
     ERIN,
     GROUP,
-    SECRET,
     STRANGER,
-    TOKEN,
+    Start,
     TelegramRig,
     buttons_in,
-    telegram_config,
     update_ids,
 )
 
@@ -100,22 +91,14 @@ class Rig(TelegramRig):
         return found
 
 
+def _contracts_without_grants(data: dict[str, Any]) -> None:
+    data["routes"][1]["notify"] = [f"telegram:{GROUP}"]  # contracts.*: alice, sam
+    data["routes"][1]["grants"] = False
+
+
 @pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("TELEGRAM_TEST_API_KEY", API_KEY)
-    cleanup: list[Any] = []
-    async with FakeTelegram(TOKEN) as tg:
-        data = copy.deepcopy(telegram_config(tg, [f"telegram:{GROUP}"]))
-        data["routes"][1]["notify"] = [f"telegram:{GROUP}"]  # contracts.*: alice, sam
-        data["routes"][1]["grants"] = False
-        config = parse_config(data)
-        yield await serve(Rig, config, store, clock, API_KEY, cleanup, tg=tg)
-        for close in reversed(cleanup):
-            await close()
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store, kind=Rig, configure=_contracts_without_grants)
 
 
 async def _allow(rig: Rig, card: dict[str, Any], bind: str, lifetime: str) -> None:

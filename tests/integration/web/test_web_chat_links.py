@@ -32,20 +32,14 @@ from tests.fakes import telegram as fake
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import sign, slash_command_body
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat_server import ChatServer, serve
+from tests.support.chat_server import API_KEY, PUBLIC_URL, ChatServer, serve
 from tests.support.samples import RECORD_NOW, TEST_CONFIG, approval_record
-from tests.support.slack_rig import texts_in
+from tests.support.slack_rig import CHANNEL, texts_in
+from tests.support.slack_rig import SECRET as SLACK_SECRET
+from tests.support.telegram_rig import ALICE, GROUP, STRANGER, TOKEN
+from tests.support.telegram_rig import SECRET as TELEGRAM_SECRET
 from tests.support.web_browser import Browser
 
-PUBLIC_URL = "http://signoff.example.com"
-API_KEY = "acme-key"
-SLACK_SECRET = "slack-signing-secret"
-TOKEN = "123456:TEST-token"
-TELEGRAM_SECRET = "telegram-webhook-secret"
-CHANNEL = "C0FINANCE"
-GROUP = -1001234567890
-ALICE = fake.user(111, "Alice", username="alice_ng")
-STRANGER = fake.user(999, "Mallory")
 _ids = itertools.count(900_000)
 _LINK = re.compile(r"http://signoff\.example\.com/web/login/[A-Za-z0-9_-]+")
 

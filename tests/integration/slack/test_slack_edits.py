@@ -14,28 +14,21 @@ decides nothing; someone not entitled is refused and it is recorded.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from bot.audit import verify
 from bot.canonical import approval_hash
-from bot.clock import FakeClock
-from bot.config import parse_config
 from bot.operator import Actor, Operator
 from store.repository import Store
-from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import app_home_opened, block_action_body, sign
-from tests.support.chat_server import serve
 from tests.support.slack_rig import (
-    API_KEY,
     CHANNEL,
     SECRET,
     SlackRig,
+    Start,
     buttons_in,
-    slack_config,
     texts_in,
 )
 
@@ -80,26 +73,15 @@ class Rig(SlackRig):
         return [j.payload["body"] for j in jobs if j.kind == "webhook"]
 
 
-Start = Callable[..., Awaitable[Rig]]
+def _edits(data: dict[str, Any]) -> None:
+    data["routes"][0]["edits"] = ["amount", "memo"]  # payments.*: not the charge
+    data["routes"][2]["edits"] = "any"  # quorum.*: 2 of alice, bob, carol
+    data["routes"][2]["notify"] = [f"slack:{CHANNEL}"]
 
 
 @pytest.fixture
-async def rig(
-    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.setenv("SLACK_TEST_API_KEY", API_KEY)
-    cleanup: list[Callable[[], Awaitable[None]]] = []
-    async with FakeSlack() as slack:
-        data = copy.deepcopy(slack_config(slack))
-        data["routes"][0]["edits"] = ["amount", "memo"]  # payments.*: not the charge
-        data["routes"][2]["edits"] = "any"  # quorum.*: 2 of alice, bob, carol
-        data["routes"][2]["notify"] = [f"slack:{CHANNEL}"]
-        config = parse_config(data)
-        yield await serve(Rig, config, store, clock, API_KEY, cleanup, slack=slack)
-        for close in reversed(cleanup):
-            await close()
+async def rig(start: Start, store: Store) -> Rig:
+    return await start(store, kind=Rig, configure=_edits)
 
 
 def _revised(record: dict[str, Any], arguments: dict[str, Any]) -> str:
