@@ -29,7 +29,7 @@ from bot import inbox
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.intake import create_request, validate_request
-from channels.slack_home import COUNTED, SHOWN
+from channels.slack.home import COUNTED, SHOWN
 from store.repository import Store
 from tests.support.databases import migrate
 from tests.support.samples import TEST_CONFIG, request_body

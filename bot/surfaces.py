@@ -34,10 +34,10 @@ if TYPE_CHECKING:  # bot/ never imports a channel at run time; factories hand th
 # The declaration modules of the surfaces signoff ships, in the order their notify targets
 # are listed in error messages. Each defines SURFACE, a `Surface`.
 BUILT_IN = (
-    "channels.slack_surface",
-    "channels.telegram_surface",
-    "channels.web_surface",
-    "channels.email_surface",
+    "channels.slack.surface",
+    "channels.telegram.surface",
+    "channels.web.surface",
+    "channels.email.surface",
 )
 
 

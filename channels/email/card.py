@@ -35,7 +35,7 @@ _SUBJECT_TITLE = 120
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 
 _templates = jinja2.Environment(
-    loader=jinja2.PackageLoader("channels", "email_templates"),
+    loader=jinja2.PackageLoader("channels.email", "templates"),
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,
@@ -114,5 +114,5 @@ def html(card: Card, links: Links, *, lead: str | None = None) -> str:
 
 
 def page(template: str, **context: object) -> str:
-    """A page of the decision links (channels/email_pages.py)."""
+    """A page of the decision links (channels/email/pages.py)."""
     return _templates.get_template(template).render(icon=icon, Kind=Kind, **context)

@@ -3,11 +3,11 @@
 Every card goes to one principal's mailbox: `email:@alice` (the outbox's expansion of
 `email:dm` for each approver, and the card a new assignee or a delegate gets) or
 `email:alice` (a route naming her). It is a multipart message, plain text and HTML, showing
-the card every surface shows (channels/email_card.py) with an Approve and a Reject link,
+the card every surface shows (channels/email/card.py) with an Approve and a Reject link,
 each good once, for that principal, for that revision (bot/email_links.py). What
 happens to the request after (a vote, a hand-off, an escalation, the outcome, a reminder)
 follows as a reply in the same thread (In-Reply-To / References), since a sent mail cannot
-be edited. The links' pages are channels/email_pages.py; sending is channels/email_smtp.py.
+be edited. The links' pages are channels/email/pages.py; sending is channels/email/smtp.py.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from bot.model import State
 from bot.operator import Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
-from channels import email_card
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
-from channels.email_card import Links
-from channels.email_smtp import send, smtp_credentials
-from channels.email_surface import EmailConfig
+from channels.email import card as email_card
+from channels.email.card import Links
+from channels.email.smtp import send, smtp_credentials
+from channels.email.surface import EmailConfig
 from store.repository import Store
 
 if TYPE_CHECKING:
-    from channels.web import WebChannel
+    from channels.web.channel import WebChannel
 
 log = logging.getLogger("signoff.email")
 
@@ -133,7 +133,7 @@ class EmailChannel:
     # -- wiring -----------------------------------------------------------------------------
 
     def add_routes(self, app: web.Application) -> None:
-        from channels import email_pages
+        from channels.email import pages as email_pages
 
         email_pages.add_routes(app, self)
 

@@ -20,11 +20,11 @@ from bot.card import Card, card_for
 from bot.email_links import LINK_PATH, Link
 from bot.errors import SignoffError
 from bot.operator import Actor
-from channels import email_card
 from channels.conversation import FAILED, refusal_text
+from channels.email import card as email_card
 
 if TYPE_CHECKING:
-    from channels.email import EmailChannel
+    from channels.email.channel import EmailChannel
 
 log = logging.getLogger("signoff.email")
 

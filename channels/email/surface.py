@@ -55,7 +55,7 @@ class EmailConfig(Strict):
 
 
 def _build(services: Services) -> Channel:
-    from channels.email import EmailChannel  # only deployments with [email] load aiosmtplib
+    from channels.email.channel import EmailChannel  # only deployments with [email] load aiosmtplib
 
     return EmailChannel(
         services.table,
@@ -71,7 +71,7 @@ def _build(services: Services) -> Channel:
 
 def _check(table: EmailConfig | None, _options: StartupCheck) -> None:
     if table is not None:
-        from channels.email_smtp import smtp_credentials
+        from channels.email.smtp import smtp_credentials
 
         smtp_credentials(table)
 
@@ -79,7 +79,7 @@ def _check(table: EmailConfig | None, _options: StartupCheck) -> None:
 async def _probe(table: EmailConfig, _config: Config) -> None:
     """Connect to the SMTP server as sending would (EHLO, STARTTLS, AUTH) and warn, naming
     the step, about what fails."""
-    from channels.email_smtp import probe
+    from channels.email.smtp import probe
 
     problem = await probe(table)
     if problem is not None:

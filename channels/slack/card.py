@@ -24,14 +24,14 @@ from bot.visible import visible
 APPROVE = "signoff_approve"
 REJECT = "signoff_reject"
 DELEGATE = "signoff_delegate"
-# Approve as edited (a modal editor, then a confirmation: channels.slack_edit), answer in
+# Approve as edited (a modal editor, then a confirmation: channels.slack.edit), answer in
 # words, and a question's options: one action id each (`signoff_option_0` ...), as Slack
 # wants an action id once per block; the value is the card's, as on every button.
 EDIT = "signoff_edit"
 ANSWER = "signoff_answer"
 OPTION = "signoff_option_"
 OPTION_ACTION = re.compile(r"signoff_option_([0-9])")
-# "Approve, and allow the same for …" (a modal: channels.slack_grants), where the route gives
+# "Approve, and allow the same for …" (a modal: channels.slack.grants), where the route gives
 # standing grants; and the App Home's Revoke of a grant (its value is the grant's id).
 ALLOW = "signoff_allow"
 REVOKE_GRANT = "signoff_grant_revoke"

@@ -9,8 +9,8 @@ approval's audit trail. Cards are posted and updated from the outbox (bot.outbox
 being down delays a card, never loses it.
 
 "Delegate…" hands one request to another person (a modal with a user picker); "Edit…",
-"Answer…" and a question's options are channels.slack_edits_answers'; "Allow the same…" and
-the Home's Revoke of a standing grant are channels.slack_grants'. The slash command
+"Answer…" and a question's options are channels.slack.edits_answers'; "Allow the same…" and
+the Home's Revoke of a standing grant are channels.slack.grants'. The slash command
 `/signoff delegate|delegations|revoke` manages standing delegations.
 """
 
@@ -40,17 +40,20 @@ from bot.errors import DeliveryFailed, InvalidRequest, RetryLater, Undeliverable
 from bot.operator import Action, Actor, Operator
 from bot.routing import Directory
 from bot.target import Target
-from channels import conversation, slack_card, slack_home, web_inbox
+from channels import conversation
 from channels.answer_cap import CappedResponse
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
-from channels.slack_edits_answers import EditsAndAnswers
-from channels.slack_gate import Passed, SlackGate
-from channels.slack_grants import Grants
-from channels.slack_surface import SlackConfig
+from channels.slack import card as slack_card
+from channels.slack import home as slack_home
+from channels.slack.edits_answers import EditsAndAnswers
+from channels.slack.gate import Passed, SlackGate
+from channels.slack.grants import Grants
+from channels.slack.surface import SlackConfig
+from channels.web import inbox as web_inbox
 
 if TYPE_CHECKING:
-    from channels.web import WebChannel
+    from channels.web.channel import WebChannel
 
 log = logging.getLogger("signoff.slack")
 
@@ -185,7 +188,7 @@ class SlackChannel:
     # -- inbound -------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
-        """`POST /slack/events`: everything Slack sends, checked (channels.slack_gate), then
+        """`POST /slack/events`: everything Slack sends, checked (channels.slack.gate), then
         through Bolt."""
         checked = await self.gate.check(request)
         if isinstance(checked, web.Response):
@@ -289,7 +292,7 @@ class SlackChannel:
             if done is not None and (action == "delegate" or home):
                 await tell(done)  # a rejection shows on the card itself (and the Home says so)
 
-    # -- the App Home (channels.slack_home) -----------------------------------------------------
+    # -- the App Home (channels.slack.home) -----------------------------------------------------
 
     async def _on_home_opened(self, event: dict[str, Any]) -> None:
         """`app_home_opened` on the Home tab: publish the person's Home (the gate has checked

@@ -1,7 +1,7 @@
 """Approve as edited in Slack: the editor modal, reading it back, and the confirmation.
 
 Edit… on a card opens a modal with one input per argument the route lets approvers change,
-each keeping its JSON type as the web page's editor does (channels.web_edits: a string is
+each keeping its JSON type as the web page's editor does (channels.web.edits: a string is
 text, a number, a boolean, an object, an array or null is JSON that must read back as the
 same type); the keys the route locks are shown, not editable. Its submission is judged by
 bot.edits (route, input_schema, something changed) and answered in the modal: field errors
@@ -26,7 +26,7 @@ from bot.canonical import short_hash
 from bot.edits import Revision
 from bot.routing import Route
 from bot.visible import visible
-from channels.web_edits import field_text, field_type
+from channels.web.edits import field_text, field_type
 from store.records import Approval
 
 EDIT_MODAL = "signoff_edit_modal"

@@ -1,7 +1,7 @@
 """Slack's decisions beyond Approve and Reject: Edit… (approve as edited), Answer… and a
 question's options.
 
-- Edit… opens the editor (channels.slack_edit) once the Operator's precheck says the person
+- Edit… opens the editor (channels.slack.edit) once the Operator's precheck says the person
   could approve; its submission is judged by bot.edits and answered in the modal itself
   (field errors, or the confirmation); the confirmation's submit approves the revision.
 - Answer… opens a modal for words to the agent (a tool call then never runs; a question is
@@ -20,14 +20,16 @@ from bot.edits import revise
 from bot.errors import EditRefused, InvalidRequest, NoRoute, SignoffError
 from bot.operator import MAX_ANSWER
 from bot.routing import Route
-from channels import slack_card, slack_edit, slack_home
 from channels.conversation import refusal_text
+from channels.slack import card as slack_card
+from channels.slack import edit as slack_edit
+from channels.slack import home as slack_home
 from store.records import Approval
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
 
-    from channels.slack import SlackChannel
+    from channels.slack.channel import SlackChannel
 
 log = logging.getLogger("signoff.slack")
 

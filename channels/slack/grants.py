@@ -8,7 +8,7 @@
   (Operator.approve_and_allow, bound to the hash shown); the card is then updated by the
   outbox like after any decision, and the modal says what was allowed.
 - The App Home lists the live grants the person gave (every one, for an operator) with a
-  Revoke button each (channels.slack_home); pressing it ends the grant (bot.standing.revoke,
+  Revoke button each (channels.slack.home); pressing it ends the grant (bot.standing.revoke,
   recorded on the approval that gave it as `slack:<principal>`) and republishes the Home.
 
 The clicking Slack user is identified exactly as for Approve (SlackChannel._actor_for), so
@@ -33,13 +33,14 @@ from bot.errors import GrantRefused, InvalidRequest, NotAnApprover, SignoffError
 from bot.grant_views import MAX_USES, GrantOffer
 from bot.standing import GrantScope
 from bot.visible import visible
-from channels import slack_card, slack_home
+from channels.slack import card as slack_card
+from channels.slack import home as slack_home
 from store.records import Approval, StandingGrant
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
 
-    from channels.slack import SlackChannel
+    from channels.slack.channel import SlackChannel
 
 log = logging.getLogger("signoff.slack")
 

@@ -8,11 +8,11 @@ decides exactly like a press on the card, bound to the hash shown: a question's 
 Answer…, on a question; Edit… where the route allows edits, and Answer…) and, with [web]
 configured, an "Open in browser" link to the approval's page; then their live delegations,
 made or received; then the live standing grants they gave (every one, for an operator:
-bot.grant_views.visible_grants), each with a Revoke button (channels.slack_grants). Which
+bot.grant_views.visible_grants), each with a Revoke button (channels.slack.grants). Which
 requests are listed is the web inbox's rule (bot.inbox).
 
 The view is published (`views.publish`) at once when the person opens the Home tab
-(`app_home_opened`), and in the background (channels.slack_home_refresh: debounced, once a
+(`app_home_opened`), and in the background (channels.slack.home_refresh: debounced, once a
 second at most per person, retried until it succeeds) when:
 
 - the Slack channel posts or updates a card of a request: for everyone it concerns who has a
@@ -49,9 +49,9 @@ from bot.delegations import Delegations
 from bot.errors import RetryLater
 from bot.routing import Directory
 from bot.visible import visible
-from channels import slack_card
 from channels.conversation import Conversation
-from channels.slack_home_refresh import HomeRefresh
+from channels.slack import card as slack_card
+from channels.slack.home_refresh import HomeRefresh
 from store.records import StandingGrant
 
 log = logging.getLogger("signoff.slack")
@@ -180,7 +180,7 @@ class SlackHome:
             out.append({"type": "context", "elements": [_mrkdwn(words)]})
         return out
 
-    # -- refreshing the Homes a change concerns (channels.slack_home_refresh) -------------------
+    # -- refreshing the Homes a change concerns (channels.slack.home_refresh) -------------------
 
     def refresh_approval(self, approval_id: str) -> None:
         """The Homes of everyone a request concerns who has a Slack account are due for a

@@ -15,7 +15,7 @@ looked, and publishes each due person's Home, a few at a time:
 - never lost: a change during a publish makes another one after it; a failed publish is
   retried, later and later (at most `_RETRY_MAX` apart, or when Slack's Retry-After says, as a
   `RetryLater`),
-  until it succeeds or Slack says it never will (channels.slack_home decides which).
+  until it succeeds or Slack says it never will (channels.slack.home decides which).
 
 Memory stays bounded: one entry per person (the people a request can concern are the
 directory's), and at most `_APPROVALS_MAX` changed requests not yet looked at; past that

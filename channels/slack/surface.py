@@ -28,7 +28,7 @@ class SlackConfig(Strict):
 
 
 def _build(services: Services) -> Channel:
-    from channels.slack import SlackChannel  # only deployments with Slack load Bolt
+    from channels.slack.channel import SlackChannel  # only deployments with Slack load Bolt
 
     return SlackChannel(
         services.table,
@@ -42,7 +42,7 @@ def _build(services: Services) -> Channel:
 
 def _check(table: SlackConfig | None, _options: StartupCheck) -> None:
     if table is not None:
-        from channels.slack import check  # credentials, and a warning without a team_id
+        from channels.slack.channel import check  # credentials, and a warning without a team_id
 
         check(table)
 

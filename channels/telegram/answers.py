@@ -13,7 +13,7 @@ from telegram import Bot, ForceReply, MaybeInaccessibleMessage, Message, ReplyPa
 from telegram.constants import ParseMode
 
 from bot.chat_memory import ChatMemory
-from channels import telegram_card
+from channels.telegram import card as telegram_card
 from store.records import CardMessage
 
 PLACEHOLDERS = {"reject": "Reason, or skip", "answer": "Your answer"}

@@ -62,7 +62,7 @@ Step = Literal["press", "confirm", "cancel"]
 # named by its place: a question's option may be longer than the whole button's data). The
 # full hash is not in the button: it is read from card_messages for the message the button
 # is on, and the shown hash covers a question's options, so the place names one option.
-# "Allow the same…" (channels/telegram_grants.py) is `g`, then the choices made so far: how
+# "Allow the same…" (channels/telegram/grants.py) is `g`, then the choices made so far: how
 # the arguments bind (e, m, a), `r` for this run only, and the lifetime in seconds (at most
 # 10 digits: 62 bytes). The lifetime is the value itself, not its place among the offered
 # ones, so a press never grants longer than its button said.
@@ -162,7 +162,7 @@ def parse_callback(data: str | None) -> Pressed | None:
 def keyboard(card: Card) -> list[list[tuple[str, str]]] | None:
     """(label, callback_data) rows while the card can be decided; None once it cannot. A
     tool call: Approve and Reject, then "Answer instead" (asks for a reply) and, where the
-    route gives standing grants, "Allow the same…" (channels/telegram_grants.py). A question:
+    route gives standing grants, "Allow the same…" (channels/telegram/grants.py). A question:
     a row per option, or "Answer" (asks for a reply), then Reject; never Approve."""
     if card.state != State.PENDING or card.overdue:
         return None
@@ -204,7 +204,7 @@ def confirm_prompt(shown_hash: str) -> str:
 def html(card: Card, url: str | None = None) -> str:
     """The card's sections (bot/card_sections.py) as Telegram HTML (parse_mode="HTML"), the
     short hash always the last line: a press on a card whose text does not end in it is not
-    adopted as that request's card (channels/telegram.py). The outcome thus comes before it,
+    adopted as that request's card (channels/telegram/channel.py). The outcome thus comes before it,
     and `url`, the approval's page on the web surface (when it is configured), becomes an
     "Open in browser" link between them (and, where the route allows edits, "Edit in
     browser": the page's editor).

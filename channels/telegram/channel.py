@@ -1,6 +1,6 @@
 """Telegram: approval cards with inline buttons, decisions by button or by replying to a card.
 
-The updates arrive through channels.telegram_bot (the webhook, or polling in development);
+The updates arrive through channels.telegram.transport (the webhook, or polling in development);
 the handlers here map the Telegram user to a principal and decide through the shared chat
 logic (channels.conversation) before Telegram gets its 200. Every refusal is told to the
 human (a callback answer, or a reply) and recorded in the approval's audit trail. Cards are
@@ -43,16 +43,20 @@ from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
 from bot.operator import Actor, Operator
 from bot.routing import Directory, Principal
 from bot.target import Target
-from channels import conversation, telegram_answers, telegram_card, telegram_migration, web_inbox
+from channels import conversation
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
-from channels.telegram_bot import Migrated, TelegramBot, reply_in_answer
-from channels.telegram_grants import TelegramGrants
-from channels.telegram_surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
+from channels.telegram import answers as telegram_answers
+from channels.telegram import card as telegram_card
+from channels.telegram import migration as telegram_migration
+from channels.telegram.grants import TelegramGrants
+from channels.telegram.surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
+from channels.telegram.transport import Migrated, TelegramBot, reply_in_answer
+from channels.web import inbox as web_inbox
 from store.records import CardMessage
 
 if TYPE_CHECKING:
-    from channels.web import WebChannel
+    from channels.web.channel import WebChannel
 
 log = logging.getLogger("signoff.telegram")
 
@@ -176,7 +180,7 @@ class TelegramChannel:
         if pressed.action == "answer":
             await self._answer_pressed(query, card, actor, pressed)
             return
-        if pressed.action == "allow":  # "Allow the same…": channels/telegram_grants.py
+        if pressed.action == "allow":  # "Allow the same…": channels/telegram/grants.py
             await self.grants.pressed(query, card, actor, pressed)
             return
         if pressed.action == "approve" and pressed.step == "press" and await self._confirms(card):

@@ -6,8 +6,8 @@ must match this one (exactly these arguments, numbers up to these, any arguments
 how long (each lifetime the route offers, in any run or this run only). Only that last press
 decides: it approves with the grant (bot.rich_decisions.approve_and_allow), and the card
 changes through the outbox like after any decision. Every press carries the choices made
-before it in its callback data (channels/telegram_card.py) and is judged on its own: the
-presser is identified as for Approve (channels/telegram.py), on the card the button is on,
+before it in its callback data (channels/telegram/card.py) and is judged on its own: the
+presser is identified as for Approve (channels/telegram/channel.py), on the card the button is on,
 with the hash that card showed. A refusal is recorded on the request and said; where the
 flow cannot go on, the card's own buttons come back.
 
@@ -44,13 +44,13 @@ from bot.operator import Actor, decision_text
 from bot.routing import Principal
 from bot.standing import GrantScope
 from bot.visible import visible
-from channels import telegram_answers
-from channels.telegram_card import Bind, Pressed, allow_data, cancel_data
-from channels.telegram_surface import TELEGRAM_SERVICE_ACCOUNTS
+from channels.telegram import answers as telegram_answers
+from channels.telegram.card import Bind, Pressed, allow_data, cancel_data
+from channels.telegram.surface import TELEGRAM_SERVICE_ACCOUNTS
 from store.records import CardMessage
 
 if TYPE_CHECKING:
-    from channels.telegram import TelegramChannel
+    from channels.telegram.channel import TelegramChannel
 
 log = logging.getLogger("signoff.telegram")
 
@@ -223,7 +223,7 @@ class TelegramGrants:
     async def _caller(self, user_id: int, where: Message | CallbackQuery) -> Principal | None:
         """The principal behind the account; None once told why there is none (an
         anonymous admin, or an account linked to nobody)."""
-        from channels.telegram import ANONYMOUS  # the channel's module imports this one
+        from channels.telegram.channel import ANONYMOUS  # the channel's module imports this one
 
         channel = self.channel
         anonymous = user_id in TELEGRAM_SERVICE_ACCOUNTS or (

@@ -52,7 +52,7 @@ def _service_account(account: int) -> str | None:
 
 
 def _build(services: Services) -> Channel:
-    from channels.telegram import TelegramChannel  # only deployments with Telegram load PTB
+    from channels.telegram.channel import TelegramChannel  # only deployments with Telegram load PTB
 
     return TelegramChannel(
         services.table,
@@ -68,7 +68,7 @@ def _build(services: Services) -> Channel:
 async def _stale_chats(table: TelegramConfig, config: Config) -> None:
     """Warn about a `telegram:CHAT_ID` notify target whose group Telegram has upgraded to a
     supergroup (asking Telegram; serve only finds out when a card is refused)."""
-    from channels.telegram_setup import migrated_chats  # only Telegram deployments load PTB
+    from channels.telegram.setup import migrated_chats  # only Telegram deployments load PTB
 
     chats = sorted(
         {
@@ -107,7 +107,7 @@ def _check(table: TelegramConfig | None, options: StartupCheck) -> None:
                 "webhook (`signoff telegram set-webhook`) instead."
             )
     if table is not None:
-        from channels.telegram_setup import credentials
+        from channels.telegram.setup import credentials
 
         credentials(table, webhook=not options.polling)
 

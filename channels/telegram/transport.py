@@ -4,7 +4,7 @@ webhook that feeds it updates, and the Bot API calls the outbox makes through it
 `POST /telegram/webhook` checks Telegram's secret token in constant time, records the update
 id (a redelivered update is acknowledged and not handled twice, whichever replica it lands
 on), and hands the update to the application before Telegram gets its 200, so an
-acknowledged update has been handled. What the handlers do with it is channels.telegram's.
+acknowledged update has been handled. What the handlers do with it is channels.telegram.channel's.
 
 A handler may hand one Bot API call to the webhook's own answer (`reply_in_answer`): Telegram
 runs a method named in the body of a webhook's 200 ("Making requests when getting updates"
@@ -37,8 +37,8 @@ from telegram.request import HTTPXRequest
 from bot.chat_memory import ChatMemory
 from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
 from channels.answer_cap import cap_httpx_answer
-from channels.telegram_setup import ALLOWED_UPDATES, credentials
-from channels.telegram_surface import TelegramConfig
+from channels.telegram.setup import ALLOWED_UPDATES, credentials
+from channels.telegram.surface import TelegramConfig
 
 log = logging.getLogger("signoff.telegram")
 

@@ -1,8 +1,8 @@
 """The web surface: an approver inbox and an operator dashboard in the browser.
 
 A person signs in with a single-use link (bot/signin.py) and gets a signed session cookie
-(channels/web_session.py). Pages are Jinja2 templates (channels/web_templates/) rendered by
-aiohttp-jinja2, with the stylesheet and one small script in channels/web_static/: no CDN, no
+(channels/web/session.py). Pages are Jinja2 templates (channels/web/templates/) rendered by
+aiohttp-jinja2, with the stylesheet and one small script in channels/web/static/: no CDN, no
 build step. Decisions go through the shared conversation layer and the Operator like every
 other surface, so a refusal reads the same here as in Slack or Telegram.
 
@@ -10,8 +10,8 @@ This module holds the channel, signing in and out (a used or expired link is 410
 link may land on another of our pages with `?next=`), the server's root (a redirect to the
 inbox), and what every page needs (who is signed in, the CSRF check, rendering, refusals in
 words). The inbox and card pages are
-channels/web_inbox.py; the dashboard is channels/web_dashboard.py; the standing grants page is
-channels/web_grant_list.py.
+channels/web/inbox.py; the dashboard is channels/web/dashboard.py; the standing grants page is
+channels/web/grant_list.py.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from bot.target import Target
 from bot.visible import visible
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface, credentials
-from channels.web_session import MIN_SECRET, Session, Sessions
-from channels.web_surface import WebConfig
+from channels.web.session import MIN_SECRET, Session, Sessions
+from channels.web.surface import WebConfig
 from store.repository import Store
 
 log = logging.getLogger("signoff.web")
@@ -134,11 +134,14 @@ class WebChannel:
         return None
 
     def add_routes(self, app: web.Application) -> None:
-        from channels import web_dashboard, web_edits, web_grant_list, web_inbox
+        from channels.web import dashboard as web_dashboard
+        from channels.web import edits as web_edits
+        from channels.web import grant_list as web_grant_list
+        from channels.web import inbox as web_inbox
 
         aiohttp_jinja2.setup(
             app,
-            loader=jinja2.PackageLoader("channels", "web_templates"),
+            loader=jinja2.PackageLoader("channels.web", "templates"),
             autoescape=jinja2.select_autoescape(default=True),
             undefined=jinja2.StrictUndefined,
             # Whatever a template prints passes here: text with invisible or reordering
@@ -147,7 +150,7 @@ class WebChannel:
         )
         app.middlewares.append(self.guard)
         app.on_response_prepare.append(_harden)
-        app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "web_static"))
+        app.router.add_static(STATIC, os.path.join(os.path.dirname(__file__), "static"))
         app.router.add_get(LOGIN_PATH + "{token}", self.login_page)
         app.router.add_post(LOGIN_PATH + "{token}", self.login)
         app.router.add_post("/web/logout", self.logout)

@@ -1,6 +1,6 @@
 """The dashboard's two charts, laid out in SVG user units for the template to draw: pending
 requests at the end of each of the last days, and how long decisions took (a histogram).
-The figures come from channels/web_dashboard.py's bounded aggregates.
+The figures come from channels/web/dashboard.py's bounded aggregates.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ GET /dashboard shows, for principals marked `operator = true`:
   (the sweeper's own index on pending rows by expiry serves it, however many rows there are);
 - the most recent human decisions with who decided, from which surface and how long it took;
 - dead outbox jobs, each with a Retry button that requeues it as `signoff outbox retry` does;
-- two server-rendered SVG charts over the last days (channels/web_charts.py): pending
+- two server-rendered SVG charts over the last days (channels/web/charts.py): pending
   requests at the end of each day, and how long decisions took (a histogram). Both come from
   bounded SQL aggregates over indexed columns (per-day counts of audit events, binned decision
   times), never from reading every row.
@@ -34,11 +34,11 @@ from bot.model import execution_of
 from bot.operator import RECORDED_REFUSALS
 from bot.outbox.requeue import retry_dead_job
 from bot.routing import GROUP_PREFIX, Directory, covers
-from channels.web_charts import DECISION_BINS, decision_chart, pending_chart
+from channels.web.charts import DECISION_BINS, decision_chart, pending_chart
 from store.records import Approval, Delegation, OutboxJob
 
 if TYPE_CHECKING:
-    from channels.web import Visitor, WebChannel
+    from channels.web.channel import Visitor, WebChannel
     from store.repository import Tx
 
 

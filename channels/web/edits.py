@@ -26,7 +26,7 @@ from channels.conversation import refusal_text
 from store.records import Approval
 
 if TYPE_CHECKING:
-    from channels.web import Visitor, WebChannel
+    from channels.web.channel import Visitor, WebChannel
 
 # The JSON type each field keeps (the form's `type.KEY`).
 _TYPES = ("string", "number", "boolean", "json")

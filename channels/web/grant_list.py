@@ -18,7 +18,7 @@ from bot.errors import InvalidRequest, NotAnApprover, NotFound
 from store.records import StandingGrant
 
 if TYPE_CHECKING:
-    from channels.web import WebChannel
+    from channels.web.channel import WebChannel
 
 log = logging.getLogger("signoff.web")
 

@@ -42,13 +42,13 @@ from bot.errors import (
 from bot.model import State
 from bot.operator import DECISION_EVENTS, Action, Actor, Decision, decision_text
 from bot.routing import Principal, Standing, covers
-from channels import web_grants
 from channels.conversation import refusal_text
+from channels.web import grants as web_grants
 from store.records import Approval, Delegation
 from store.repository import Tx
 
 if TYPE_CHECKING:
-    from channels.web import Visitor, WebChannel
+    from channels.web.channel import Visitor, WebChannel
 
 PAGE = 50  # requests on one inbox page
 _SEQ = re.compile(r"[0-9]{1,12}")  # ?done=: the seq of the decision's event

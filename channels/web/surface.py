@@ -31,7 +31,7 @@ class WebConfig(Strict):
 
 
 def _build(services: Services) -> Channel:
-    from channels.web import WebChannel  # only deployments with [web] load Jinja2
+    from channels.web.channel import WebChannel  # only deployments with [web] load Jinja2
 
     return WebChannel(
         services.table,
@@ -46,7 +46,7 @@ def _build(services: Services) -> Channel:
 
 def _check(table: WebConfig | None, _options: StartupCheck) -> None:
     if table is not None:
-        from channels.web import web_secret
+        from channels.web.channel import web_secret
 
         web_secret(table)
 

@@ -28,7 +28,8 @@ import pytest
 from bot.clock import FakeClock
 from bot.config import parse_config
 from bot.delegations import Delegations
-from channels import slack_home, slack_home_refresh
+from channels.slack import home as slack_home
+from channels.slack import home_refresh as slack_home_refresh
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_inbound import app_home_opened, sign

@@ -22,7 +22,7 @@ import pytest
 from bot import inbox
 from bot.clock import FakeClock
 from bot.delegations import Delegations
-from channels import web_inbox
+from channels.web import inbox as web_inbox
 from store.repository import Store
 from tests.support.web_inbox_rig import GLOBEX_KEY, Rig, Start, starting
 
