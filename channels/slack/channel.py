@@ -37,7 +37,7 @@ from bot.card import Card
 from bot.chat_memory import ChatMemory
 from bot.delegations import USAGE, Delegations
 from bot.errors import DeliveryFailed, InvalidRequest, RetryLater, Undeliverable
-from bot.operator import Action, Actor, Operator
+from bot.operator import Action, Operator
 from bot.routing import Directory
 from bot.target import Target
 from channels import conversation
@@ -46,10 +46,11 @@ from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.slack import card as slack_card
 from channels.slack import home as slack_home
+from channels.slack.config import SlackConfig
 from channels.slack.edits_answers import EditsAndAnswers
 from channels.slack.gate import Passed, SlackGate
 from channels.slack.grants import Grants
-from channels.slack.surface import SlackConfig
+from channels.slack.presses import Presses
 from channels.web import inbox as web_inbox
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ class SlackChannel:
         self._sdk_level_set = False  # `start` set slack-sdk's logger level
         page = web.approval_url if web is not None else None
         self.home = slack_home.SlackHome(self.client, self.chat, delegations, page)
+        self.presses = Presses(self.chat, directory, self.client, self.home)
 
         async def authorize(**_: Any) -> AuthorizeResult:
             # One workspace, one bot token: nothing to look up (Bolt would otherwise call
@@ -147,8 +149,8 @@ class SlackChannel:
         self.app.action(slack_card.APPROVE)(self._on_approve)
         self.app.action(slack_card.REJECT)(self._on_reject)
         self.app.action(slack_card.DELEGATE)(self._on_delegate)
-        EditsAndAnswers(self).register(self.app)
-        Grants(self).register(self.app)
+        EditsAndAnswers(self.presses).register(self.app)
+        Grants(self.presses).register(self.app)
         self.app.view(slack_card.REJECT_MODAL)(self._on_reject_submitted)
         self.app.view(slack_card.DELEGATE_MODAL)(self._on_delegate_submitted)
         self.app.command(COMMAND)(self._on_command)
@@ -200,10 +202,10 @@ class SlackChannel:
     async def _on_approve(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, channel = body["user"]["id"], _channel_of(body)
-        tell = self._teller(channel, user)
+        tell = self.presses.teller(channel, user)
         async with self.chat.failures_told(tell):
             value = body["actions"][0].get("value", "")
-            checked = await self._actor_for(user, value, "approve", tell)
+            checked = await self.presses.actor_for(user, value, "approve", tell)
             if checked is not None:
                 actor, (approval_id, shown_hash) = checked
                 # Said on the card itself, which the outbox updates like after any transition.
@@ -225,10 +227,10 @@ class SlackChannel:
         """Open the modal that asks for the rest of a decision, unless the clicking user
         would be refused anyway: then refuse now rather than after they filled it in."""
         user, channel = body["user"]["id"], _channel_of(body)
-        tell = self._teller(channel, user)
+        tell = self.presses.teller(channel, user)
         async with self.chat.failures_told(tell):
             value = body["actions"][0].get("value", "")
-            checked = await self._actor_for(user, value, action, tell)
+            checked = await self.presses.actor_for(user, value, action, tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -278,10 +280,10 @@ class SlackChannel:
         if meta is None:
             return
         user = body["user"]["id"]
-        tell = self._teller(meta.get("channel") or None, user)
+        tell = self.presses.teller(meta.get("channel") or None, user)
         async with self.chat.failures_told(tell):
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self._actor_for(user, value, action, tell)
+            checked = await self.presses.actor_for(user, value, action, tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -362,43 +364,6 @@ class SlackChannel:
                 "nobody can delegate to them."
             )
         return principal.key
-
-    async def _actor_for(
-        self, user_id: str, value: str, action: str, tell: conversation.Tell
-    ) -> tuple[Actor, tuple[str, str]] | None:
-        """The verified principal behind a click and what its button carried (`action`, as
-        the audit trail names a refusal). A click from a Slack user who is no principal is
-        refused (and audited) here."""
-        parsed = slack_card.parse_button_value(value)
-        if parsed is None:
-            await tell("This button was not made by signoff.")
-            return None
-        principal = self.directory.principal_for("slack", user_id)
-        actor = await self.chat.identify(principal, user_id, parsed[0], action)
-        if actor is None:
-            await tell(self.chat.unlinked(user_id))
-            return None
-        return actor, parsed
-
-    def _teller(self, channel: str | None, user_id: str) -> conversation.Tell:
-        """Tell one user something only they see, in the channel they clicked in."""
-
-        async def tell(text: str, *, firmly: bool = False) -> None:
-            if channel == slack_home.HOME:  # a press on the Home tab: said at its top
-                await self.home.tell(user_id, text)
-                return
-            if channel is None:
-                log.info("message for %s not shown (no channel): %s", user_id, text)
-                return
-            try:
-                await self.client.chat_postEphemeral(
-                    channel=channel, user=user_id, text=slack_card.escape(text)
-                )
-            except SlackApiError as exc:
-                error = exc.response.get("error")
-                log.warning("could not tell %s in %s: %s", user_id, channel, error)
-
-        return tell
 
     # -- outbound (called by the outbox) --------------------------------------------------------
 

@@ -24,12 +24,11 @@ from channels.conversation import refusal_text
 from channels.slack import card as slack_card
 from channels.slack import edit as slack_edit
 from channels.slack import home as slack_home
+from channels.slack.presses import Presses
 from store.records import Approval
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
-
-    from channels.slack.channel import SlackChannel
 
 log = logging.getLogger("signoff.slack")
 
@@ -71,11 +70,11 @@ def answer_modal(approval_id: str, shown_hash: str, channel_id: str, question: b
 class EditsAndAnswers:
     """The handlers, on the channel's Bolt app (`register`)."""
 
-    def __init__(self, channel: SlackChannel) -> None:
-        self.channel = channel
-        self.chat = channel.chat
-        self.directory = channel.directory
-        self.store = channel.chat.operator.store
+    def __init__(self, presses: Presses) -> None:
+        self.presses = presses
+        self.chat = presses.chat
+        self.directory = presses.directory
+        self.store = presses.chat.operator.store
 
     def register(self, app: AsyncApp) -> None:
         app.action(slack_card.EDIT)(self._on_edit)
@@ -100,9 +99,9 @@ class EditsAndAnswers:
     async def _on_edit(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, where = body["user"]["id"], slack_home.channel_of(body)
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
-            checked = await self.channel._actor_for(user, _value(body), "approve", tell)
+            checked = await self.presses.actor_for(user, _value(body), "approve", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -130,14 +129,14 @@ class EditsAndAnswers:
                     f"No argument of this call can be edited in Slack; {slack_edit.ELSEWHERE}."
                 )
                 return
-            await self.channel.client.views_open(trigger_id=body["trigger_id"], view=view)
+            await self.presses.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_answer(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, where = body["user"]["id"], slack_home.channel_of(body)
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
-            checked = await self.channel._actor_for(user, _value(body), "answer", tell)
+            checked = await self.presses.actor_for(user, _value(body), "answer", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -148,15 +147,15 @@ class EditsAndAnswers:
                 row = await self._row(approval_id)
                 question = row is not None and row.kind == "question"
                 view = answer_modal(approval_id, shown_hash, where or "", question)
-                await self.channel.client.views_open(trigger_id=body["trigger_id"], view=view)
+                await self.presses.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_option(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, where = body["user"]["id"], slack_home.channel_of(body)
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             action = body["actions"][0]
-            checked = await self.channel._actor_for(user, action.get("value", ""), "answer", tell)
+            checked = await self.presses.actor_for(user, action.get("value", ""), "answer", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -173,7 +172,7 @@ class EditsAndAnswers:
                 approval_id, shown_hash, actor, tell, option=str(options[index])
             )
             if done is not None and where == slack_home.HOME:
-                await self.channel.home.tell(user, done)
+                await self.presses.home.tell(user, done)
 
     # -- submissions ---------------------------------------------------------------------------
 
@@ -183,13 +182,13 @@ class EditsAndAnswers:
         """Judge the edit and answer in the modal: errors by field, or the confirmation."""
         meta = slack_card.read_metadata(view)
         user = body["user"]["id"]
-        tell = self.channel._teller((meta or {}).get("channel") or None, user)
+        tell = self.presses.teller((meta or {}).get("channel") or None, user)
         async with self.chat.failures_told(tell):
             if meta is None:
                 await ack()
                 return
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self.channel._actor_for(user, value, "approve", tell)
+            checked = await self.presses.actor_for(user, value, "approve", tell)
             if checked is None:
                 await ack()
                 return
@@ -234,10 +233,10 @@ class EditsAndAnswers:
             return
         user = body["user"]["id"]
         where = meta.get("channel") or None
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self.channel._actor_for(user, value, "approve", tell)
+            checked = await self.presses.actor_for(user, value, "approve", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -275,10 +274,10 @@ class EditsAndAnswers:
             return
         user = body["user"]["id"]
         where = meta.get("channel") or None
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self.channel._actor_for(user, value, "answer", tell)
+            checked = await self.presses.actor_for(user, value, "answer", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked

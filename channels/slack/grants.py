@@ -11,7 +11,7 @@
   Revoke button each (channels.slack.home); pressing it ends the grant (bot.standing.revoke,
   recorded on the approval that gave it as `slack:<principal>`) and republishes the Home.
 
-The clicking Slack user is identified exactly as for Approve (SlackChannel._actor_for), so
+The clicking Slack user is identified exactly as for Approve (Presses.actor_for), so
 an unlinked account or someone not entitled is refused, recorded and told the same way. The
 form's own mistakes, and a grant the route refuses, are said in the modal, which stays open;
 any other refusal (a card out of date, a request decided meanwhile) closes it and is told
@@ -35,12 +35,11 @@ from bot.standing import GrantScope
 from bot.visible import visible
 from channels.slack import card as slack_card
 from channels.slack import home as slack_home
+from channels.slack.presses import Presses
 from store.records import Approval, StandingGrant
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
-
-    from channels.slack.channel import SlackChannel
 
 log = logging.getLogger("signoff.slack")
 
@@ -251,12 +250,12 @@ def done_modal(done: str, grant: StandingGrant) -> dict[str, Any]:
 class Grants:
     """The handlers, on the channel's Bolt app (`register`)."""
 
-    def __init__(self, channel: SlackChannel) -> None:
-        self.channel = channel
-        self.chat = channel.chat
-        self.directory = channel.directory
-        self.operator = channel.chat.operator
-        self.store = channel.chat.operator.store
+    def __init__(self, presses: Presses) -> None:
+        self.presses = presses
+        self.chat = presses.chat
+        self.directory = presses.directory
+        self.operator = presses.chat.operator
+        self.store = presses.chat.operator.store
 
     def register(self, app: AsyncApp) -> None:
         app.action(slack_card.ALLOW)(self._on_allow)
@@ -266,10 +265,10 @@ class Grants:
     async def _on_allow(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         user, where = body["user"]["id"], slack_home.channel_of(body)
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             value = str(body["actions"][0].get("value", ""))
-            checked = await self.channel._actor_for(user, value, "allow", tell)
+            checked = await self.presses.actor_for(user, value, "allow", tell)
             if checked is None:
                 return
             actor, (approval_id, shown_hash) = checked
@@ -289,7 +288,7 @@ class Grants:
             if view is None:
                 await tell(f"This call has too many arguments to bind in Slack; {ELSEWHERE}.")
                 return
-            await self.channel.client.views_open(trigger_id=body["trigger_id"], view=view)
+            await self.presses.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     async def _on_allow_submitted(
         self, ack: Any, body: dict[str, Any], view: dict[str, Any]
@@ -298,13 +297,13 @@ class Grants:
         meta = slack_card.read_metadata(view)
         user = body["user"]["id"]
         where = (meta or {}).get("channel") or None
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             if meta is None:
                 await ack()
                 return
             value = f"{meta.get('id')}:{meta.get('hash')}"
-            checked = await self.channel._actor_for(user, value, "allow", tell)
+            checked = await self.presses.actor_for(user, value, "allow", tell)
             if checked is None:
                 await ack()  # closes the modal; the refusal says why
                 return
@@ -337,7 +336,7 @@ class Grants:
         not)."""
         await ack()
         user, where = body["user"]["id"], slack_home.channel_of(body)
-        tell = self.channel._teller(where, user)
+        tell = self.presses.teller(where, user)
         async with self.chat.failures_told(tell):
             grant_id = str(body["actions"][0].get("value", ""))
             if not _GRANT_ID.fullmatch(grant_id):
@@ -361,7 +360,7 @@ class Grants:
                 return
             await tell(f"Revoked: {grant_views.describe(revoked)}.")
             if revoked.granted_by != principal.key:  # an operator's revoke: off the giver's too
-                self.channel.home.refresh_principals([revoked.granted_by])
+                self.presses.home.refresh_principals([revoked.granted_by])
 
 
 def _refusal(grants: Grants, row: Approval) -> SignoffError:

@@ -11,20 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from bot.config import EnvVar, Strict
 from bot.surfaces import Services, StartupCheck, Surface
-from bot.validation import HttpUrl
+from channels.slack.config import SlackConfig
 
 if TYPE_CHECKING:
     from channels.base import Channel
-
-
-class SlackConfig(Strict):
-    bot_token_env: EnvVar = "SLACK_BOT_TOKEN"
-    signing_secret_env: EnvVar = "SLACK_SIGNING_SECRET"
-    api_base_url: HttpUrl = "https://slack.com/api/"
-    # The workspace whose clicks decide (its id, T...): a request from any other is refused.
-    team_id: Annotated[str, Field(pattern=r"^[TE][A-Z0-9]{2,}$")] | None = None
 
 
 def _build(services: Services) -> Channel:
