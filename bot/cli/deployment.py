@@ -14,7 +14,7 @@ from bot.errors import ConfigError
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from channels.telegram.surface import TelegramConfig
+    from channels.telegram.config import TelegramConfig
 
 log = logging.getLogger("signoff.cli")
 

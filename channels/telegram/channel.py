@@ -6,6 +6,10 @@ logic (channels.conversation) before Telegram gets its 200. Every refusal is tol
 human (a callback answer, or a reply) and recorded in the approval's audit trail. Cards are
 posted and edited from the outbox (bot.outbox.cards), so Telegram being down or rate limiting
 delays a card, never loses it.
+
+What is said back (callback answers, replies, a card's buttons) goes through
+channels/telegram/replies.py, which the grant flow (channels/telegram/grants.py) is handed
+too: the parts take what they need, and never import this module.
 """
 
 from __future__ import annotations
@@ -18,8 +22,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from telegram import (
     CallbackQuery,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
     LinkPreviewOptions,
     MaybeInaccessibleMessage,
     Message,
@@ -27,7 +29,6 @@ from telegram import (
     Update,
 )
 from telegram.constants import ParseMode
-from telegram.error import TelegramError
 from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
@@ -36,7 +37,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot.card import Card, card_for, confirms
+from bot.card import Card, confirms
 from bot.chat_memory import ChatMemory
 from bot.delegations import Delegations
 from bot.errors import ApprovalChanged, DeliveryFailed, NotAnApprover
@@ -49,9 +50,10 @@ from channels.conversation import Conversation, Surface
 from channels.telegram import answers as telegram_answers
 from channels.telegram import card as telegram_card
 from channels.telegram import migration as telegram_migration
+from channels.telegram.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from channels.telegram.grants import TelegramGrants
-from channels.telegram.surface import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
-from channels.telegram.transport import Migrated, TelegramBot, reply_in_answer
+from channels.telegram.replies import ANONYMOUS, Replies, keyboard, markup
+from channels.telegram.transport import Migrated, TelegramBot
 from channels.web import inbox as web_inbox
 from store.records import CardMessage
 
@@ -60,16 +62,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("signoff.telegram")
 
-_ANSWER_LIMIT = 200  # characters of a callback answer
 SURFACE = Surface("telegram", "Telegram", "/", quote_ids=False, backticks=False)
 
-# Said to an anonymous group admin (or someone posting as a channel): Telegram does not say who
-# they are, so nobody can be linked to them; never suggest linking the stand-in account.
-ANONYMOUS = (
-    "You are posting anonymously (as the group or a channel), so signoff cannot tell who you "
-    'are and nothing was decided. To decide, turn off "Remain anonymous" in your admin '
-    "rights for this group (or post as yourself), then try again."
-)
 MEDIA = (
     "Nothing was decided: a decision is read from a text reply, not from the caption of a "
     f"photo or file. {telegram_card.HELP}"
@@ -99,8 +93,10 @@ class TelegramChannel:
         self.chat = Conversation(SURFACE, directory, operator, delegations)
         self.memory = memory
         self.bot = self.transport.bot
+        self.replies = Replies(self.bot, memory, directory)
         application = self.transport.application
-        self.grants = TelegramGrants(self)  # its Revoke presses and /grants come first
+        # Its Revoke presses and /grants are matched before the channel's own handlers.
+        self.grants = TelegramGrants(self.replies, self.chat, application)
         application.add_handler(CallbackQueryHandler(self._on_button))
         # A photo or document with a caption is answered too (with help), never decided on.
         application.add_handler(
@@ -134,13 +130,13 @@ class TelegramChannel:
     async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         assert query is not None
-        async with self.chat.failures_told(self._answerer(query)):
+        async with self.chat.failures_told(self.replies.answerer(query)):
             await self._button(query)
 
     async def _button(self, query: CallbackQuery) -> None:
         pressed = telegram_card.parse_callback(query.data)
         if pressed is None:
-            await self._answer(query, "This button was not made by signoff.")
+            await self.replies.answer(query, "This button was not made by signoff.")
             return
         # Older than 48 hours, the message comes as an InaccessibleMessage: still with its
         # chat and id, which is all the card lookup needs.
@@ -163,19 +159,21 @@ class TelegramChannel:
             await self.chat.record(
                 target, self.chat.label(principal, user_id), pressed.action, error
             )
-            await self._answer(query, error.message, alert=True)
+            await self.replies.answer(query, error.message, alert=True)
             return
         if pressed.step == "cancel":
             # Back from "Confirm approve / Cancel" to the card's own buttons; decides nothing.
-            await self._set_buttons(query, await self._markup_now(card.approval_id))
-            await self._answer(query, "Cancelled; nothing was decided.")
+            await self.replies.set_buttons(query, await self.replies.markup_now(card.approval_id))
+            await self.replies.answer(query, "Cancelled; nothing was decided.")
             return
         if user_id in TELEGRAM_SERVICE_ACCOUNTS:
-            await self._refuse_anonymous(card.approval_id, pressed.action, self._answerer(query))
+            await self._refuse_anonymous(
+                card.approval_id, pressed.action, self.replies.answerer(query)
+            )
             return
         actor = await self.chat.identify(principal, user_id, card.approval_id, pressed.action)
         if actor is None:
-            await self._answer(query, self.chat.unlinked(user_id), alert=True)
+            await self.replies.answer(query, self.chat.unlinked(user_id), alert=True)
             return
         if pressed.action == "answer":
             await self._answer_pressed(query, card, actor, pressed)
@@ -187,24 +185,24 @@ class TelegramChannel:
             # The route asks for a confirmation: Approve only turns the buttons into "Confirm
             # approve / Cancel" (refused at once if the press could not decide anyway).
             if await self.chat.precheck(
-                card.approval_id, card.shown_hash, actor, "approve", self._answerer(query)
+                card.approval_id, card.shown_hash, actor, "approve", self.replies.answerer(query)
             ):
                 rows = telegram_card.confirm_keyboard(pressed)
-                await self._set_buttons(query, _keyboard(rows))
-                await self._answer(query, telegram_card.confirm_prompt(card.shown_hash))
+                await self.replies.set_buttons(query, keyboard(rows))
+                await self.replies.answer(query, telegram_card.confirm_prompt(card.shown_hash))
             return
         if pressed.action == "approve":
             done = await self.chat.decide(
-                "approve", card.approval_id, card.shown_hash, actor, self._answerer(query)
+                "approve", card.approval_id, card.shown_hash, actor, self.replies.answerer(query)
             )
             if done is not None:
-                await self._answer(query, done)
+                await self.replies.answer(query, done)
             return
         # Refuse now rather than after the reason has been typed.
         if await self.chat.precheck(
-            card.approval_id, card.shown_hash, actor, "reject", self._answerer(query)
+            card.approval_id, card.shown_hash, actor, "reject", self.replies.answerer(query)
         ):
-            await self._answer(query, None)
+            await self.replies.answer(query, None)
             assert message is not None  # _card_of found a card for it
             prompt = telegram_card.reason_prompt(card.shown_hash)
             await self._ask(query, message, card, "reject", prompt)
@@ -214,22 +212,22 @@ class TelegramChannel:
     ) -> None:
         """A question's option answers at once; Answer asks for the words in a reply (after
         the same check as Reject: who may reject may answer instead)."""
-        tell = self._answerer(query)
+        tell = self.replies.answerer(query)
         question, options = await telegram_answers.options_of(self.memory, card.approval_id)
         if pressed.option is not None:
             if pressed.option >= len(options):
-                await self._answer(query, "This button was not made by signoff.", alert=True)
+                await self.replies.answer(query, "This button was not made by signoff.", alert=True)
                 return
             option = options[pressed.option]
             done = await self.chat.answer(
                 card.approval_id, card.shown_hash, actor, tell, option=option
             )
             if done is not None:
-                await self._answer(query, done)
+                await self.replies.answer(query, done)
         elif await self.chat.precheck(
             card.approval_id, card.shown_hash, actor, "reject", tell, recorded_as="answer"
         ):
-            await self._answer(query, None)
+            await self.replies.answer(query, None)
             prompt = telegram_card.answer_prompt(card.shown_hash, question)
             await self._ask(query, query.message, card, "answer", prompt)  # type: ignore[arg-type]
 
@@ -250,7 +248,7 @@ class TelegramChannel:
         message = update.message
         if message is None or message.reply_to_message is None or message.from_user is None:
             return
-        async with self.chat.failures_told(self._replier(message)):
+        async with self.chat.failures_told(self.replies.replier(message)):
             await self._reply(message, message.reply_to_message)
 
     async def _reply(self, message: Message, replied: Message) -> None:
@@ -264,7 +262,7 @@ class TelegramChannel:
         if card is not None:
             parsed = None if media else telegram_card.parse_reply(text)
             if parsed is None:
-                await self._say(message, MEDIA if media else telegram_card.HELP)
+                await self.replies.say(message, MEDIA if media else telegram_card.HELP)
                 return
             action, note, to = parsed.action, parsed.note, parsed.to
         else:
@@ -278,17 +276,19 @@ class TelegramChannel:
                 if replied.from_user is not None and replied.from_user.id == self.bot.id:
                     # One of our other messages (a notice, an answer, a question pruned
                     # after a week): say where a decision goes instead of staying silent.
-                    await self._say(message, f"Nothing was decided. {telegram_card.HELP}")
+                    await self.replies.say(message, f"Nothing was decided. {telegram_card.HELP}")
                 return  # a reply to someone else's message is not ours to read
             prompt, card = asked
             if media:
-                await self._say(message, MEDIA)
+                await self.replies.say(message, MEDIA)
                 return
             if anonymous:
-                await self._refuse_anonymous(card.approval_id, "reject", self._replier(message))
+                await self._refuse_anonymous(
+                    card.approval_id, "reject", self.replies.replier(message)
+                )
                 return
             if str(user_id) != prompt.asked:
-                await self._say(
+                await self.replies.say(
                     message, "That question was for someone else; reply to the card itself."
                 )
                 return
@@ -296,12 +296,12 @@ class TelegramChannel:
             skip = action == "reject" and text.strip().casefold() == "skip"
             note = None if skip else text.strip() or None
         if anonymous:
-            await self._refuse_anonymous(card.approval_id, action, self._replier(message))
+            await self._refuse_anonymous(card.approval_id, action, self.replies.replier(message))
             return
         principal = self.directory.principal_for("telegram", user_id)
         actor = await self.chat.identify(principal, user_id, card.approval_id, action)
         if actor is None:
-            await self._say(message, self.chat.unlinked(user_id))
+            await self.replies.say(message, self.chat.unlinked(user_id))
             return
         if action == "answer":
             words, option = await telegram_answers.answer_of(
@@ -311,7 +311,7 @@ class TelegramChannel:
                 card.approval_id,
                 card.shown_hash,
                 actor,
-                self._replier(message),
+                self.replies.replier(message),
                 text=words,
                 option=option,
             )
@@ -321,12 +321,12 @@ class TelegramChannel:
                 card.approval_id,
                 card.shown_hash,
                 actor,
-                self._replier(message),
+                self.replies.replier(message),
                 note=note,
                 to=to,
             )
         if done is not None:
-            await self._say(message, done)
+            await self.replies.say(message, done)
 
     # -- commands: /delegate, /delegations, /revoke, /start, /help -------------------------------
 
@@ -334,11 +334,11 @@ class TelegramChannel:
         message = update.message
         if message is None or message.from_user is None or not message.text:
             return
-        async with self.chat.failures_told(self._replier(message)):
+        async with self.chat.failures_told(self.replies.replier(message)):
             command = message.text.split()[0].lstrip("/").split("@")[0].casefold()
             user_id = message.from_user.id
             if message.sender_chat is not None or user_id in TELEGRAM_SERVICE_ACCOUNTS:
-                await self._say(message, ANONYMOUS)
+                await self.replies.say(message, ANONYMOUS)
                 return
             principal = self.directory.principal_for("telegram", user_id)
             if command in ("start", "help"):
@@ -351,7 +351,7 @@ class TelegramChannel:
                 text = await self.chat.command(
                     command, principal, user_id, list(context.args or [])
                 )
-            await self._say(message, text)
+            await self.replies.say(message, text)
 
     async def _sign_in_link(self, message: Message, principal: Principal | None) -> str:
         """`/web`: a fresh sign-in link for the verified person who asked, only in their
@@ -448,73 +448,10 @@ class TelegramChannel:
             approval = await tx.get_approval(card.approval_id)
         return approval is not None and confirms(self.directory, approval)
 
-    async def _markup_now(self, approval_id: str) -> InlineKeyboardMarkup | None:
-        """The buttons the card has as the approval stands now (None once decided)."""
-        async with self.memory.store.read() as tx:
-            approval = await tx.get_approval(approval_id)
-        if approval is None:
-            return None
-        now = self.memory.clock.now()
-        return _markup(card_for(self.directory, approval, now))
-
-    async def _set_buttons(self, query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
-        """Swap the buttons of the card pressed (the text stays as it is)."""
-        try:
-            await query.edit_message_reply_markup(reply_markup=markup)
-        except TelegramError as exc:
-            if "message is not modified" not in str(exc).casefold():
-                log.warning("could not change the buttons of Telegram card: %s", exc)
-
     async def _card_of(self, message: MaybeInaccessibleMessage | None) -> CardMessage | None:
         if message is None:  # an inline-mode message: never one of our cards
             return None
         return await self.memory.card_at("telegram", str(message.chat.id), str(message.message_id))
-
-    def _answerer(self, query: CallbackQuery) -> conversation.Tell:
-        """Tell the presser in the callback answer; someone who may not decide at all gets
-        it as an alert they must dismiss."""
-
-        async def tell(text: str, *, firmly: bool = False) -> None:
-            await self._answer(query, text, alert=firmly)
-
-        return tell
-
-    def _replier(self, message: Message) -> conversation.Tell:
-        async def tell(text: str, *, firmly: bool = False) -> None:
-            await self._say(message, text)
-
-        return tell
-
-    async def _answer(self, query: CallbackQuery, text: str | None, alert: bool = False) -> None:
-        """Answer the callback query (Telegram shows a spinner until it is answered), in the
-        webhook's answer when it can carry it."""
-        if text is not None and len(text) > _ANSWER_LIMIT:
-            text = text[: _ANSWER_LIMIT - 1] + "…"
-        said = {"callback_query_id": query.id, "text": text, "show_alert": alert or None}
-        if reply_in_answer("answerCallbackQuery", **said):
-            return
-        try:
-            await query.answer(text=text, show_alert=alert)
-        except TelegramError as exc:
-            log.warning("could not answer Telegram callback %s: %s", query.id, exc)
-
-    async def _say(self, message: Message, text: str) -> None:
-        """A plain-text reply (no parse mode: nothing in it is markup), without link
-        previews: a preview fetched by Telegram's servers would open (and so use up) a
-        single-use sign-in link before the person could."""
-        try:
-            await self.bot.send_message(
-                chat_id=message.chat.id,
-                text=text,
-                reply_parameters=ReplyParameters(
-                    message.message_id, allow_sending_without_reply=True
-                ),
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-                # Stay in the forum topic even if the message answered is gone meanwhile.
-                message_thread_id=telegram_answers.topic(message),
-            )
-        except TelegramError as exc:
-            log.warning("could not reply in Telegram chat %s: %s", message.chat.id, exc)
 
     # -- outbound (called by the outbox) --------------------------------------------------------
 
@@ -540,7 +477,7 @@ class TelegramChannel:
         content = {
             "text": telegram_card.html(card, self._page(card)),
             "parse_mode": ParseMode.HTML,
-            "reply_markup": _markup(card),
+            "reply_markup": markup(card),
             "link_preview_options": LinkPreviewOptions(is_disabled=True),
             # `telegram:CHAT_ID/THREAD_ID`: into that topic of a forum supergroup.
             "message_thread_id": target.thread,
@@ -561,7 +498,7 @@ class TelegramChannel:
             "message_id": int(ref.message_id),
             "text": telegram_card.html(card, self._page(card)),
             "parse_mode": ParseMode.HTML,
-            "reply_markup": _markup(card),  # None removes the buttons
+            "reply_markup": markup(card),  # None removes the buttons
             "link_preview_options": LinkPreviewOptions(is_disabled=True),
         }
         try:
@@ -591,14 +528,3 @@ def _topic_root(message: Message, replied: Message) -> bool:
     if replied.forum_topic_created is not None:
         return True
     return bool(message.is_topic_message) and replied.message_id == message.message_thread_id
-
-
-def _markup(card: Card) -> InlineKeyboardMarkup | None:
-    rows = telegram_card.keyboard(card)
-    return None if rows is None else _keyboard(rows)
-
-
-def _keyboard(rows: list[list[tuple[str, str]]]) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(label, callback_data=data) for label, data in row] for row in rows]
-    )

@@ -22,11 +22,9 @@ import logging
 import re
 import uuid
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from telegram import (
     CallbackQuery,
-    InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
     Message,
@@ -34,7 +32,7 @@ from telegram import (
     Update,
 )
 from telegram.error import TelegramError
-from telegram.ext import CallbackQueryHandler, CommandHandler, ContextTypes
+from telegram.ext import Application, CallbackQueryHandler, CommandHandler, ContextTypes
 
 from bot import grant_views, standing
 from bot.durations import format_duration
@@ -44,13 +42,12 @@ from bot.operator import Actor, decision_text
 from bot.routing import Principal
 from bot.standing import GrantScope
 from bot.visible import visible
+from channels.conversation import Conversation
 from channels.telegram import answers as telegram_answers
 from channels.telegram.card import Bind, Pressed, allow_data, cancel_data
-from channels.telegram.surface import TELEGRAM_SERVICE_ACCOUNTS
+from channels.telegram.config import TELEGRAM_SERVICE_ACCOUNTS
+from channels.telegram.replies import ANONYMOUS, Replies, Rows, keyboard
 from store.records import CardMessage
-
-if TYPE_CHECKING:
-    from channels.telegram.channel import TelegramChannel
 
 log = logging.getLogger("signoff.telegram")
 
@@ -63,16 +60,17 @@ MAX_LISTED = 10
 _LINE = 320
 _PER_ROW = 4  # Revoke buttons side by side
 
-Rows = list[list[tuple[str, str]]]
-
 
 class TelegramGrants:
-    """The grant flow of one TelegramChannel: `TelegramGrants(channel)`, made before the
-    channel adds its own handlers (a Revoke press is matched first)."""
+    """The grant flow of one TelegramChannel: made with the channel's replies, conversation
+    and PTB application before the channel adds its own handlers (a Revoke press is matched
+    first)."""
 
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
-        application = channel.transport.application
+    def __init__(self, replies: Replies, chat: Conversation, application: Application) -> None:
+        self.replies = replies
+        self.chat = chat
+        self.memory = replies.memory
+        self.directory = replies.directory
         application.add_handler(CallbackQueryHandler(self._on_revoke, pattern=_REVOKE_DATA))
         application.add_handler(CommandHandler("grants", self._on_command))
 
@@ -82,14 +80,14 @@ class TelegramGrants:
         self, query: CallbackQuery, card: CardMessage, actor: Actor, pressed: Pressed
     ) -> None:
         """One press of the flow, by `actor` (identified), on `card` (its button matched)."""
-        channel, chat = self.channel, self.channel.chat
+        replies, chat = self.replies, self.chat
         approval_id, shown = card.approval_id, card.shown_hash
         try:
             # Refused at the first press rather than after the choices.
             await chat.operator.precheck(approval_id, shown, actor, "approve")
-            async with channel.memory.store.read() as tx:
+            async with self.memory.store.read() as tx:
                 row = await tx.get_approval(approval_id)
-            offered = grant_views.offer(channel.directory, row) if row is not None else None
+            offered = grant_views.offer(self.directory, row) if row is not None else None
             if row is None or offered is None:
                 raise GrantRefused(
                     "this request's route gives no standing grant from this card; approve "
@@ -101,15 +99,15 @@ class TelegramGrants:
         numbers = [a.key for a in offered.arguments if a.number]
         bind: Bind | None = pressed.bind or (None if offered.arguments else "any")
         if bind is None:
-            await channel._set_buttons(query, _keyboard(bind_keyboard(pressed, offered)))
-            await channel._answer(query, bind_prompt(row.tool_name or "", numbers))
+            await replies.set_buttons(query, keyboard(bind_keyboard(pressed, offered)))
+            await replies.answer(query, bind_prompt(row.tool_name or "", numbers))
             return
         if bind == "at_most" and not numbers:
             await self._stale(query, card)
             return
         if pressed.lifetime is None:
-            await channel._set_buttons(query, _keyboard(lifetime_keyboard(pressed, bind, offered)))
-            await channel._answer(query, LIFETIME_PROMPT)
+            await replies.set_buttons(query, keyboard(lifetime_keyboard(pressed, bind, offered)))
+            await replies.answer(query, LIFETIME_PROMPT)
             return
         if pressed.lifetime not in offered.lifetimes:
             await self._stale(query, card)
@@ -122,9 +120,9 @@ class TelegramGrants:
         except SignoffError as error:
             await self._refused(query, card, actor, error)
             return
-        done = decision_text(decision.approval, decision.event, channel.directory)
+        done = decision_text(decision.approval, decision.event, self.directory)
         where = " in this run" if grant.run_id else ""
-        await channel._answer(
+        await replies.answer(
             query,
             f"{done} Later calls like it are approved at once{where} until "
             f"{grant.expires_at:%H:%M} UTC; /grants lists your grants.",
@@ -135,8 +133,8 @@ class TelegramGrants:
     ) -> None:
         """Record and say why; unless it is only this presser who may not (someone else's
         choices may be on the card), put the card's own buttons back."""
-        await self.channel.chat.refuse(
-            card.approval_id, actor.label, ALLOW, error, self.channel._answerer(query)
+        await self.chat.refuse(
+            card.approval_id, actor.label, ALLOW, error, self.replies.answerer(query)
         )
         if not isinstance(error, NotAnApprover):
             await self._restore(query, card)
@@ -144,7 +142,7 @@ class TelegramGrants:
     async def _stale(self, query: CallbackQuery, card: CardMessage) -> None:
         """A choice this card no longer offers (the config changed, or made-up data)."""
         await self._restore(query, card)
-        await self.channel._answer(
+        await self.replies.answer(
             query,
             "That choice is not offered on this card (any more), so nothing was decided; press "
             "Allow the same… again.",
@@ -152,8 +150,8 @@ class TelegramGrants:
         )
 
     async def _restore(self, query: CallbackQuery, card: CardMessage) -> None:
-        channel = self.channel
-        await channel._set_buttons(query, await channel._markup_now(card.approval_id))
+        replies = self.replies
+        await replies.set_buttons(query, await replies.markup_now(card.approval_id))
 
     # -- /grants and its Revoke buttons -------------------------------------------------------
 
@@ -161,13 +159,12 @@ class TelegramGrants:
         message = update.message
         if message is None or message.from_user is None:
             return
-        channel = self.channel
-        async with channel.chat.failures_told(channel._replier(message)):
+        async with self.chat.failures_told(self.replies.replier(message)):
             principal = await self._caller(message.from_user.id, message)
             if principal is None:
                 return
             text, markup = await self.listing(principal)
-            await channel.bot.send_message(
+            await self.replies.bot.send_message(
                 chat_id=message.chat.id,
                 text=text,
                 reply_markup=markup,
@@ -181,11 +178,11 @@ class TelegramGrants:
     async def _on_revoke(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         assert query is not None
-        async with self.channel.chat.failures_told(self.channel._answerer(query)):
+        async with self.chat.failures_told(self.replies.answerer(query)):
             await self._revoke(query)
 
     async def _revoke(self, query: CallbackQuery) -> None:
-        channel = self.channel
+        replies = self.replies
         match = _REVOKE_DATA.fullmatch(query.data or "")
         assert match is not None  # the handler's pattern
         principal = await self._caller(query.from_user.id, query)
@@ -193,23 +190,23 @@ class TelegramGrants:
             return
         try:
             revoked = await standing.revoke(
-                channel.memory.store,
-                channel.directory,
-                channel.memory.clock.now(),
+                self.memory.store,
+                self.directory,
+                self.memory.clock.now(),
                 str(uuid.UUID(hex=match.group(1))),
                 principal.key,
                 via="telegram",
             )
         except SignoffError as error:
-            await channel._answer(query, f"Nothing was revoked: {error.message}", alert=True)
+            await replies.answer(query, f"Nothing was revoked: {error.message}", alert=True)
             return
-        await channel._answer(query, f"Revoked: {visible(grant_views.describe(revoked))}")
+        await replies.answer(query, f"Revoked: {visible(grant_views.describe(revoked))}")
         message = query.message
         if message is None:
             return
         text, markup = await self.listing(principal)
         try:
-            await channel.bot.edit_message_text(
+            await replies.bot.edit_message_text(
                 chat_id=message.chat.id,
                 message_id=message.message_id,
                 text=text,
@@ -223,27 +220,23 @@ class TelegramGrants:
     async def _caller(self, user_id: int, where: Message | CallbackQuery) -> Principal | None:
         """The principal behind the account; None once told why there is none (an
         anonymous admin, or an account linked to nobody)."""
-        from channels.telegram.channel import ANONYMOUS  # the channel's module imports this one
-
-        channel = self.channel
         anonymous = user_id in TELEGRAM_SERVICE_ACCOUNTS or (
             isinstance(where, Message) and where.sender_chat is not None
         )
-        principal = None if anonymous else channel.directory.principal_for("telegram", user_id)
+        principal = None if anonymous else self.directory.principal_for("telegram", user_id)
         if principal is None:
-            said = ANONYMOUS if anonymous else channel.chat.unlinked(user_id, deciding=False)
+            said = ANONYMOUS if anonymous else self.chat.unlinked(user_id, deciding=False)
             if isinstance(where, Message):
-                await channel._say(where, said)
+                await self.replies.say(where, said)
             else:
-                await channel._answer(where, said, alert=True)
+                await self.replies.answer(where, said, alert=True)
         return principal
 
     async def listing(self, principal: Principal) -> tuple[str, InlineKeyboardMarkup | None]:
         """The live grants `principal` may revoke, numbered, with a Revoke button each."""
-        channel = self.channel
-        now = channel.memory.clock.now()
+        now = self.memory.clock.now()
         grants = await grant_views.visible_grants(
-            channel.memory.store, channel.directory, principal.key, now
+            self.memory.store, self.directory, principal.key, now
         )
         if not grants:
             return (
@@ -263,7 +256,7 @@ class TelegramGrants:
             (f"Revoke {i}", f"{_REVOKE}{uuid.UUID(g.id).hex}") for i, g in enumerate(shown, 1)
         ]
         rows = [buttons[i : i + _PER_ROW] for i in range(0, len(buttons), _PER_ROW)]
-        return "\n".join(lines), _keyboard(rows)
+        return "\n".join(lines), keyboard(rows)
 
 
 # -- the choices, as keyboards --------------------------------------------------------------------
@@ -324,12 +317,6 @@ def scope_for(
         at_most = numbers
         equal = tuple(k for k in keys if k not in numbers)
     return GrantScope(lifetime=lifetime, this_run=this_run, equal=equal, at_most=at_most)
-
-
-def _keyboard(rows: Rows) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(label, callback_data=data) for label, data in row] for row in rows]
-    )
 
 
 def _clip(text: str, limit: int = _LINE) -> str:

@@ -18,7 +18,7 @@ from telegram.error import ChatMigrated, InvalidToken, TelegramError
 
 from bot.errors import ConfigError, DeliveryFailed
 from channels import conversation
-from channels.telegram.surface import TelegramConfig
+from channels.telegram.config import TelegramConfig
 
 # What the channel's handlers understand; Telegram sends nothing else (set-webhook says so).
 ALLOWED_UPDATES = ("message", "callback_query")

@@ -13,32 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from bot.config import Config, EnvVar, Strict
+from bot.config import Config
 from bot.errors import ConfigError, SignoffError
 from bot.surfaces import Services, StartupCheck, Surface
-from bot.validation import HttpUrl
+from channels.telegram.config import TELEGRAM_SERVICE_ACCOUNTS, TelegramConfig
 from store.engine import normalize_url
 
 if TYPE_CHECKING:
     from channels.base import Channel
 
 log = logging.getLogger("signoff.cli")
-
-# Accounts Telegram puts in `from` when nobody in particular sent a message: an anonymous group
-# admin (GroupAnonymousBot), a post forwarded from a linked channel (Telegram), a message sent
-# on behalf of a channel (Channel_Bot). Linking one to a principal would let everyone it
-# stands for decide as that principal.
-TELEGRAM_SERVICE_ACCOUNTS = {
-    1087968824: "GroupAnonymousBot",
-    777000: "Telegram",
-    136817688: "Channel_Bot",
-}
-
-
-class TelegramConfig(Strict):
-    bot_token_env: EnvVar = "TELEGRAM_BOT_TOKEN"
-    webhook_secret_env: EnvVar = "TELEGRAM_WEBHOOK_SECRET"
-    api_base_url: HttpUrl = "https://api.telegram.org/bot"
 
 
 def _service_account(account: int) -> str | None:

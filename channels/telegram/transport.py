@@ -37,8 +37,8 @@ from telegram.request import HTTPXRequest
 from bot.chat_memory import ChatMemory
 from bot.errors import ConfigError, DeliveryFailed, RetryLater, Undeliverable
 from channels.answer_cap import cap_httpx_answer
+from channels.telegram.config import TelegramConfig
 from channels.telegram.setup import ALLOWED_UPDATES, credentials
-from channels.telegram.surface import TelegramConfig
 
 log = logging.getLogger("signoff.telegram")
 

@@ -21,9 +21,9 @@ from bot.routing import Directory
 from bot.target import Target
 from channels.answer_cap import ANSWER_LIMIT
 from channels.slack.channel import SlackChannel
-from channels.slack.surface import SlackConfig
+from channels.slack.config import SlackConfig
 from channels.telegram.channel import TelegramChannel
-from channels.telegram.surface import TelegramConfig
+from channels.telegram.config import TelegramConfig
 from store.repository import Store
 from tests.support.samples import approval_record
 

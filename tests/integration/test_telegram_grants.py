@@ -24,8 +24,8 @@ import pytest
 from bot.audit import verify
 from bot.clock import FakeClock
 from bot.config import parse_config
+from channels.telegram.config import TelegramConfig
 from channels.telegram.setup import set_webhook
-from channels.telegram.surface import TelegramConfig
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.telegram import FakeTelegram
