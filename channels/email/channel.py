@@ -41,7 +41,7 @@ from channels.email.surface import EmailConfig
 from store.repository import Store
 
 if TYPE_CHECKING:
-    from channels.web.channel import WebChannel
+    from channels.web.site import Site as WebSite
 
 log = logging.getLogger("signoff.email")
 
@@ -67,7 +67,7 @@ class EmailChannel:
         operator: Operator,
         delegations: Delegations,
         *,
-        web: WebChannel | None = None,
+        web: WebSite | None = None,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         self.config = config

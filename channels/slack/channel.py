@@ -54,7 +54,7 @@ from channels.slack.presses import Presses
 from channels.web import inbox as web_inbox
 
 if TYPE_CHECKING:
-    from channels.web.channel import WebChannel
+    from channels.web.site import Site as WebSite
 
 log = logging.getLogger("signoff.slack")
 
@@ -112,7 +112,7 @@ class SlackChannel:
         memory: ChatMemory,
         environ: Mapping[str, str] = os.environ,
         *,
-        web: WebChannel | None = None,
+        web: WebSite | None = None,
     ) -> None:
         """`web`, when [web] is configured: cards link to the approval's page, and
         `/signoff web` sends a sign-in link."""

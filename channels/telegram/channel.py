@@ -58,7 +58,7 @@ from channels.web import inbox as web_inbox
 from store.records import CardMessage
 
 if TYPE_CHECKING:
-    from channels.web.channel import WebChannel
+    from channels.web.site import Site as WebSite
 
 log = logging.getLogger("signoff.telegram")
 
@@ -83,7 +83,7 @@ class TelegramChannel:
         environ: Mapping[str, str] = os.environ,
         *,
         polling: bool = False,
-        web: WebChannel | None = None,
+        web: WebSite | None = None,
     ) -> None:
         """`web`, when [web] is configured: cards link to the approval's page, and `/web`
         sends a sign-in link."""

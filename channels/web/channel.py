@@ -8,10 +8,12 @@ other surface, so a refusal reads the same here as in Slack or Telegram.
 
 This module holds the channel, signing in and out (a used or expired link is 410 Gone, a
 link may land on another of our pages with `?next=`), the server's root (a redirect to the
-inbox), and what every page needs (who is signed in, the CSRF check, rendering, refusals in
-words). The inbox and card pages are
+inbox), and the checks every answer under /web and /dashboard gets (a cross-site POST
+refused, hardening headers). What every page needs (who is signed in, the CSRF check,
+rendering, refusals in words) is channels/web/site.py's. The inbox and card pages are
 channels/web/inbox.py; the dashboard is channels/web/dashboard.py; the standing grants page is
-channels/web/grant_list.py.
+channels/web/grant_list.py; each is handed the channel as its Site and never imports this
+module.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -32,49 +33,36 @@ from markupsafe import Markup
 from bot.card import Card
 from bot.clock import Clock
 from bot.delegations import Delegations
-from bot.durations import parse_duration
-from bot.errors import ConfigError, SignInRefused
+from bot.errors import SignInRefused
 from bot.operator import Operator
-from bot.routing import Directory, Principal
-from bot.signin import LOGIN_PATH, SignInLinks
+from bot.routing import Directory
+from bot.signin import LOGIN_PATH
 from bot.target import Target
 from bot.visible import visible
 from channels.base import MessageRef
-from channels.conversation import Conversation, Surface, credentials
-from channels.web.session import MIN_SECRET, Session, Sessions
-from channels.web.surface import WebConfig
+from channels.web import dashboard as web_dashboard
+from channels.web import edits as web_edits
+from channels.web import grant_list as web_grant_list
+from channels.web import inbox as web_inbox
+from channels.web.config import WebConfig
+from channels.web.site import (
+    CSRF_REFUSED,
+    FORM_UNREADABLE,
+    INBOX,
+    STATIC,
+    Site,
+    read_form,
+    see_other,
+)
 from store.repository import Store
 
 log = logging.getLogger("signoff.web")
 
-SURFACE = Surface(name="web", title="web", command_prefix="", quote_ids=True, backticks=False)
-STATIC = "/web/static"
-INBOX = "/web/inbox"
 
-
-def web_secret(config: WebConfig, environ: Mapping[str, str] = os.environ) -> str:
-    """The cookie-signing key; ConfigError at startup if it is unset or short."""
-    [secret] = credentials("web", [config.secret_env], "the key that signs sessions", environ)
-    if len(secret) < MIN_SECRET:
-        raise ConfigError(
-            f"${config.secret_env} is {len(secret)} characters; the key that signs web "
-            f"sessions needs {MIN_SECRET} or more (e.g. `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`)"
-        )
-    return secret
-
-
-@dataclass(frozen=True, slots=True)
-class Visitor:
-    """Who is signed in on this request."""
-
-    session: Session
-    principal: Principal
-
-
-class WebChannel:
+class WebChannel(Site):
     """The `web` channel. As a notify target, `web` means "shown in the inbox": the inbox
-    lists every pending request the person may decide, so there is nothing to post."""
+    lists every pending request the person may decide, so there is nothing to post. What
+    its pages share (the services, who is signed in, rendering) is its Site's."""
 
     name = "web"
 
@@ -90,22 +78,10 @@ class WebChannel:
         *,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
-        self.config = config
-        self.public_url = public_url.rstrip("/")
-        self.public_origin = _origin_of(self.public_url)
-        self.store = store
-        self.directory = directory
-        self.clock = clock
-        self.operator = operator
-        self.delegations = delegations
-        self.conversation = Conversation(SURFACE, directory, operator, delegations)
-        self.links = SignInLinks(store, directory, clock, parse_duration(config.link_ttl))
-        self.sessions = Sessions(
-            web_secret(config, environ),
-            parse_duration(config.session_idle),
-            clock,
-            secure=self.public_url.startswith("https://"),
+        super().__init__(
+            config, public_url, store, directory, clock, operator, delegations, environ=environ
         )
+        self.public_origin = _origin_of(self.public_url)
 
     # -- the Channel protocol: nothing to post, the inbox shows it ----------------------------
 
@@ -121,10 +97,6 @@ class WebChannel:
     async def send_reply(self, ref: MessageRef, text: str) -> None:
         return None
 
-    def approval_url(self, approval_id: str) -> str:
-        """The approval's page, for the "Open in browser" link on chat cards."""
-        return f"{self.public_url}/web/approvals/{approval_id}"
-
     # -- wiring -------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -134,11 +106,6 @@ class WebChannel:
         return None
 
     def add_routes(self, app: web.Application) -> None:
-        from channels.web import dashboard as web_dashboard
-        from channels.web import edits as web_edits
-        from channels.web import grant_list as web_grant_list
-        from channels.web import inbox as web_inbox
-
         aiohttp_jinja2.setup(
             app,
             loader=jinja2.PackageLoader("channels.web", "templates"),
@@ -229,86 +196,6 @@ class WebChannel:
     async def home(self, request: web.Request) -> web.StreamResponse:
         return see_other(INBOX)
 
-    # -- what every page needs ----------------------------------------------------------------
-
-    async def visitor(self, request: web.Request) -> Visitor | web.Response:
-        """Who is signed in, or the page saying how to sign in (401)."""
-        session = self.sessions.read(request)
-        principal = self.directory.principals.get(session.principal) if session else None
-        if session is None or principal is None:
-            return self.page(request, None, "sign_in.html", {}, status=401, keep=False)
-        return Visitor(session, principal)
-
-    async def form(self, request: web.Request) -> tuple[Visitor, Mapping[str, str]] | web.Response:
-        """A POSTed form from a signed-in visitor whose CSRF token is right; else the refusal
-        page (a form without the token changes nothing)."""
-        visitor = await self.visitor(request)
-        if isinstance(visitor, web.Response):
-            return visitor
-        data = await read_form(request)
-        if data is None:
-            return self.refusal(request, visitor, 400, FORM_UNREADABLE)
-        if not self.sessions.csrf_ok(visitor.session, data.get("csrf")):
-            log.warning(
-                "web form without a valid CSRF token from %s: %s",
-                visitor.principal.key,
-                request.path,
-            )
-            return self.refusal(request, visitor, 403, CSRF_REFUSED)
-        return visitor, data
-
-    def page(
-        self,
-        request: web.Request,
-        visitor: Visitor | None,
-        template: str,
-        context: Mapping[str, Any],
-        *,
-        status: int = 200,
-        keep: bool = True,
-    ) -> web.Response:
-        """Render a page; a signed-in visitor's session is signed again (idle timeout)."""
-        response = aiohttp_jinja2.render_template(
-            template,
-            request,
-            {
-                "visitor": visitor,
-                "csrf": visitor.session.csrf if visitor else "",
-                "static": STATIC,
-                **context,
-            },
-            status=status,
-        )
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["X-Frame-Options"] = "DENY"
-        response.headers["Content-Security-Policy"] = (
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-            "form-action 'self'; frame-ancestors 'none'"
-        )
-        if visitor is not None and keep:
-            self.sessions.keep(response, visitor.session)
-        return response
-
-    def refusal(
-        self,
-        request: web.Request,
-        visitor: Visitor | None,
-        status: int,
-        message: str,
-        *,
-        title: str = "Not done",
-    ) -> web.Response:
-        """A page that says in words what was refused and why; nothing changed."""
-        return self.page(
-            request, visitor, "refusal.html", {"title": title, "message": message}, status=status
-        )
-
-
-CSRF_REFUSED = (
-    "This form did not come from a signoff page you have open (its security token is missing "
-    "or wrong), so nothing was done. Reload the page and try again."
-)
-
 
 CROSS_SITE = (
     "This form was sent from a page on another site, so nothing was done. signoff takes forms "
@@ -393,40 +280,3 @@ async def _harden(request: web.Request, response: web.StreamResponse) -> None:
     if _web_path(request.path):
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
-
-
-FORM_UNREADABLE = (
-    "This form could not be read (it is not the UTF-8 form a signoff page sends), so nothing "
-    "was done. Reload the page and try again."
-)
-_FORM = "application/x-www-form-urlencoded"
-_MAX_FIELDS = 120  # a handful, or the inbox's bulk form: a page of 50 picks and its own fields
-
-
-async def read_form(request: web.Request) -> dict[str, str] | None:
-    """The URL-encoded form a signoff page POSTs (the last value of each field), or None for
-    anything else: another content type, a charset other than UTF-8, bytes that are not UTF-8
-    once percent-decoded. aiohttp's own reader trusts the declared charset, so a made-up one
-    raised LookupError (a 500) and UTF-7 or UTF-16 read a form no page of ours sends."""
-    body = await request.read()  # the app's client_max_size bounds it
-    if not body:
-        return {}
-    charset = (request.charset or "utf-8").lower()
-    if request.content_type != _FORM or charset not in ("utf-8", "utf8"):
-        return None
-    try:
-        pairs = parse_qsl(
-            body.decode("utf-8"),
-            keep_blank_values=True,
-            encoding="utf-8",
-            errors="strict",
-            max_num_fields=_MAX_FIELDS,
-        )
-    except ValueError:  # UnicodeDecodeError included
-        return None
-    return dict(pairs)
-
-
-def see_other(location: str) -> web.Response:
-    """A 303 to `location` (returned, not raised, so the session cookie can ride on it)."""
-    return web.Response(status=303, headers={"Location": location})

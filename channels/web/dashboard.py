@@ -38,7 +38,7 @@ from channels.web.charts import DECISION_BINS, decision_chart, pending_chart
 from store.records import Approval, Delegation, OutboxJob
 
 if TYPE_CHECKING:
-    from channels.web.channel import Visitor, WebChannel
+    from channels.web.site import Site, Visitor
     from store.repository import Tx
 
 
@@ -55,7 +55,7 @@ NOT_AN_OPERATOR = (
 )
 
 
-def add_routes(app: web.Application, channel: WebChannel) -> None:
+def add_routes(app: web.Application, channel: Site) -> None:
     pages = Dashboard(channel)
     app.router.add_get(DASHBOARD, pages.overview)
     app.router.add_get(DASHBOARD + "/", pages.overview)
@@ -125,7 +125,7 @@ class TimelineEvent:
 
 
 class Dashboard:
-    def __init__(self, channel: WebChannel) -> None:
+    def __init__(self, channel: Site) -> None:
         self.channel = channel
 
     @property

@@ -26,14 +26,14 @@ from channels.conversation import refusal_text
 from store.records import Approval
 
 if TYPE_CHECKING:
-    from channels.web.channel import Visitor, WebChannel
+    from channels.web.site import Site, Visitor
 
 # The JSON type each field keeps (the form's `type.KEY`).
 _TYPES = ("string", "number", "boolean", "json")
 NEW_KEY, NEW_VALUE = "new_key", "new_value"
 
 
-def add_routes(app: web.Application, channel: WebChannel) -> None:
+def add_routes(app: web.Application, channel: Site) -> None:
     pages = EditPages(channel)
     app.router.add_get("/web/approvals/{id}/edit", pages.editor)
     app.router.add_post("/web/approvals/{id}/edit", pages.review)
@@ -103,7 +103,7 @@ def _read(key: str, kind: str, text: str) -> Any:
 
 
 class EditPages:
-    def __init__(self, channel: WebChannel) -> None:
+    def __init__(self, channel: Site) -> None:
         self.channel = channel
         self.directory = channel.directory
         self.operator = channel.operator

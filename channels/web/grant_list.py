@@ -1,6 +1,6 @@
 """The standing grants page: GET /web/grants lists the live grants a signed-in person may end
 (the ones they gave; an operator sees every one), each with a Revoke button; POST
-/web/grants/{id}/revoke ends one (the CSRF token is checked by WebChannel.form). bot/grant_views
+/web/grants/{id}/revoke ends one (the CSRF token is checked by Site.form). bot/grant_views
 says who sees what and bot/standing.revoke judges and writes the revoke, so the page, the CLI,
 the Slack App Home and Telegram's /grants agree.
 """
@@ -18,14 +18,14 @@ from bot.errors import InvalidRequest, NotAnApprover, NotFound
 from store.records import StandingGrant
 
 if TYPE_CHECKING:
-    from channels.web.channel import WebChannel
+    from channels.web.site import Site
 
 log = logging.getLogger("signoff.web")
 
 GRANTS = "/web/grants"
 
 
-def add_routes(app: web.Application, channel: WebChannel) -> None:
+def add_routes(app: web.Application, channel: Site) -> None:
     pages = GrantPages(channel)
     app.router.add_get(GRANTS, pages.listing)
     app.router.add_post(GRANTS + "/{id}/revoke", pages.revoke)
@@ -51,7 +51,7 @@ def _row(grant: StandingGrant, principal: str) -> GrantRow:
 
 
 class GrantPages:
-    def __init__(self, channel: WebChannel) -> None:
+    def __init__(self, channel: Site) -> None:
         self.channel = channel
 
     async def listing(self, request: web.Request) -> web.Response:

@@ -48,13 +48,13 @@ from store.records import Approval, Delegation
 from store.repository import Tx
 
 if TYPE_CHECKING:
-    from channels.web.channel import Visitor, WebChannel
+    from channels.web.site import Site, Visitor
 
 PAGE = 50  # requests on one inbox page
 _SEQ = re.compile(r"[0-9]{1,12}")  # ?done=: the seq of the decision's event
 
 
-def add_routes(app: web.Application, channel: WebChannel) -> None:
+def add_routes(app: web.Application, channel: Site) -> None:
     pages = InboxPages(channel)
     app.router.add_get("/web/inbox", pages.inbox)
     app.router.add_get("/web/approvals/{id}", pages.approval)
@@ -64,7 +64,7 @@ def add_routes(app: web.Application, channel: WebChannel) -> None:
     )
 
 
-async def sign_in_text(channel: WebChannel, principal: Principal) -> str:
+async def sign_in_text(channel: Site, principal: Principal) -> str:
     """What `/signoff web` (Slack) and `/web` (Telegram) answer a verified person, in their
     private view only: a fresh single-use link to their inbox."""
     token = await channel.links.make(principal.key)
@@ -83,7 +83,7 @@ class InboxItem:
 
 
 class InboxPages:
-    def __init__(self, channel: WebChannel) -> None:
+    def __init__(self, channel: Site) -> None:
         self.channel = channel
         self.store = channel.store
         self.directory = channel.directory

@@ -10,24 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.config import EnvVar, Strict
 from bot.surfaces import Services, StartupCheck, Surface
-from bot.validation import DurationText
+from channels.web.config import WebConfig
 
 if TYPE_CHECKING:
     from channels.base import Channel
-
-
-class WebConfig(Strict):
-    """The browser surface: an approver inbox and an operator dashboard, signed in by
-    single-use links. Present in the config means served."""
-
-    # The variable holding the key that signs session cookies (32 characters or more).
-    secret_env: EnvVar = "SIGNOFF_WEB_SECRET"
-    # A sign-in link works once, and only this long after it was made.
-    link_ttl: DurationText = "15m"
-    # A session ends after this long without a request.
-    session_idle: DurationText = "8h"
 
 
 def _build(services: Services) -> Channel:
@@ -46,7 +33,7 @@ def _build(services: Services) -> Channel:
 
 def _check(table: WebConfig | None, _options: StartupCheck) -> None:
     if table is not None:
-        from channels.web.channel import web_secret
+        from channels.web.site import web_secret
 
         web_secret(table)
 
