@@ -35,9 +35,10 @@ from bot.target import Target
 from channels.base import MessageRef
 from channels.conversation import Conversation, Surface
 from channels.email import card as email_card
+from channels.email import pages as email_pages
 from channels.email.card import Links
+from channels.email.config import EmailConfig
 from channels.email.smtp import send, smtp_credentials
-from channels.email.surface import EmailConfig
 from store.repository import Store
 
 if TYPE_CHECKING:
@@ -133,9 +134,10 @@ class EmailChannel:
     # -- wiring -----------------------------------------------------------------------------
 
     def add_routes(self, app: web.Application) -> None:
-        from channels.email import pages as email_pages
-
-        email_pages.add_routes(app, self)
+        pages = email_pages.Pages(
+            self.links, self.conversation, self.store, self.directory, self.clock, self.web
+        )
+        email_pages.add_routes(app, pages)
 
     async def start(self) -> None:
         return None  # one SMTP connection per message: nothing held

@@ -20,11 +20,15 @@ from bot.card import Card, card_for
 from bot.email_links import LINK_PATH, Link
 from bot.errors import SignoffError
 from bot.operator import Actor
-from channels.conversation import FAILED, refusal_text
+from channels.conversation import FAILED, Conversation, refusal_text
 from channels.email import card as email_card
 
 if TYPE_CHECKING:
-    from channels.email.channel import EmailChannel
+    from bot.clock import Clock
+    from bot.email_links import DecisionLinks
+    from bot.routing import Directory
+    from channels.web.site import Site as WebSite
+    from store.repository import Store
 
 log = logging.getLogger("signoff.email")
 
@@ -45,35 +49,52 @@ _HEADERS = {
 _OWN_SITE = (None, "same-origin", "none")
 
 
-def add_routes(app: web.Application, channel: EmailChannel) -> None:
-    pages = Pages(channel)
+def add_routes(app: web.Application, pages: Pages) -> None:
     app.router.add_get(LINK_PATH + "{token}", pages.show)
     app.router.add_post(LINK_PATH + "{token}", pages.decide)
 
 
 class Pages:
-    def __init__(self, channel: EmailChannel) -> None:
-        self.channel = channel
+    """The link pages of one email channel, from what they read: its decision links, its
+    conversation (and through it the Operator), the store, directory and clock, and the web
+    surface if there is one (its sessions, and the approval's page)."""
+
+    def __init__(
+        self,
+        links: DecisionLinks,
+        conversation: Conversation,
+        store: Store,
+        directory: Directory,
+        clock: Clock,
+        web: WebSite | None,
+    ) -> None:
+        self.links = links
+        self.conversation = conversation
+        self.operator = conversation.operator
+        self.store = store
+        self.directory = directory
+        self.clock = clock
+        self.web = web
 
     async def show(self, request: web.Request) -> web.Response:
         """The card and the confirmation; nothing is written."""
         token = request.match_info["token"]
-        link = await self.channel.links.peek(token)
+        link = await self.links.peek(token)
         refused = self._unusable(link) or self._not_theirs(request, link)
         if refused is not None:
             return await self._page(link, refused[1], status=refused[0])
         assert link is not None
         try:
-            await self.channel.operator.precheck(
+            await self.operator.precheck(
                 link.approval_id, link.shown_hash, self._actor(link), link.action
             )
         except SignoffError as error:
-            return await self._page(link, refusal_text(error, self.channel.directory), 409)
+            return await self._page(link, refusal_text(error, self.directory), 409)
         return await self._page(link, None, 200, confirm=True)
 
     async def decide(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]
-        link = await self.channel.links.peek(token)
+        link = await self.links.peek(token)
         if request.headers.get("Sec-Fetch-Site") not in _OWN_SITE:
             # Only our confirmation page posts here: another site's form decides nothing.
             return await self._page(link, "This form was sent from another site.", 403)
@@ -86,10 +107,10 @@ class Pages:
             return await self._page(
                 link, f"The reason is longer than {MAX_REASON} characters; shorten it.", 400
             )
-        used = await self.channel.links.use(token)
+        used = await self.links.use(token)
         if used is None:
             # Someone (another tab, another replica) used it first, or it is past its time.
-            fresh = await self.channel.links.peek(token)
+            fresh = await self.links.peek(token)
             why = self._unusable(fresh) or (410, _USED)
             return await self._page(fresh, why[1], status=why[0])
         told: list[str] = []
@@ -98,7 +119,7 @@ class Pages:
             told.append(text)
 
         try:
-            done = await self.channel.conversation.decide(
+            done = await self.conversation.decide(
                 used.action,
                 used.approval_id,
                 used.shown_hash,
@@ -109,7 +130,7 @@ class Pages:
         except Exception:
             # Nothing was decided: the link is not spent.
             log.exception("the decision of an email link on %s failed", used.approval_id)
-            await self.channel.links.give_back(token)
+            await self.links.give_back(token)
             return await self._page(used, FAILED, 500)
         if done is None:
             return await self._page(used, " ".join(told), 409)
@@ -124,21 +145,21 @@ class Pages:
             return 404, "This link is not valid. Use the links of the latest mail about it."
         if link.used_at is not None:
             return 410, _USED
-        if link.expires_at <= self.channel.clock.now():
+        if link.expires_at <= self.clock.now():
             return 410, "This link has expired: the request's time ran out."
         return None
 
     def _not_theirs(self, request: web.Request, link: Link | None) -> tuple[int, str] | None:
         """A browser signed in to the web as another principal is not the mail's addressee."""
-        web_channel = self.channel.web
+        web_channel = self.web
         if link is None or web_channel is None:
             return None
         session = web_channel.sessions.read(request)
         if session is None or session.principal == link.principal:
             return None
         return 403, (
-            f"This link was mailed to {self.channel.directory.name_of(link.principal)}, but "
-            f"this browser is signed in as {self.channel.directory.name_of(session.principal)}"
+            f"This link was mailed to {self.directory.name_of(link.principal)}, but "
+            f"this browser is signed in as {self.directory.name_of(session.principal)}"
             "; it cannot decide for them. Nothing was decided."
         )
 
@@ -160,18 +181,16 @@ class Pages:
             confirm=confirm,
             decided=decided,
             max_reason=MAX_REASON,
-            page=self.channel.web.approval_url(link.approval_id)
-            if self.channel.web and link
-            else None,
+            page=self.web.approval_url(link.approval_id) if self.web and link else None,
         )
         return web.Response(text=body, status=status, content_type="text/html", headers=_HEADERS)
 
     async def _card(self, link: Link) -> Card | None:
-        async with self.channel.store.read() as tx:
+        async with self.store.read() as tx:
             approval = await tx.get_approval(link.approval_id)
         if approval is None:
             return None
-        return card_for(self.channel.directory, approval, self.channel.clock.now(), max_value=None)
+        return card_for(self.directory, approval, self.clock.now(), max_value=None)
 
 
 _USED = (

@@ -18,7 +18,7 @@ import aiosmtplib
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError, DeliveryFailed, Undeliverable
-from channels.email.surface import EmailConfig
+from channels.email.config import EmailConfig
 
 
 def smtp_credentials(
