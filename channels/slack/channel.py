@@ -10,8 +10,10 @@ being down delays a card, never loses it.
 
 "Delegate…" hands one request to another person (a modal with a user picker); "Edit…",
 "Answer…" and a question's options are channels.slack.edits_answers'; "Allow the same…" and
-the Home's Revoke of a standing grant are channels.slack.grants'. The slash command
-`/signoff delegate|delegations|revoke` manages standing delegations.
+the Home's Revoke of a standing grant are channels.slack.grants'; both are handed the
+channel's Presses (channels.slack.presses: who pressed, and telling them) and never import
+this module. The slash command `/signoff delegate|delegations|revoke` manages standing
+delegations.
 """
 
 from __future__ import annotations
