@@ -20,7 +20,7 @@ controls (buttons, forms, a link to the web page):
 
 The outcome comes last because it takes the place of the decision controls (Slack's buttons,
 the web page's forms). Telegram keeps the hash as the message's last line, as its buttons
-and its adoption of a posted card rely on (channels/telegram_card.py).
+and its adoption of a posted card rely on (channels/telegram/card.py).
 
 An item carries its label, its value and the separator between them ("Capability:
 payments.refund", "Requested by Sam Requester (sam)"), so a surface that writes it on one

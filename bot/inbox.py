@@ -5,8 +5,8 @@ The database hands over, in deadline order along its index of pending rows and a
 batch at a time, only the rows whose assignee or approvers name the person, someone they
 stand in for, or one of those people's groups (`Tx.pending_naming`); each is then judged by
 `Directory.check_eligible` (approving=False, so a requester who may still reject or hand on
-their request sees it). Used by the web inbox (channels.web_inbox) and the Slack App Home
-(channels.slack_home).
+their request sees it). Used by the web inbox (channels.web.inbox) and the Slack App Home
+(channels.slack.home).
 """
 
 from __future__ import annotations

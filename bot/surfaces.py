@@ -1,7 +1,7 @@
 """The registry of surfaces: every chat or web surface the core knows of, by name.
 
 A surface declares itself once, in a light module of its own beside its channel
-(`channels/<name>_surface.py`, which imports no SDK): the name that prefixes its notify
+(`channels/<name>/surface.py`, which imports no SDK): the name that prefixes its notify
 targets and names its config table and the principal's account key, the model of that table,
 the grammar of its notify targets, how a principal's account on it is written and which
 accounts it refuses, the check of its credentials at startup, and the factory of its channel
@@ -34,10 +34,10 @@ if TYPE_CHECKING:  # bot/ never imports a channel at run time; factories hand th
 # The declaration modules of the surfaces signoff ships, in the order their notify targets
 # are listed in error messages. Each defines SURFACE, a `Surface`.
 BUILT_IN = (
-    "channels.slack_surface",
-    "channels.telegram_surface",
-    "channels.web_surface",
-    "channels.email_surface",
+    "channels.slack.surface",
+    "channels.telegram.surface",
+    "channels.web.surface",
+    "channels.email.surface",
 )
 
 

@@ -1,4 +1,4 @@
-"""The operator dashboard's statements (channels/web_dashboard.py): pending pages and
+"""The operator dashboard's statements (channels/web/dashboard.py): pending pages and
 counts across every tenant, recent decisions, and the two charts' counts.
 
 A family of `Tx` (store/repository.py). The charts' statements are built once per shape

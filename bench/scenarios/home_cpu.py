@@ -31,7 +31,7 @@ from bot import inbox  # noqa: E402
 from bot.clock import FakeClock  # noqa: E402
 from bot.config import parse_config  # noqa: E402
 from bot.intake import create_request, validate_request  # noqa: E402
-from channels.slack_home import COUNTED, SHOWN  # noqa: E402
+from channels.slack.home import COUNTED, SHOWN  # noqa: E402
 from store.repository import Store  # noqa: E402
 from tests.support.databases import migrate  # noqa: E402
 from tests.support.samples import TEST_CONFIG, request_body  # noqa: E402

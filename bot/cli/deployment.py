@@ -14,7 +14,7 @@ from bot.errors import ConfigError
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from channels.telegram_surface import TelegramConfig
+    from channels.telegram.config import TelegramConfig
 
 log = logging.getLogger("signoff.cli")
 
@@ -75,7 +75,7 @@ def _telegram(config: Config) -> TelegramConfig:
 
 
 async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> int:
-    from channels.telegram_setup import set_webhook  # only Telegram commands load PTB
+    from channels.telegram.setup import set_webhook  # only Telegram commands load PTB
 
     url = args.url or f"{config.server.public_url.rstrip('/')}/telegram/webhook"
     if not url.startswith("https://"):
@@ -90,7 +90,7 @@ async def cmd_telegram_set_webhook(config: Config, args: argparse.Namespace) -> 
 
 
 async def cmd_telegram_delete_webhook(config: Config, args: argparse.Namespace) -> int:
-    from channels.telegram_setup import delete_webhook
+    from channels.telegram.setup import delete_webhook
 
     bot = await delete_webhook(_telegram(config))
     print(f"Telegram no longer delivers updates for @{bot} to a webhook")

@@ -56,8 +56,11 @@ SERVER_PARTS = {
     "bot.sweeper",
 }
 # The surfaces' declarations are read with the config (its [slack] table, a principal's
-# Slack id): light modules that import no SDK (bot/surfaces.py); no other part of channels/.
-DECLARATIONS = {"channels", *BUILT_IN}
+# Slack id): light modules that import no SDK (bot/surfaces.py), with their package and the
+# config model they share with the channel; no other part of channels/.
+DECLARATIONS = {"channels", *BUILT_IN} | {
+    path.rpartition(".")[0] + part for path in BUILT_IN for part in ("", ".config")
+}
 
 
 def run_counting_modules(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[str, list[str]]:

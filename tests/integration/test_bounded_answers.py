@@ -20,10 +20,10 @@ from bot.operator import Operator
 from bot.routing import Directory
 from bot.target import Target
 from channels.answer_cap import ANSWER_LIMIT
-from channels.slack import SlackChannel
-from channels.slack_surface import SlackConfig
-from channels.telegram import TelegramChannel
-from channels.telegram_surface import TelegramConfig
+from channels.slack.channel import SlackChannel
+from channels.slack.config import SlackConfig
+from channels.telegram.channel import TelegramChannel
+from channels.telegram.config import TelegramConfig
 from store.repository import Store
 from tests.support.samples import approval_record
 

@@ -12,8 +12,8 @@ import pytest
 
 from bot.clock import FakeClock
 from channels.base import MessageRef
-from channels.email_smtp import probe
-from channels.email_surface import EmailConfig
+from channels.email.config import EmailConfig
+from channels.email.smtp import probe
 from store.repository import Store
 from tests.support.email_rig import API_KEY, EmailRig, serve_email
 from tests.support.smtp_sink import smtp_sink

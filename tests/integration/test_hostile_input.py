@@ -314,7 +314,7 @@ class Case:
         signature, Telegram's secret. Such a request may write (a refusal recorded, a link
         used, a replay guard); any other must not."""
         if self.path == "/web/login/<TOKEN>":
-            # channels/web.py's cross_site: Sec-Fetch-Site decides when sent, else Origin.
+            # channels/web/channel.py's cross_site: Sec-Fetch-Site decides when sent, else Origin.
             origin, site = self.header(b"Origin"), self.header(b"Sec-Fetch-Site")
             if site is not None:
                 return site in (b"same-origin", b"none")

@@ -45,9 +45,9 @@ PRELOAD = [
     "bot.server_processes",
     "store.migrate",
     "store.repository",
-    "channels.slack",
-    "channels.telegram",
-    "channels.web",
+    "channels.slack.channel",
+    "channels.telegram.channel",
+    "channels.web.channel",
 ]
 
 

@@ -18,7 +18,8 @@ from bot.cli.rendering import render_card
 from bot.config import parse_config
 from bot.routing import Directory
 from bot.visible import one_line
-from channels import slack_card, telegram_card
+from channels.slack import card as slack_card
+from channels.telegram import card as telegram_card
 from tests.support.markup import read_html
 from tests.support.samples import RECORD_NOW as NOW
 from tests.support.samples import TEST_CONFIG, approval_record, cast_vote
@@ -73,7 +74,7 @@ def _decided_quorum(directory: Directory) -> Card:
 def _web(card: Card) -> str:
     """The approval page's card, rendered by the template the web surface uses."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("channels", "web_templates"),
+        loader=jinja2.PackageLoader("channels.web", "templates"),
         autoescape=jinja2.select_autoescape(default=True),
         undefined=jinja2.StrictUndefined,
     )

@@ -1,4 +1,4 @@
-"""A card as mail (channels/email_card.py): every section is shown, a kind the module does
+"""A card as mail (channels/email/card.py): every section is shown, a kind the module does
 not know included (its heading, prose, items and lines), an unknown outcome icon reads as a
 bullet, agent text is escaped in HTML and kept to one line in the subject, and the email
 surface's config refuses addresses as targets and names that are nobody's mailbox."""
@@ -13,8 +13,8 @@ import pytest
 from bot.card_sections import Item, Kind, Line, Section
 from bot.config import parse_config
 from bot.errors import ConfigError
-from channels import email_card
-from channels.email_card import Links
+from channels.email import card as email_card
+from channels.email.card import Links
 from tests.support.samples import TEST_CONFIG
 
 

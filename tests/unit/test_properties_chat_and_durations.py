@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from bot.card import Card
 from bot.durations import MAX_SECONDS, format_duration, parse_duration, parse_moment
-from channels import slack_card, telegram_card
+from channels.slack import card as slack_card
+from channels.telegram import card as telegram_card
 from tests.support.json_strategies import any_texts, principal_keys, texts
 from tests.support.json_strategies import property_settings as _settings
 from tests.support.samples import RECORD_NOW, approval_record

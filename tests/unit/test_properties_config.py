@@ -41,8 +41,8 @@ from bot.config import (
 )
 from bot.errors import ConfigError
 from bot.target import Target
-from channels.slack_surface import SlackConfig
-from channels.telegram_surface import TelegramConfig
+from channels.slack.config import SlackConfig
+from channels.telegram.config import TelegramConfig
 from store.engine import resolve_sqlite_path
 from tests.support.json_paths import delete_at as _delete
 from tests.support.json_paths import paths_in as _paths

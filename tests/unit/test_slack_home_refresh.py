@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from bot.errors import RetryLater
-from channels import slack_home_refresh
-from channels.slack_home_refresh import HomeRefresh
+from channels.slack import home_refresh as slack_home_refresh
+from channels.slack.home_refresh import HomeRefresh
 
 
 class Slack:

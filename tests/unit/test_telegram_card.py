@@ -13,7 +13,7 @@ import pytest
 from bot.card import Card
 from bot.config import parse_config
 from bot.routing import Directory
-from channels import telegram_card
+from channels.telegram import card as telegram_card
 from tests.support.markup import read_html
 from tests.support.samples import RECORD_HASH as HASH
 from tests.support.samples import RECORD_NOW as NOW

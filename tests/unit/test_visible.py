@@ -17,7 +17,9 @@ from bot.config import parse_config
 from bot.reminders import title_of
 from bot.routing import Directory
 from bot.visible import in_json, one_line, visible
-from channels import slack_card, slack_home, telegram_card
+from channels.slack import card as slack_card
+from channels.slack import home as slack_home
+from channels.telegram import card as telegram_card
 from tests.support.samples import RECORD_NOW as NOW
 from tests.support.samples import TEST_CONFIG, approval_record
 

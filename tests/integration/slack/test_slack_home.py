@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from bot.delegations import Delegations
-from channels import slack_home, slack_home_refresh
+from channels.slack import home as slack_home
+from channels.slack import home_refresh as slack_home_refresh
 from store.repository import Store
 from tests.fakes.slack_inbound import app_home_opened, sign
 from tests.support.chat_server import PUBLIC_URL

@@ -16,8 +16,8 @@ from bot.delegations import Delegations
 from bot.operator import Operator
 from bot.routing import Directory
 from bot.target import Target
-from channels.slack import SlackChannel
-from channels.slack_surface import SlackConfig
+from channels.slack.channel import SlackChannel
+from channels.slack.config import SlackConfig
 from store.repository import Store
 from tests.fakes.slack import FakeSlack
 from tests.support.samples import approval_record

@@ -1,4 +1,4 @@
-"""Bolt acts on the body exactly as channels/slack_gate.py checked it: parsed once there and
+"""Bolt acts on the body exactly as channels/slack/gate.py checked it: parsed once there and
 handed over, never parsed again by Bolt's own rules.
 
 Bolt reads a form whose text merely contains the word "payload" as an interaction payload

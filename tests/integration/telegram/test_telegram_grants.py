@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from bot.audit import verify
-from channels.telegram_setup import set_webhook
-from channels.telegram_surface import TelegramConfig
+from channels.telegram.config import TelegramConfig
+from channels.telegram.setup import set_webhook
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.support.telegram_rig import (

@@ -23,7 +23,7 @@ import pytest
 from bot.config import parse_config
 from bot.errors import ConfigError
 from bot.operator import Actor, Operator
-from channels.telegram_bot import permanent_reason
+from channels.telegram.transport import permanent_reason
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.support.samples import TEST_CONFIG

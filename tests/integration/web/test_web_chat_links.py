@@ -26,7 +26,8 @@ import pytest
 from bot.card import Card
 from bot.clock import FakeClock
 from bot.config import parse_config
-from channels import slack_card, telegram_card
+from channels.slack import card as slack_card
+from channels.telegram import card as telegram_card
 from store.repository import Store
 from tests.fakes import telegram as fake
 from tests.fakes.slack import FakeSlack

@@ -28,7 +28,7 @@ from bot.delegations import Delegations
 from bot.outbox.jobs import JobKind
 from bot.outbox.runner import OutboxRunner, OutboxSettings
 from bot.sweeper import Sweeper
-from channels import web_dashboard
+from channels.web import dashboard as web_dashboard
 from store.repository import Store
 from tests.support.samples import tamper
 from tests.support.web_rig import START, Node, Rig, running

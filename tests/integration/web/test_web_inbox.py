@@ -20,7 +20,7 @@ import pytest
 
 from bot import inbox
 from bot.delegations import Delegations
-from channels import web_inbox
+from channels.web import inbox as web_inbox
 from tests.support.web_inbox_rig import GLOBEX_KEY, Rig
 
 # -- signing in ------------------------------------------------------------------------------------
