@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import StoreUnavailable
+from store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from store.repository import Tx
