@@ -1,5 +1,5 @@
 """The one shape of every state change: a conditional UPDATE, its audit event, and the outbox
-jobs it causes, in the caller's transaction.
+jobs it causes (bot.effects), in the caller's transaction.
 
 The Operator (human decisions), the agent-side actions (bot.agent_actions) and the sweeper all
 move rows through `apply`, so each transition is audited, chained and announced the same way.
@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from bot import audit
+from bot import audit, effects
 from bot.clock import Clock, SystemClock
-from bot.outbox import jobs
 from bot.routing import Directory
 from store.records import Approval, Event
 from store.repository import Store, Tx
@@ -79,7 +78,7 @@ async def apply(
         # the database or this code. Refuse loudly rather than guess.
         raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
     stored = await tx.insert_event(event)
-    await jobs.enqueue_transition(tx, directory, updated, stored, now)
+    await effects.cause(tx, effects.Announce(updated, stored), now=now, directory=directory)
     return Transition(updated, stored, row.state)
 
 
