@@ -10,16 +10,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot import audit, effects
 from bot.clock import Clock, SystemClock
 from bot.routing import Directory
 from store.records import Approval, Event
 from store.repository import Store, Tx
-
-if TYPE_CHECKING:  # bot.metrics imports this module for Transition
-    from bot.metrics import Metrics
 
 log = logging.getLogger("signoff.transitions")
 
@@ -82,6 +79,13 @@ async def apply(
     return Transition(updated, stored, row.state)
 
 
+class Counts(Protocol):
+    """What counts committed transitions (bot.metrics.Metrics, which imports this module for
+    `Transition`; so this module names the one method it calls, not the class)."""
+
+    def transitioned(self, result: Transition) -> None: ...
+
+
 class Transitioner:
     """What every component that moves approvals holds (the Operator, the agent's actions,
     the sweeper): the store, the directory the effects are routed by, the clock every
@@ -92,7 +96,7 @@ class Transitioner:
         store: Store,
         directory: Directory,
         clock: Clock | None = None,
-        metrics: Metrics | None = None,
+        metrics: Counts | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
