@@ -25,7 +25,6 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from bot import json_text
 from bot.admission import Admission, AdmissionSettings
 from bot.agent_actions import AgentActions
 from bot.canonical import canonical_json
@@ -53,6 +52,7 @@ from bot.validation import (
     parse_json,
     validate,
 )
+from store import json_text
 from store.repository import Store
 
 log = logging.getLogger("signoff.api")
@@ -120,7 +120,7 @@ def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
 
 
 def _json_response(data: Any, *, status: int = 200) -> web.Response:
-    """A JSON response, written by orjson (bot.json_text)."""
+    """A JSON response, written by orjson (store.json_text)."""
     return web.json_response(data, status=status, dumps=json_text.dumps)
 
 

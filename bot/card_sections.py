@@ -36,12 +36,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from bot import surfaces
 from bot.canonical import short_hash
 from bot.model import State
 
 if TYPE_CHECKING:
-    from bot.card import Card, CardVote
+    from bot.card_fields import CardFields, CardVote
 
 
 # The link a chat card shows to the approval's page, when the web surface is configured.
@@ -98,7 +97,7 @@ class Section:
         return f"{self.label} ({self.note})" if self.note else self.label
 
 
-def sections(card: Card) -> tuple[Section, ...]:
+def sections(card: CardFields) -> tuple[Section, ...]:
     """The card as its sections, in the order every surface shows them; a section with
     nothing to show is left out."""
     result = [Section(Kind.TITLE, text=card.title, items=(Item("State", state_words(card.state)),))]
@@ -137,7 +136,7 @@ def sections(card: Card) -> tuple[Section, ...]:
     return tuple(result)
 
 
-def _what(card: Card) -> tuple[Item, ...]:
+def _what(card: CardFields) -> tuple[Item, ...]:
     capability = Item("Capability", card.capability, code=True)
     if not card.question:
         return capability, Item("Tool", card.tool_name, code=True)
@@ -151,7 +150,7 @@ def state_words(state: str) -> str:
     return state.replace("_", " ")
 
 
-def _people(card: Card) -> tuple[Item, ...]:
+def _people(card: CardFields) -> tuple[Item, ...]:
     assigned = card.assignee
     if card.assigned_note:
         assigned += f" ({card.assigned_note})"
@@ -176,31 +175,20 @@ def _people(card: Card) -> tuple[Item, ...]:
     return tuple(people)
 
 
-def progress(card: Card) -> Item:
+def progress(card: CardFields) -> Item:
     """ "Approvals: 1 of 2 (Alice Ng)" while a quorum is being gathered."""
     return Item("Approvals", card.progress or "")
-
-
-def _where(via: str | None) -> str:
-    """Where a vote was cast, as it reads after the time ("... at 10:00 UTC in Slack"): the
-    surface's own words (bot.surfaces), the CLI's, or the bare name of one no longer served."""
-    if not via:
-        return ""
-    if via == "cli":
-        return "from the CLI"
-    surface = surfaces.find(via)
-    return surface.where if surface is not None and surface.where else f"via {via}"
 
 
 def vote_item(vote: CardVote) -> Item:
     """ "Approved by Alice Ng (alice) at 2026-12-01 10:00 UTC on the web": one vote of a
     quorum, who, when and where, so the record shows every person it took, not only the last."""
     label = "Approved by" if vote.decision == "approve" else "Rejected by"
-    where = _where(vote.via)
+    where = vote.where
     return Item(label, f"{vote.name}{at(vote.at)}{' ' + where if where else ''}", " ")
 
 
-def votes_line(card: Card) -> str:
+def votes_line(card: CardFields) -> str:
     """Every vote on one line, for a list with room for one ("Approved by Alice Ng (alice) at
     ... on the web; Approved by ..."); empty without votes."""
     return "; ".join(vote_item(vote).line for vote in card.votes)
@@ -221,7 +209,7 @@ def at(when: datetime | None) -> str:
     return f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
 
 
-def outcome_lines(card: Card) -> list[Line]:
+def outcome_lines(card: CardFields) -> list[Line]:
     """What happened to the request, for a decided card: the human decision first, then what
     the agent or the clock did after it, each naming who and when where the row records it."""
     who = f" by {card.decided_by}" if card.decided_by else ""

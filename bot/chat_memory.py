@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 
+from bot import effects
 from bot.clock import Clock
 from bot.model import State
-from bot.outbox import jobs
 from store.records import CardMessage, ReplyPrompt
 from store.repository import Store
 
@@ -98,7 +98,7 @@ class ChatMemory:
                 }
             )
             if approval.state != State.PENDING:
-                await jobs.enqueue_card_update(tx, approval, card.id, now)
+                await effects.cause(tx, effects.CardUpdate(approval, card.id), now=now)
         return card
 
     async def move_cards(self, channel: str, old: str, new: str) -> int:

@@ -372,6 +372,7 @@ class Config(Strict):
                 for key, p in self.principals.items()
             },
             groups={key: tuple(g.members) for key, g in self.groups.items()},
+            surface_words={s.name: s.where for s in surfaces.registered() if s.where},
             tenants={
                 t.name: Tenant(
                     name=t.name,

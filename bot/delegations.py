@@ -20,10 +20,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot import effects
 from bot.clock import Clock
 from bot.durations import parse_moment
 from bot.errors import DelegationLoop, InvalidRequest, NotFound, NotPending
-from bot.outbox import jobs
 from bot.routing import Directory
 from store.records import Delegation
 from store.repository import Store
@@ -86,7 +86,7 @@ class Delegations:
                     "created_at": now,
                 }
             )
-            await jobs.enqueue_delegation(tx, delegation, now)
+            await effects.cause(tx, effects.DelegationEdges(delegation), now=now)
         log.info(
             "delegation %s: %s -> %s (%s) from %s until %s, by %s",
             delegation.id,
@@ -111,7 +111,7 @@ class Delegations:
                 if existing is None:
                     raise NotFound(f"no delegation with id {delegation_id!r}")
                 raise NotPending(f"delegation {delegation_id} was already revoked", state="revoked")
-            await jobs.enqueue_revocation(tx, delegation_id, now)
+            await effects.cause(tx, effects.DelegationRevoked(delegation_id), now=now)
         log.info("delegation %s revoked by %s", delegation_id, by)
         return revoked
 

@@ -3,51 +3,57 @@
 Each class's docstring is its default message. Surfaces (CLI, HTTP API, chat channels) turn
 these into a human sentence or a status code; none of them is ever shown as a traceback.
 `code` is the stable machine-readable name (the HTTP API's error bodies will carry it).
+
+The base class and the errors the store raises are defined in store/errors.py (the store
+depends on nothing above it) and re-exported here: import any error from this module.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from store.errors import (
+    ConfigError,
+    InvalidRequest,
+    SchemaOutOfDate,
+    SignoffError,
+    StoreUnavailable,
+)
 
-class SignoffError(Exception):
-    """signoff failed.
-
-    `code` is the stable name an API client sees; `http_status` the status an HTTP surface
-    (the agent API, the web pages) answers with, inherited by subclasses."""
-
-    code = "error"
-    http_status = 400
-
-    def __init__(self, message: str | None = None, **details: Any) -> None:
-        self.message = message or (self.__doc__ or "").strip()
-        self.details = details
-        super().__init__(self.message)
-
-
-class ConfigError(SignoffError):
-    """The configuration is invalid."""
-
-    code = "config_error"
-
-
-class SchemaOutOfDate(SignoffError):
-    """The database schema is not current; run `signoff db upgrade`."""
-
-    code = "schema_out_of_date"
-    http_status = 503
-
-
-class InvalidRequest(SignoffError):
-    """The approval request is invalid."""
-
-    code = "invalid_request"
-    http_status = 422
-
-    def __init__(self, message: str | None = None, *, fields: list[dict[str, Any]] | None = None):
-        super().__init__(message, fields=fields or [])
-        self.fields = fields or []
+__all__ = [
+    "AlreadyVoted",
+    "ApprovalChanged",
+    "ApprovalCorrupt",
+    "ApprovalExpired",
+    "ApproversOutsideRoute",
+    "ClaimMismatch",
+    "ConfigError",
+    "DelegationLoop",
+    "DeliveryFailed",
+    "EditRefused",
+    "GrantRefused",
+    "InvalidRequest",
+    "LeaseExhausted",
+    "MalformedJson",
+    "NoRoute",
+    "NotAnApprover",
+    "NotCanonical",
+    "NotFound",
+    "NotPending",
+    "Overloaded",
+    "PolicyChanged",
+    "RequestTooLarge",
+    "RetryLater",
+    "SchemaOutOfDate",
+    "SelfApproval",
+    "SignInRefused",
+    "SignoffError",
+    "StoreUnavailable",
+    "Unauthorized",
+    "Undeliverable",
+    "UnknownPrincipal",
+    "UnknownTenant",
+]
 
 
 class MalformedJson(InvalidRequest):
@@ -272,10 +278,3 @@ class Overloaded(SignoffError):
     def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
-
-
-class StoreUnavailable(SignoffError):
-    """The database is unreachable or too busy to answer; nothing was changed, retry later."""
-
-    code = "store_unavailable"
-    http_status = 503

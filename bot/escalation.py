@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot import expiry, transitions
+from bot import effects, expiry, transitions
 from bot.durations import format_duration
 from bot.errors import NoRoute
 from bot.model import State
-from bot.outbox import jobs
 from bot.routing import Directory, Escalation, keeping_authority
 from bot.transitions import Transition
 from store.records import Approval
@@ -71,7 +70,8 @@ async def escalate(tx: Tx, directory: Directory, row: Approval, now: datetime) -
             "last": following >= len(chain),
         },
     )
-    await jobs.enqueue_personal_cards(tx, directory, result.approval, step.to, now)
+    cards = effects.PersonalCards(result.approval, step.to)
+    await effects.cause(tx, cards, now=now, directory=directory)
     return result
 
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from bot import grant, transitions
+from bot import effects, grant, transitions
 from bot.canonical import approval_hash
 from bot.clock import utc_iso
 from bot.errors import ApprovalExpired, NoRoute
 from bot.intake import Draft, new_approval
 from bot.model import Kind, State
-from bot.outbox import jobs
 from bot.routing import Directory, Route
 from bot.transitions import Transition
 from store.records import Approval
@@ -106,7 +105,8 @@ async def lapse(tx: Tx, directory: Directory, row: Approval, now: datetime) -> T
         inserted = await tx.insert_approval(follow_up)
         assert inserted is not None  # its presentation names the original: unique per original
         await tx.insert_event(requested)
-        await jobs.enqueue_cards(tx, directory, inserted, route.notify if route else (), now)
+        cards = effects.PostCards(inserted, route.notify if route else ())
+        await effects.cause(tx, cards, now=now, directory=directory)
     return result
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictStr
 
-from bot import audit, edits, standing, transitions
+from bot import audit, edits, effects, standing, transitions
 from bot.canonical import MAX_DEPTH, approval_hash, canonical_json, check_canonical, sha256_hex
 from bot.clock import Clock, utc_iso
 from bot.destinations import url_problem
@@ -28,7 +28,6 @@ from bot.errors import (
     InvalidRequest,
 )
 from bot.model import Kind, State
-from bot.outbox import jobs
 from bot.routing import Directory, Route, covers
 from bot.validation import (
     IS_DURATION,
@@ -470,13 +469,15 @@ async def _insert(
         approval = granted.approval
         if not route.notify_grant_uses:
             return Created(approval, created=True, superseded=superseded, granted=granted)
-    await jobs.enqueue_cards(tx, directory, approval, route.notify, approval.created_at)
     # Approvers who are away: their delegates get the card too; if the assignee is one
     # of them, the card and the trail say who decides in their place.
-    for delegation in away.values():
-        await jobs.enqueue_personal_cards(
-            tx, directory, approval, delegation.delegate, approval.created_at
-        )
+    await effects.cause(
+        tx,
+        effects.PostCards(approval, route.notify),
+        *(effects.PersonalCards(approval, delegation.delegate) for delegation in away.values()),
+        now=approval.created_at,
+        directory=directory,
+    )
     return Created(approval, created=True, superseded=superseded, granted=granted)
 
 

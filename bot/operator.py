@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot import audit, escalation, steps, transitions
+from bot import audit, effects, escalation, steps, transitions
 from bot.decisions import (
     DECISION_EVENTS,
     FULL_HASH,
@@ -34,7 +34,6 @@ from bot.errors import (
     SignoffError,
 )
 from bot.model import State
-from bot.outbox import jobs
 from bot.rich_decisions import MAX_ANSWER, RichDecisions
 from bot.routing import Standing, keeping_authority, person_key
 from bot.steps import Outcome
@@ -195,7 +194,8 @@ class Operator(RichDecisions):
             actor=actor.label,
             data=data,
         )
-        await jobs.enqueue_personal_cards(tx, self.directory, decision.approval, to, now)
+        cards = effects.PersonalCards(decision.approval, to)
+        await effects.cause(tx, cards, now=now, directory=self.directory)
         return decision
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot import expiry
+from bot import effects, expiry
 from bot.durations import format_duration
 from bot.model import State
-from bot.outbox import jobs
 from bot.routing import Directory
 from bot.visible import visible
 from store.records import Approval
@@ -33,7 +32,7 @@ async def remind_if_due(tx: Tx, directory: Directory, row: Approval, now: dateti
         return False  # decided meanwhile, or expiring instead
     if not await tx.mark_reminded(row.id, now):
         return False
-    await jobs.enqueue_reminders(tx, directory, row, now)
+    await effects.cause(tx, effects.Reminders(row), now=now, directory=directory)
     return True
 
 

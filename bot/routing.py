@@ -120,6 +120,10 @@ class Directory:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tenants: dict[str, Tenant] = field(default_factory=dict)
     routes: tuple[Route, ...] = ()
+    # Each surface's words for where something was done on it ("in Slack"), from its
+    # declaration (bot.surfaces, which the config reads): a card's votes say where they were
+    # cast in them (bot.card), without the cards importing the surface registry.
+    surface_words: dict[str, str] = field(default_factory=dict)
     # (surface, account) -> principal, for the lookup every inbound message makes.
     _by_account: dict[tuple[str, Account], Principal] = field(init=False, repr=False, compare=False)
 

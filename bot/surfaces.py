@@ -24,7 +24,6 @@ from pydantic import BaseModel
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; factories hand them in
     from bot.chat_memory import ChatMemory
     from bot.clock import Clock
-    from bot.config import Config
     from bot.delegations import Delegations
     from bot.operator import Operator
     from bot.routing import Directory
@@ -95,8 +94,10 @@ class Surface:
     # database; called for every registered surface, its table None when not configured.
     check: Callable[[Any, StartupCheck], None] = lambda _table, _options: None
     # What `signoff config check` asks the platform besides (warnings in the log); called
-    # only when the surface's table is configured.
-    probe: Callable[[Any, Config], Awaitable[None]] | None = None
+    # only when the surface's table is configured, with the table and the whole Config
+    # (bot.config.Config: not named here, as bot.config reads this registry to check a
+    # config, and the registry sits below it).
+    probe: Callable[[Any, Any], Awaitable[None]] | None = None
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

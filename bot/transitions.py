@@ -1,5 +1,5 @@
 """The one shape of every state change: a conditional UPDATE, its audit event, and the outbox
-jobs it causes, in the caller's transaction.
+jobs it causes (bot.effects), in the caller's transaction.
 
 The Operator (human decisions), the agent-side actions (bot.agent_actions) and the sweeper all
 move rows through `apply`, so each transition is audited, chained and announced the same way.
@@ -10,17 +10,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from bot import audit
+from bot import audit, effects
 from bot.clock import Clock, SystemClock
-from bot.outbox import jobs
 from bot.routing import Directory
 from store.records import Approval, Event
 from store.repository import Store, Tx
-
-if TYPE_CHECKING:  # bot.metrics imports this module for Transition
-    from bot.metrics import Metrics
 
 log = logging.getLogger("signoff.transitions")
 
@@ -79,8 +75,15 @@ async def apply(
         # the database or this code. Refuse loudly rather than guess.
         raise RuntimeError(f"conditional update of {row.id} matched no row under its lock")
     stored = await tx.insert_event(event)
-    await jobs.enqueue_transition(tx, directory, updated, stored, now)
+    await effects.cause(tx, effects.Announce(updated, stored), now=now, directory=directory)
     return Transition(updated, stored, row.state)
+
+
+class Counts(Protocol):
+    """What counts committed transitions (bot.metrics.Metrics, which imports this module for
+    `Transition`; so this module names the one method it calls, not the class)."""
+
+    def transitioned(self, result: Transition) -> None: ...
 
 
 class Transitioner:
@@ -93,7 +96,7 @@ class Transitioner:
         store: Store,
         directory: Directory,
         clock: Clock | None = None,
-        metrics: Metrics | None = None,
+        metrics: Counts | None = None,
     ) -> None:
         self.store = store
         self.directory = directory

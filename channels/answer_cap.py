@@ -15,8 +15,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from bot import json_text
 from bot.errors import DeliveryFailed
+from store import json_text
 
 ANSWER_LIMIT = 4 * 1024 * 1024
 _CHUNK = 64 * 1024

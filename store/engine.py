@@ -30,9 +30,8 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bot import json_text
-from bot.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
-from store import sqlite_inline
+from store import json_text, sqlite_inline
+from store.errors import ConfigError, InvalidRequest, SchemaOutOfDate, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Pool sizes per process. SQLite: its one writer and this many readers (WAL lets readers run
@@ -101,7 +100,7 @@ def new_sqlite_file(url: str) -> Path | None:
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for a `sqlite+aiosqlite://` or `postgresql+asyncpg://` URL."""
     url = normalize_url(url)
-    # JSON columns are written and read by orjson (bot/json_text.py says where it is not).
+    # JSON columns are written and read by orjson (store/json_text.py says where it is not).
     kwargs.setdefault("json_serializer", json_text.dumps)
     kwargs.setdefault("json_deserializer", json_text.loads)
     try:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.errors import SchemaOutOfDate
 from store.engine import BEGIN_MODE, translated_errors
+from store.errors import SchemaOutOfDate
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -18,7 +18,7 @@ they share is store/statements.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
@@ -46,7 +46,7 @@ from store.events import EventStatements
 from store.listings import ListingStatements
 from store.outbox import OutboxStatements
 from store.refusals import RefusalStatements
-from store.shared_writes import Block, Group, TransactionLost, savepoint
+from store.shared_writes import Group, TransactionLost, savepoint
 from store.sqlite_inline import Checkpoints
 from store.standing_grants import StandingGrantStatements
 from store.turns import WriteTurns
@@ -86,7 +86,7 @@ class Store:
         self.commits = CommitSignal()
         # Creates waiting together for SQLite's write lock, and the groups' tasks
         # (store/shared_writes.py).
-        self._forming: Group | None = None
+        self._forming: Group[Tx] | None = None
         self._groups: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -150,13 +150,13 @@ class Store:
                 return await block(tx)
         group = self._forming
         if group is None or not group.has_room():
-            group = self._forming = Group()
+            group = self._forming = Group[Tx]()
             task = asyncio.get_running_loop().create_task(self._commit_group(group))
             self._groups.add(task)
             task.add_done_callback(self._groups.discard)
         return await group.add(block)
 
-    async def _commit_group(self, group: Group) -> None:
+    async def _commit_group(self, group: Group[Tx]) -> None:
         """Wait for the lock while blocks join, begin, run each block (each in a savepoint
         when there are several), commit, and give each caller its block's outcome."""
         outcomes: list[tuple[asyncio.Future[Any], Any, bool]] = []
@@ -290,3 +290,7 @@ class Tx(
     EmailLinkStatements,
 ):
     """The statements, bound to one connection: a write transaction, or a read (`Store`)."""
+
+
+Block = Callable[[Tx], Awaitable[Any]]
+"""A caller's writes (`Store.write_shared`): uses nothing but the transaction it is given."""

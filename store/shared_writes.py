@@ -32,41 +32,44 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from bot.errors import StoreUnavailable
+from store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from store.repository import Tx
     from store.sqlite_inline import InlineConnection
+    from store.statements import Statements
 
 # Blocks in one group (each a few hundred microseconds on SQLite): the longest a decision
 # queued behind the group waits for it.
 BLOCKS_MAX = 16
 
-Block = Callable[["Tx"], Awaitable[Any]]
-"""A caller's writes: uses nothing but the transaction it is given."""
+# The transaction a block is given: store.repository.Tx, which this module does not import
+# (store.repository imports this one).
+T = TypeVar("T")
 
 
-class Group:
-    """The blocks sharing one write transaction, and their callers' futures."""
+class Group(Generic[T]):
+    """The blocks sharing one write transaction, and their callers' futures. A block is a
+    caller's writes (store.repository.Block): it uses nothing but the transaction it is
+    given."""
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.blocks: list[tuple[Block, asyncio.Future[Any]]] = []
+        self.blocks: list[tuple[Callable[[T], Awaitable[Any]], asyncio.Future[Any]]] = []
         self.open = True  # until its transaction begins
 
     def has_room(self) -> bool:
         return self.open and len(self.blocks) < BLOCKS_MAX
 
-    def add(self, block: Block) -> asyncio.Future[Any]:
+    def add(self, block: Callable[[T], Awaitable[Any]]) -> asyncio.Future[Any]:
         """Join the group; the future gets the block's outcome once the group committed
         (cancelling it before the block ran takes the block out)."""
         outcome: asyncio.Future[Any] = self._loop.create_future()
         self.blocks.append((block, outcome))
         return outcome
 
-    def close(self) -> list[tuple[Block, asyncio.Future[Any]]]:
+    def close(self) -> list[tuple[Callable[[T], Awaitable[Any]], asyncio.Future[Any]]]:
         """The transaction has begun: nobody else joins; the blocks whose callers still
         wait, in arrival order."""
         self.open = False
@@ -93,7 +96,7 @@ class TransactionLost(StoreUnavailable):
 
 
 @asynccontextmanager
-async def savepoint(tx: Tx, driver: InlineConnection, number: int) -> AsyncIterator[None]:
+async def savepoint(tx: Statements, driver: InlineConnection, number: int) -> AsyncIterator[None]:
     """One block inside the group's transaction (on `driver`, its connection): undone alone
     if it raises, with the outbox leases it took (store/commits.py)."""
     mark = tx.jobs_mark()

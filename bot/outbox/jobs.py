@@ -1,19 +1,22 @@
-"""The kinds of outbox job, and the functions that queue them inside a transaction.
+"""The kinds of outbox job, and how the effects a change causes (bot.effects) become jobs
+queued inside its transaction.
 
-The runner (bot.outbox.runner) performs these jobs later, from any replica, with retries: a
-decision webhook to the agent side, a card to post or update, a notice to one person, and
-what a delegation's start and end cause. Because they are written in the transaction of the
-change that causes them, a crash can delay them, never lose them; dedupe keys make queueing
-the same effect twice a no-op.
+Decision modules state their effects as data and hand them to `bot.effects.cause`; `enqueue`
+(installed there when this package is imported) turns each into its jobs. The runner
+(bot.outbox.runner) performs them later, from any replica, with retries: a decision webhook to
+the agent side, a card to post or update, a notice to one person, and what a delegation's
+start and end cause. Because they are written in the transaction of the change that causes
+them, a crash can delay them, never lose them; dedupe keys make queueing the same effect
+twice a no-op.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
 
-from bot import surfaces
+from bot import effects, surfaces
 from bot.clock import utc_iso
 from bot.errors import NoRoute
 from bot.model import State, public_record
@@ -250,3 +253,37 @@ async def enqueue_reminders(
                     approval_id=approval.id,
                     dedupe_key=f"{JobKind.REMINDER}:{approval.id}:{target}",
                 )
+
+
+async def enqueue(
+    tx: Tx, directory: Directory | None, caused: Sequence[effects.Effect], now: datetime
+) -> None:
+    """Queue the jobs of each effect in `caused`, in order, as `bot.effects.cause` asks: the
+    statements each costs are the ones its function above costs alone."""
+    for effect in caused:
+        match effect:
+            case effects.Announce(approval, event):
+                await enqueue_transition(tx, _routed(directory), approval, event, now)
+            case effects.PostCards(approval, targets):
+                await enqueue_cards(tx, _routed(directory), approval, targets, now)
+            case effects.PersonalCards(approval, who):
+                await enqueue_personal_cards(tx, _routed(directory), approval, who, now)
+            case effects.CardUpdate(approval, card_message_id):
+                await enqueue_card_update(tx, approval, card_message_id, now)
+            case effects.Notice(principal, text, key):
+                await enqueue_notice(tx, _routed(directory), principal, text, now, key)
+            case effects.DelegationEdges(delegation):
+                await enqueue_delegation(tx, delegation, now)
+            case effects.DelegationRevoked(delegation_id):
+                await enqueue_revocation(tx, delegation_id, now)
+            case effects.Reminders(approval):
+                await enqueue_reminders(tx, _routed(directory), approval, now)
+
+
+def _routed(directory: Directory | None) -> Directory:
+    if directory is None:
+        raise TypeError("this effect is routed by the directory: pass it to bot.effects.cause")
+    return directory
+
+
+effects.install(enqueue)

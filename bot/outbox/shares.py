@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from store.records import OutboxJob
 
 if TYPE_CHECKING:
-    from bot.outbox.runner import OutboxSettings
+    from bot.outbox.settings import OutboxSettings
 
 log = logging.getLogger("signoff.outbox")
 

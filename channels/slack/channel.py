@@ -34,7 +34,6 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import json_text
 from bot.card import Card
 from bot.chat_memory import ChatMemory
 from bot.delegations import USAGE, Delegations
@@ -54,6 +53,7 @@ from channels.slack.gate import Passed, SlackGate
 from channels.slack.grants import Grants
 from channels.slack.presses import Presses
 from channels.web import inbox as web_inbox
+from store import json_text
 
 if TYPE_CHECKING:
     from channels.web.site import Site as WebSite
@@ -163,7 +163,7 @@ class SlackChannel:
     async def start(self) -> None:
         """One long-lived HTTP session for every Web API call, reading answers no further
         than channels.answer_cap's cap (slack-sdk would otherwise open a session per call and
-        read each answer whole), its bodies written and read by orjson (bot/json_text.py)."""
+        read each answer whole), its bodies written and read by orjson (store/json_text.py)."""
         self.client.session = aiohttp.ClientSession(
             response_class=CappedResponse, json_serialize=json_text.dumps
         )

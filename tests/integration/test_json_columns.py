@@ -1,5 +1,5 @@
 """JSON columns keep every value exactly, on both databases, now that orjson writes and reads
-them (bot/json_text.py): what went in is what a claim and a read hand back."""
+them (store/json_text.py): what went in is what a claim and a read hand back."""
 
 from __future__ import annotations
 

@@ -31,8 +31,8 @@ from bot.errors import StoreUnavailable
 from bot.intake import Created, create_request
 from bot.routing import Directory
 from store.records import OutboxJob
-from store.repository import Store, Tx
-from store.shared_writes import Block, TransactionLost
+from store.repository import Block, Store, Tx
+from store.shared_writes import TransactionLost
 from tests.support.databases import SQLITE_ONLY
 from tests.support.samples import TEST_CONFIG, make_request
 

@@ -1,4 +1,4 @@
-"""JSON text as the store and the API write it (bot/json_text.py): orjson's speed, never a
+"""JSON text as the store and the API write it (store/json_text.py): orjson's speed, never a
 value different from what the standard library would have kept."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bot import json_text
+from store import json_text
 
 VALUES = [
     {"amount": 12000, "currency": "EUR", "note": "für Zoë ✓", "nested": [1, 2.5, None, True]},
