@@ -18,10 +18,11 @@ module.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -31,11 +32,7 @@ from aiohttp import web
 from markupsafe import Markup
 
 from bot.card import Card
-from bot.clock import Clock
-from bot.delegations import Delegations
 from bot.errors import SignInRefused
-from bot.operator import Operator
-from bot.routing import Directory
 from bot.signin import LOGIN_PATH
 from bot.target import Target
 from bot.visible import visible
@@ -44,7 +41,6 @@ from channels.web import dashboard as web_dashboard
 from channels.web import edits as web_edits
 from channels.web import grant_list as web_grant_list
 from channels.web import inbox as web_inbox
-from channels.web.config import WebConfig
 from channels.web.site import (
     CSRF_REFUSED,
     FORM_UNREADABLE,
@@ -54,7 +50,6 @@ from channels.web.site import (
     read_form,
     see_other,
 )
-from store.repository import Store
 
 log = logging.getLogger("signoff.web")
 
@@ -66,22 +61,10 @@ class WebChannel(Site):
 
     name = "web"
 
-    def __init__(
-        self,
-        config: WebConfig,
-        public_url: str,
-        store: Store,
-        directory: Directory,
-        clock: Clock,
-        operator: Operator,
-        delegations: Delegations,
-        *,
-        environ: Mapping[str, str] = os.environ,
-    ) -> None:
-        super().__init__(
-            config, public_url, store, directory, clock, operator, delegations, environ=environ
-        )
-        self.public_origin = _origin_of(self.public_url)
+    @functools.cached_property
+    def public_origin(self) -> str:
+        """The origin a same-site form comes from (the cross-site guard's reference)."""
+        return _origin_of(self.public_url)
 
     # -- the Channel protocol: nothing to post, the inbox shows it ----------------------------
 
