@@ -20,6 +20,7 @@ from pathlib import Path
 
 import aiohttp
 
+import bot.outbox  # noqa: F401  (installs the outbox bot.effects queues through)
 from bench.harness import postgres_database, quantiles, run_concurrently
 from bench.processes import API_KEY, Edge, Server, write_config
 from bench.results import Results

@@ -28,6 +28,7 @@ from bench.results import Results
 bench.project_from_pythonpath()
 
 import bot  # noqa: E402
+import bot.outbox  # noqa: E402  (installs the outbox bot.effects queues through)
 from bot.clock import FakeClock  # noqa: E402
 from bot.config import parse_config  # noqa: E402
 from bot.intake import create_request, validate_request  # noqa: E402

@@ -33,6 +33,7 @@ from pathlib import Path
 import aiosqlite
 import asyncpg
 
+import bot.outbox  # noqa: F401  (installs the outbox bot.effects queues through)
 from bench.harness import run_concurrently, run_open_loop
 from bench.results import Results, percentile
 from bot.clock import SystemClock

@@ -21,6 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
+import bot.outbox  # noqa: F401  (installs the outbox bot.effects queues through)
 from bench.harness import postgres_database, quantiles
 from bench.results import Results
 from bot.canonical import approval_hash

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.cli.context import with_outbox
 from bot.cli.rendering import APPROVALS_HEADER, approval_row, emit_json, render_card, safe
 from bot.errors import InvalidRequest, NotFound
 from bot.model import State, public_record
@@ -37,6 +38,7 @@ async def cmd_request(ctx: Context, args: argparse.Namespace) -> int:
     from bot.intake import create_request, parse_request
 
     parsed = parse_request(_read_file(args.file), ctx.config.server.max_body_bytes)
+    with_outbox()
     result = await create_request(ctx.store, ctx.directory, ctx.clock, args.tenant, parsed)
     emit_json(public_record(result.approval))
     note = "created" if result.created else "already existed (same tenant, run_id and hash)"

@@ -32,13 +32,22 @@ class Context:
     def operator(self) -> Operator:
         from bot.operator import Operator
 
+        with_outbox()
         return Operator(self.store, self.directory, self.clock)
 
     @property
     def delegations(self) -> Delegations:
         from bot.delegations import Delegations
 
+        with_outbox()
         return Delegations(self.store, self.directory, self.clock)
+
+
+def with_outbox() -> None:
+    """A command that changes requests queues what the change causes through the outbox
+    (bot.effects), which importing bot.outbox installs; only such commands import it, so
+    `approvals list` and `show` load nothing of the server."""
+    import bot.outbox  # noqa: F401
 
 
 Handler = Callable[[Context, argparse.Namespace], Awaitable[int]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from bot.cli.context import with_outbox
 from bot.cli.rendering import emit_json, safe
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ async def cmd_grants_list(ctx: Context, args: argparse.Namespace) -> int:
 async def cmd_grants_revoke(ctx: Context, args: argparse.Namespace) -> int:
     from bot.standing import revoke
 
+    with_outbox()
     grant = await revoke(ctx.store, ctx.directory, ctx.clock.now(), args.id, args.as_)
     print(f"standing grant {grant.id} revoked: {describe(grant)}")
     return 0
