@@ -21,7 +21,7 @@ class CardVote:
     at: datetime
     via: str | None  # the surface: "web", "slack", "telegram", "cli"; None if not recorded
     # Where, as it reads after the time ("in Slack", "from the CLI"; "" if not recorded):
-    # the surface's own words, which the directory carries (Directory.where_done).
+    # the surface's own words, which the directory carries (Directory.surface_words).
     where: str = ""
 
 
