@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
@@ -22,6 +22,8 @@ from yarl import URL
 
 from bot.clock import FakeClock
 from bot.config import parse_config
+from bot.operator import Actor, Operator
+from bot.standing import GrantScope
 from channels.web.oidc_pages import CALLBACK, FLOW_COOKIE
 from channels.web.session import COOKIE
 from store.repository import Store
@@ -172,6 +174,28 @@ async def test_the_operator_claim_opens_the_dashboard(rig: Rig) -> None:
     bob, _ = await rig.sign_in("bob")  # in the directory, not in the operators' group
     assert (await bob.get("/dashboard")).status == 403
     assert (await bob.get("/web/inbox")).status == 200
+
+
+async def test_the_operator_claim_sees_and_revokes_every_grant(rig: Rig) -> None:
+    """Standing grants follow the same rights: olga, an operator by the provider's group
+    alone, sees alice's grant and ends it; bob, no operator, sees none."""
+    created = await rig.create(tool={"name": "refund", "arguments": {"charge": "ch_9"}})
+    scope = GrantScope(timedelta(hours=8), equal=("charge",))
+    operator = Operator(rig.store, rig.directory, rig.clock)
+    _, grant = await operator.approve_and_allow(
+        created["id"], created["hash"], Actor("alice", "web"), scope
+    )
+    bob, _ = await rig.sign_in("bob")
+    assert (await bob.get("/web/grants")).doc.find_all("li", classes="grant") == []
+    olga, _ = await rig.sign_in("olga")
+    page = await olga.get("/web/grants")
+    [listed] = page.doc.find_all("li", classes="grant")
+    assert listed.attrs["data-grant-id"] == grant.id
+    csrf = page.doc.find("form", classes="signout").field("csrf")
+    revoked = await olga.post(f"/web/grants/{grant.id}/revoke", {"csrf": csrf})
+    assert revoked.status == 303, revoked.html
+    events = [(e.type, e.actor) for e in await rig.events(created["id"])]
+    assert ("grant_revoked", "web:olga") in events
 
 
 async def test_the_sign_in_page_offers_the_provider(rig: Rig) -> None:
