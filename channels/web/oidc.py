@@ -381,7 +381,7 @@ class OidcClient:
                 "provider differ)."
             ) from exc
         except (InvalidClaimError, MissingClaimError) as exc:
-            raise refused(self._claim_refusal(exc.claim, claims)) from exc
+            raise refused(self._claim_refusal(getattr(exc, "claim", ""), claims)) from exc
         except JoseError as exc:
             raise refused(f"The ID token could not be verified ({exc}).") from exc
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
