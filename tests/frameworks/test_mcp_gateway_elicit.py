@@ -26,6 +26,7 @@ from mcp import Client, StdioServerParameters
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from signoff_client import SignoffClient
+from tests.frameworks.test_mcp_gateway import Gateway as GatewayProcess
 from tests.support import prefork
 from tests.support.agent_deployment import Deployment, deployment_config
 from tests.support.cli import Cli, sqlite_url
@@ -417,3 +418,30 @@ def test_a_host_that_declared_form_elicitation_only_is_not_offered_a_url() -> No
         False,
         True,
     ]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_over_streamable_http_the_page_is_offered_too(
+    web_deployment: Deployment, tmp_path: Path, browser: Browser, mode: str
+) -> None:
+    """The gateway served over streamable HTTP (upstream over HTTP too): on 2025-11-25 the
+    elicitation rides the call's own response stream, on 2026-07-28 the retried call."""
+    deployment = web_deployment
+    (tmp_path / "policy.toml").write_text(policy(), "utf-8")
+    env = {**deployment.env, "SIGNOFF_URL": deployment.url, "SIGNOFF_API_KEY": deployment.api_key}
+    served = GatewayProcess("streamable-http", tmp_path, env, tmp_path / "calls.jsonl")
+    served.start()
+    try:
+        page = await signed_in(browser, deployment, "alice")
+        host = Host("accept", decides(page, "Approve"))
+        assert served.url is not None
+        async with Client(served.url, mode=mode, elicitation_callback=host) as agent:
+            assert agent.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            result = await agent.call_tool("send_email", CALL)
+            await host.visited()
+    finally:
+        served.stop()
+    assert len(host.asked) == 1
+    assert not result.is_error, text(result)
+    assert text(result).startswith("[signoff] Approved by alice")
+    assert executed(tmp_path) == [{"tool": "send_email", "arguments": CALL}]

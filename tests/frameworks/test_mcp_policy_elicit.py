@@ -68,6 +68,7 @@ def test_the_gateways_settings() -> None:
         ('web_url = "signoff.example.com"', "", 3, "gateway.web_url must be an http(s) URL"),
         ('elicit_wait = "10"', "", 3, "gateway.elicit_wait must be a duration"),
         ("elicit_wait = 600", "", 3, "gateway.elicit_wait must be a duration"),
+        ('elicit_wait = "0s"', "", 3, "gateway.elicit_wait must be more than 0"),
         ("", 'x = { action = "ask", ask = "popup" }', 12, 'tools.x.ask must be "elicit"'),
         ("", 'x = { action = "allow", ask = "route" }', 12, "tools.x.ask: only an `ask` rule"),
         ("", 'y = [\n  "allow",\n]\nz = [\n  { action = "ask", ask = 1 },\n]', 16,
@@ -85,8 +86,8 @@ def test_a_wrong_ask_names_its_line(gateway: str, tools: str, line: int, words: 
 @pytest.mark.parametrize(
     ("flag", "words"),
     [
-        (["--elicit-wait", "-1"], "--elicit-wait must be zero or more seconds"),
-        (["--elicit-wait", "nan"], "--elicit-wait must be zero or more seconds"),
+        (["--elicit-wait", "0"], "--elicit-wait must be a number of seconds above 0"),
+        (["--elicit-wait", "nan"], "--elicit-wait must be a number of seconds above 0"),
         (["--web-url", "signoff.example.com"], "--web-url must be an http(s) URL"),
     ],
 )

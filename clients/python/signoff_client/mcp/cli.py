@@ -200,8 +200,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
         )
     if args.wait < 0:
         parser.error("--wait must be zero or more seconds")
-    if args.elicit_wait is not None and not 0 <= args.elicit_wait < float("inf"):
-        parser.error("--elicit-wait must be zero or more seconds")
+    if args.elicit_wait is not None and not 0 < args.elicit_wait < float("inf"):
+        parser.error("--elicit-wait must be a number of seconds above 0")
     if args.web_url is not None and not re.match(r"https?://[^\s/]+", args.web_url):
         parser.error("--web-url must be an http(s) URL")
     for option in ("call_timeout", "list_timeout"):

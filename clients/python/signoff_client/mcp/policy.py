@@ -409,6 +409,10 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
     ask = ask_mode(gateway_value("ask"), "gateway.ask", fail_gateway) or "elicit"
     waited = duration(gateway_value("elicit_wait"), "gateway.elicit_wait", fail_gateway)
     elicit_wait = seconds(waited) if waited is not None else ELICIT_WAIT
+    if not elicit_wait:  # the host's user needs time to open the page and decide
+        raise fail_gateway(
+            'gateway.elicit_wait must be more than 0 (or ask = "route")', "elicit_wait"
+        )
 
     ask_human = gateway_value("ask_human")
     if ask_human is True:
