@@ -36,7 +36,7 @@ import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from signoff_client.client import ApprovalRecord
+from signoff_client.client import ApprovalRecord, SignoffClient
 from signoff_client.mcp.results import META_KEY
 
 __all__ = ["KEY_PREFIX", "Elicited", "Host", "decided_notice", "elicit", "page_url"]
@@ -119,7 +119,7 @@ def message(record: ApprovalRecord, wait: float) -> str:
 
 
 async def elicit(
-    host: Host, signoff: Any, record: ApprovalRecord, *, web_url: str, wait: float
+    host: Host, signoff: SignoffClient, record: ApprovalRecord, *, web_url: str, wait: float
 ) -> Elicited | types.InputRequiredResult:
     """Offer the host's user the pending `record`'s approval page and wait for the decision;
     on 2026-07-28, first the `InputRequiredResult` that asks the host to offer it."""
@@ -175,7 +175,9 @@ async def elicit(
     return Elicited(decided)
 
 
-async def _wait(host: Host, signoff: Any, record: ApprovalRecord, wait: float) -> ApprovalRecord:
+async def _wait(
+    host: Host, signoff: SignoffClient, record: ApprovalRecord, wait: float
+) -> ApprovalRecord:
     """`signoff.wait` for the decision, reporting progress meanwhile to a caller that asked."""
     if not host.wants_progress:
         return await signoff.wait(record.id, wait)

@@ -58,7 +58,8 @@ CALL_TIMEOUT = 300.0
 LIST_TIMEOUT = 60.0
 
 INSTRUCTIONS = (
-    "Some tools behind this gateway need a human's approval (signoff). Such a call first "
+    "Some tools behind this gateway need a human's approval (signoff). Such a call may wait "
+    "while the user is shown the approval page, then return what was decided; otherwise it "
     "returns 'waiting for approval' and has NOT run. Do not retry it in a loop: tell the user. "
     "Calling the same tool with exactly the same arguments after the decision runs it once and "
     "returns its result (or says it was rejected or expired). Tool names are exact: call a "
