@@ -178,9 +178,11 @@ async def elicit(
 async def _wait(
     host: Host, signoff: SignoffClient, record: ApprovalRecord, wait: float
 ) -> ApprovalRecord:
-    """`signoff.wait` for the decision, reporting progress meanwhile to a caller that asked."""
+    """`signoff.wait` for the decision, reporting progress meanwhile to a caller that asked.
+    (`first` and `most` pace its polling against a server that holds no waits, as the
+    gateway's `--wait` does: a person at the page expects the call to move within seconds.)"""
     if not host.wants_progress:
-        return await signoff.wait(record.id, wait)
+        return await signoff.wait(record.id, wait, first=0.25, most=2.0)
     decided: ApprovalRecord = record
     async with anyio.create_task_group() as group:
 
@@ -199,7 +201,7 @@ async def _wait(
 
         group.start_soon(beat)
         try:
-            decided = await signoff.wait(record.id, wait)
+            decided = await signoff.wait(record.id, wait, first=0.25, most=2.0)
         finally:
             group.cancel_scope.cancel()
     return decided
