@@ -192,6 +192,13 @@ class Overloaded(SignoffError):
         self.retry_after = retry_after
 
 
+class TooManyWaits(Overloaded):
+    """The server holds as many waits as it may (HTTP 429); nothing was read. Wait again
+    after Retry-After."""
+
+    code = "too_many_waits"
+
+
 class StoreUnavailable(SignoffError):
     """The server's database is unreachable or too busy to answer; nothing was changed."""
 
