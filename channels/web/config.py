@@ -3,8 +3,16 @@ builds, so it lives apart from both and imports no Jinja2."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
 from bot.config import EnvVar, Strict
+from bot.embed_tokens import parse_origin
 from bot.validation import DurationText
+
+# scheme://host[:port], written as a browser writes it (bot.embed_tokens.parse_origin).
+Origin = Annotated[str, AfterValidator(parse_origin)]
 
 
 class WebConfig(Strict):
@@ -17,3 +25,6 @@ class WebConfig(Strict):
     link_ttl: DurationText = "15m"
     # A session ends after this long without a request.
     session_idle: DurationText = "8h"
+    # The origins whose pages may frame an approval (/embed/<token>, docs/web.md
+    # "Embedding an approval"); none by default, so nothing can be framed.
+    embed_origins: list[Origin] = Field(default_factory=list)
