@@ -73,7 +73,7 @@ async def test_a_mint_answers_the_page_and_records_the_person_but_never_the_toke
     assert data["person"] == "alice" and data["parent_origin"] == PARENT
     assert data["token"] == row["token_hash"][:16]
     # The default lifetime is ten minutes; an origin is written as browsers write it.
-    again = await rig.mint(record["id"], parent_origin="HTTPS://Partner.Example:443")
+    again = await rig.mint(record["id"], parent_origin="https://Partner.Example:443")
     assert again.status == 201, again.body
     assert again.body["parent_origin"] == PARENT
     assert again.body["expires_at"] == (now + timedelta(minutes=10)).strftime(
