@@ -1,19 +1,21 @@
 """The embedded approval in Chromium, framed by a partner's page on another origin.
 
-A real `signoff serve` (SQLite) allows one parent origin, `http://localhost:PORT`, a tiny page
-server on loopback (tests/support/parent_page.py); its page frames `/embed/<token>` from the
-signoff server at `http://127.0.0.1:PORT2` and keeps every message it receives. The person
-approves inside the frame: the decision is recorded as `embed:<person>`, and the parent hears
-`loaded`, then `decided` with the hash it was shown, from signoff's origin. The same page served
-as `http://127.0.0.1:PORT`, another origin, cannot frame a token made for the first: the frame
-is blocked (Chromium reports the frame-ancestors violation) and nothing is said to it. A token
-reused after the decision is refused in the frame, which tells the parent the code.
+A real `signoff serve` (on SQLite, and on PostgreSQL) allows one parent origin,
+`http://localhost:PORT`, a tiny page server on loopback (tests/support/parent_page.py); its
+page frames `/embed/<token>` from the signoff server at `http://127.0.0.1:PORT2` and keeps
+every message it receives. The person approves inside the frame: the decision is recorded as
+`embed:<person>`, and the parent hears `loaded`, then `decided` with the hash it was shown,
+from signoff's origin. The same page served as `http://127.0.0.1:PORT`, another origin,
+cannot frame a token made for the first: the frame is blocked (Chromium reports the
+frame-ancestors violation) and nothing is said to it. A token reused after the decision is
+refused in the frame, which tells the parent the code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -22,6 +24,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.support.cli import sqlite_url
+from tests.support.embed_rig import audit_events, postgres_database
 from tests.support.parent_page import ParentPages, parent_pages_in_thread
 from tests.support.samples import request_body
 from tests.support.service import Fleet, WebhookReceiver, write_config
@@ -30,21 +33,39 @@ from tests.support.web_service import WAIT_MS, WEB_SECRET, WebService, shoot, we
 Contexts = Callable[..., BrowserContext]
 
 
-@pytest.fixture
-def embedding(tmp_path: Path, sqlite_template: Path) -> Iterator[tuple[WebService, ParentPages]]:
-    """`signoff serve` with [web] allowing the parent page's `localhost` origin only."""
+@dataclass
+class Embedding:
+    service: WebService
+    parents: ParentPages
+    database_url: str
+
+    def events(self, approval_id: str) -> list[tuple[str, str | None]]:
+        """The approval's audit events, oldest first: (type, actor)."""
+        return audit_events(self.database_url, approval_id)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def embedding(
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
+) -> Iterator[Embedding]:
+    """`signoff serve` with [web] allowing the parent page's `localhost` origin only, on a
+    SQLite copy of the migrated template or a new PostgreSQL database."""
     with ExitStack() as stack:
         parents = stack.enter_context(parent_pages_in_thread())
         db_path = tmp_path / "signoff.db"
-        db_path.write_bytes(sqlite_template.read_bytes())
+        if request.param == "sqlite":
+            db_path.write_bytes(sqlite_template.read_bytes())
+            database_url = sqlite_url(db_path)
+        else:
+            database_url = stack.enter_context(postgres_database())
         hooks = stack.enter_context(WebhookReceiver())
         env = {"SIGNOFF_WEB_SECRET": WEB_SECRET}
-        config = web_config(sqlite_url(db_path), hooks.url)
+        config = web_config(database_url, hooks.url)
         config["web"]["embed_origins"] = [parents.allowed]
         config_path = write_config(tmp_path / "signoff.toml", config)
         fleet = stack.enter_context(Fleet(config_path, tmp_path, env))
         service = WebService(fleet.start(), config_path, db_path, tmp_path, hooks, env)
-        yield service, parents
+        yield Embedding(service, parents, database_url)
 
 
 def _create(service: WebService, run_id: str) -> dict[str, Any]:
@@ -81,9 +102,9 @@ def _types(page: Page) -> list[str]:
 
 
 def test_a_partner_page_frames_the_approval_and_hears_the_decision(
-    embedding: tuple[WebService, ParentPages], contexts: Contexts
+    embedding: Embedding, contexts: Contexts
 ) -> None:
-    service, parents = embedding
+    service, parents = embedding.service, embedding.parents
     approval = _create(service, "run-embed")
     src = _embed_url(service, approval["id"], parents.allowed)
     page = contexts(viewport={"width": 800, "height": 900}).new_page()
@@ -120,7 +141,7 @@ def test_a_partner_page_frames_the_approval_and_hears_the_decision(
     }
     got = service.api().get(f"/v1/approvals/{approval['id']}").body
     assert (got["state"], got["decided_by"]) == ("approved", "alice")
-    events = service.events(approval["id"])
+    events = embedding.events(approval["id"])
     assert ("embed_issued", "agent:acme") in events
     assert events[-1] == ("approved", "embed:alice")
 
@@ -133,13 +154,11 @@ def test_a_partner_page_frames_the_approval_and_hears_the_decision(
     retry = again.frame_locator("#approval")
     expect(retry.get_by_role("alert")).to_contain_text("already used")
     expect(retry.get_by_role("button", name="Approve")).to_have_count(0)
-    assert service.events(approval["id"]) == events
+    assert embedding.events(approval["id"]) == events
 
 
-def test_a_page_on_another_origin_cannot_frame_it(
-    embedding: tuple[WebService, ParentPages], contexts: Contexts
-) -> None:
-    service, parents = embedding
+def test_a_page_on_another_origin_cannot_frame_it(embedding: Embedding, contexts: Contexts) -> None:
+    service, parents = embedding.service, embedding.parents
     approval = _create(service, "run-embed-blocked")
     # A token for the allowed origin, framed by the same page served from another origin.
     src = _embed_url(service, approval["id"], parents.allowed)

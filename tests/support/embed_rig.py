@@ -2,37 +2,47 @@
 a FakeClock) with `[web] embed_origins` and the agent API's keys, on a loopback port; the
 agent side through tests/support/api_server.py's `Api`, the frame's side as a browser without
 cookies would fetch it, and what the database holds for the checks that nothing was written.
-Used by tests/integration/web/test_embed.py.
+Used by tests/integration/web/test_embed.py; and, for tests/browser/test_embed.py, a fresh
+PostgreSQL database and the audit trail read on either database from a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import os
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
+import asyncpg
 import pytest
 from aiohttp import web
 from multidict import CIMultiDictProxy
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 
 from bot.app import build_app
 from bot.clock import FakeClock
 from bot.config import parse_config
 from store.embed_tokens import embed_tokens
+from store.engine import normalize_url
 from store.repository import Store
 from store.schema import approval_events
 from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, Reply
+from tests.support.databases import admin, migrate
 from tests.support.samples import TEST_CONFIG
 from tests.support.web_rig import Node, parse
 
 PARENT = "https://partner.example"
 ELSEWHERE = "https://elsewhere.example"
 SECRET = "embed-test-secret-0123456789abcdef0123"
+T = TypeVar("T")
 
 
 @dataclass
@@ -160,3 +170,69 @@ async def embedding(
             yield EmbedRig(api, frames)
         finally:
             await runner.cleanup()
+
+
+# -- the browser tests' databases (tests/browser/test_embed.py) ------------------------------------
+#
+# The browser tests run no asyncio in the main thread while Chromium is open (Playwright's sync
+# API holds its loop there: tests/browser/conftest.py), so what they ask of a database runs in
+# a thread of its own.
+
+POSTGRES_ENV = "SIGNOFF_TEST_POSTGRES_URL"
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def in_thread(work: Callable[[], Awaitable[T]]) -> T:
+    """`asyncio.run(work())` in a thread of its own; its result, or its exception."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(work())
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new, migrated PostgreSQL database for one test, dropped after it; skips (fails under
+    CI=true) when no server answers, as the suite's PostgreSQL fixtures do."""
+    admin_url = os.environ.get(POSTGRES_ENV) or LOCAL_POSTGRES
+    name = f"signoff_embed_{uuid.uuid4().hex[:12]}"
+    try:
+        in_thread(lambda: admin(admin_url, f"CREATE DATABASE {name}"))
+    except (OSError, asyncpg.PostgresError) as exc:
+        message = f"cannot connect to PostgreSQL at {admin_url}: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    url = normalize_url(
+        make_url(normalize_url(admin_url)).set(database=name).render_as_string(False)
+    )
+    try:
+        in_thread(lambda: migrate(url))
+        yield url
+    finally:
+        in_thread(lambda: admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+def audit_events(database_url: str, approval_id: str) -> list[tuple[str, str | None]]:
+    """The approval's audit events, oldest first, as (type, actor), read on either database."""
+
+    async def read() -> list[tuple[str, str | None]]:
+        store = Store.from_url(database_url)
+        try:
+            async with store.read() as tx:
+                return [(e.type, e.actor) for e in await tx.events_for(approval_id)]
+        finally:
+            await store.close()
+
+    return in_thread(read)
