@@ -36,7 +36,13 @@ from bot.embed_tokens import (
     EmbedToken,
     EmbedTokens,
 )
-from bot.errors import ApprovalExpired, InvalidRequest, NotPending, SignoffError
+from bot.errors import (
+    AlreadyVoted,
+    ApprovalExpired,
+    InvalidRequest,
+    NotPending,
+    SignoffError,
+)
 from bot.model import State
 from bot.operator import Actor, decision_text
 from channels.conversation import FAILED, refusal_text
@@ -111,6 +117,7 @@ class EmbedPages:
             if any(v.principal == token.principal for v in row.votes):
                 allowed.clear()
                 why_not = "Your vote is recorded; the request waits for the other approvals."
+                problem = problem or AlreadyVoted(why_not)
         elif problem is None:
             # Decided elsewhere, or its time ran out: the card says how; the parent hears why.
             problem = _closed(row.state, card.overdue)

@@ -176,6 +176,19 @@ async def test_a_request_decided_elsewhere_shows_its_outcome_and_tells_the_paren
     assert frame.dom.one("article").attrs["data-state"] == "approved"
 
 
+async def test_a_quorum_vote_in_the_frame_leaves_the_request_pending(rig: EmbedRig) -> None:
+    record = await rig.api.create(capability="quorum.payout", run_id="run-quorum")
+    token = await rig.token(record["id"], person="bob")
+    done = await rig.post(token, (await rig.frame(token)).form("approve"))
+    assert (done.event, done.body.attrs["data-state"]) == ("decided", "pending")
+    assert "1 of 2" in done.dom.one("p", class_="done").words
+    # A second token for bob shows the card without buttons, and says why to the parent.
+    again = await rig.frame(await rig.token(record["id"], person="bob"))
+    assert (again.status, again.event, again.code) == (409, "error", "already_voted")
+    assert again.dom.all("form") == []
+    assert "Your vote is recorded" in again.dom.one("p", class_="why-not").words
+
+
 # -- bad input: each a 4xx with a stable code, nothing written ----------------------------------
 
 
