@@ -41,6 +41,7 @@ from bot.visible import visible
 from channels.base import MessageRef
 from channels.web import dashboard as web_dashboard
 from channels.web import edits as web_edits
+from channels.web import embed as web_embed
 from channels.web import grant_list as web_grant_list
 from channels.web import inbox as web_inbox
 from channels.web import oidc_pages
@@ -138,6 +139,7 @@ class WebChannel(Site):
         web_edits.add_routes(app, self)
         web_dashboard.add_routes(app, self)
         web_grant_list.add_routes(app, self)
+        web_embed.add_routes(app, self)
 
     # -- what every request under /web and /dashboard gets -----------------------------------
 

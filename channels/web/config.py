@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, model_validator
 
 from bot.config import EnvVar, Strict
+from bot.embed_tokens import parse_origin
 from bot.validation import DurationText, HttpUrl
 
 # A claim's name as providers write them ("email", "groups", "https://example.com/roles").
@@ -78,6 +79,10 @@ class OidcConfig(Strict):
         return self
 
 
+# scheme://host[:port], written as a browser writes it (bot.embed_tokens.parse_origin).
+Origin = Annotated[str, AfterValidator(parse_origin)]
+
+
 class WebConfig(Strict):
     """The browser surface: an approver inbox and an operator dashboard, signed in by
     single-use links (and, with `[web.oidc]`, through an OpenID provider). Present in the
@@ -91,3 +96,6 @@ class WebConfig(Strict):
     session_idle: DurationText = "8h"
     # Signing in through an OpenID Connect provider (channels/web/oidc.py); unset, links only.
     oidc: OidcConfig | None = None
+    # The origins whose pages may frame an approval (/embed/<token>, docs/web.md
+    # "Embedding an approval"); none by default, so nothing can be framed.
+    embed_origins: list[Origin] = Field(default_factory=list)
