@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import json
 import logging
-import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,18 +26,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from bot.admission import Admission, AdmissionSettings
 from bot.agent_actions import AgentActions
 from bot.api_embed import Minting
+from bot.api_keys import embedding_tenant_of, tenant_of
 from bot.canonical import canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
 from bot.errors import (
-    ConfigError,
     InvalidRequest,
     NoRoute,
     NotFound,
     Overloaded,
     RequestTooLarge,
     SignoffError,
-    Unauthorized,
 )
 from bot.intake import create_request, validate_request
 from bot.model import DEFAULT_LEASE, State, public_record
@@ -84,43 +81,20 @@ class ApiContext:
     admission: Admission = field(default_factory=lambda: Admission(AdmissionSettings()))
     # The waits this process holds (bot/waits.py); bounded by their own limits.
     waits: Waits | None = None
+    # (tenant, key) for every tenant whose embed_key_env is set: they mint embed tokens.
+    embed_keys: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
 
 
-def tenant_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[str, bytes]]:
-    """Each tenant's API key from its environment variable; tenants without one cannot use
-    the API (logged, so an operator sees why their agent gets 401)."""
-    keys = _keys(directory, environ)
-    keyed = {name for name, _ in keys}
-    for tenant in directory.tenants.values():
-        if tenant.name not in keyed:
-            why = f"${tenant.api_key_env} is not set" if tenant.api_key_env else "no api_key_env"
-            log.warning("tenant %s cannot use the HTTP API: %s", tenant.name, why)
-    return keys
+def _tenant(request: web.Request) -> str:
+    return tenant_of(request, request.app[API].keys)
 
 
-def check_tenant_keys(directory: Directory, environ: Any = os.environ) -> None:
-    """Refuse (ConfigError) two tenants sharing one API key: a request could not say whose it
-    is. `serve` checks this before it starts any worker."""
-    _keys(directory, environ)
-
-
-def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
-    keys: list[tuple[str, bytes]] = []
-    for tenant in directory.tenants.values():
-        value = environ.get(tenant.api_key_env) if tenant.api_key_env else None
-        if not value:
-            continue
-        for other, key in keys:
-            if hmac.compare_digest(key, value.encode()):
-                raise ConfigError(
-                    f"tenants {other!r} and {tenant.name!r} have the same API key; "
-                    "each tenant needs its own"
-                )
-        keys.append((tenant.name, value.encode()))
-    return keys
+def _embedding_tenant(request: web.Request) -> str:
+    ctx = request.app[API]
+    return embedding_tenant_of(request, ctx.embed_keys, ctx.keys)
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -184,23 +158,6 @@ async def errors_middleware(
 
 
 # -- request plumbing ------------------------------------------------------------------------
-
-
-def _tenant(request: web.Request) -> str:
-    """The tenant whose key is presented (every key is compared, in constant time)."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, presented = header.partition(" ")
-    if scheme.lower() != "bearer" or not presented.strip():
-        raise Unauthorized("missing API key: send Authorization: Bearer <tenant api key>")
-    # aiohttp keeps undecodable header bytes as surrogates: encode them back, never fail.
-    offered = presented.strip().encode("utf-8", "surrogateescape")
-    found = None
-    for tenant, key in request.app[API].keys:
-        if hmac.compare_digest(offered, key):
-            found = tenant
-    if found is None:
-        raise Unauthorized("unknown API key")
-    return found
 
 
 async def _body(request: web.Request, *, optional: bool = False) -> Any:
@@ -563,5 +520,7 @@ def add_routes(app: web.Application, ctx: ApiContext) -> None:
     app.router.add_post("/v1/approvals/{id}/complete", complete)
     app.router.add_post("/v1/approvals/{id}/supersede", supersede)
     app.router.add_post("/v1/approvals/{id}/cancel", cancel)
-    app.router.add_post("/v1/approvals/{id}/embed", Minting(ctx, _tenant, _body, _approval_id).mint)
+    app.router.add_post(
+        "/v1/approvals/{id}/embed", Minting(ctx, _embedding_tenant, _body, _approval_id).mint
+    )
     app.router.add_get("/v1/routes/match", route)

@@ -15,7 +15,8 @@ from aiohttp import web
 
 from bot.admission import Admission, AdmissionSettings, in_flight_for
 from bot.agent_actions import AgentActions
-from bot.api import ApiContext, add_routes, errors_middleware, tenant_keys
+from bot.api import ApiContext, add_routes, errors_middleware
+from bot.api_keys import embed_keys, tenant_keys
 from bot.bootstrap import Core, bootstrap, channels_running, outbox_handlers, outbox_settings
 from bot.clock import Clock
 from bot.config import Config
@@ -98,6 +99,7 @@ def build_app(
             clock=core.clock,
             actions=AgentActions(store, core.directory, core.clock, core.metrics),
             keys=tenant_keys(core.directory),
+            embed_keys=embed_keys(core.directory),
             max_body=config.server.max_body_bytes,
             claim_lease=parse_duration(config.server.claim_lease),
             admission=admission,

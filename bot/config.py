@@ -185,6 +185,10 @@ class DatabaseConfig(Strict):
 class TenantConfig(Strict):
     name: Name
     api_key_env: EnvVar | None = None
+    # The variable holding the key the tenant's backend mints embed tokens with
+    # (`POST /v1/approvals/{id}/embed`): never the agent's API key, so an agent cannot mint a
+    # token and decide its own request in a person's name. Unset: no embedding.
+    embed_key_env: EnvVar | None = None
     webhook_url: HttpUrl | None = None
     # One variable, or two while rotating the secret (each webhook is then signed with both).
     webhook_secret_env: EnvVar | SecretRotation | None = None
@@ -297,6 +301,13 @@ class Config(Strict):
         key_vars = [t.api_key_env for t in self.tenants if t.api_key_env]
         for var in {v for v in key_vars if key_vars.count(v) > 1}:
             raise ValueError(f"tenants: api_key_env {var!r} is shared by several tenants")
+        # An embed key mints a person's authority: it must be no agent's key, nor another's.
+        embed_vars = [t.embed_key_env for t in self.tenants if t.embed_key_env]
+        for var in {v for v in embed_vars if embed_vars.count(v) > 1 or v in key_vars}:
+            raise ValueError(
+                f"tenants: embed_key_env {var!r} must name a variable of its own, not an "
+                "api_key_env or another tenant's embed_key_env"
+            )
         for surface in surfaces.personal():
             chat, seen = surface.name, dict[object, str]()
             for key, principal in self.principals.items():
@@ -382,6 +393,7 @@ class Config(Strict):
                 t.name: Tenant(
                     name=t.name,
                     api_key_env=t.api_key_env,
+                    embed_key_env=t.embed_key_env,
                     webhook_url=t.webhook_url,
                     allow_private_callbacks=t.allow_private_callbacks,
                     webhook_secret_env=(

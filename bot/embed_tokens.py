@@ -68,6 +68,14 @@ class OriginNotAllowed(InvalidRequest):
     code = "origin_not_allowed"
 
 
+class EmbedKeyRequired(SignoffError):
+    """Embed tokens are minted with the tenant's embed key (`embed_key_env`), never with the
+    agent's API key: an agent could otherwise decide its own request as a person."""
+
+    code = "embed_key_required"
+    http_status = 403
+
+
 class EmbedRefused(SignoffError):
     """This embed token does not open the approval."""
 

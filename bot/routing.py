@@ -50,6 +50,7 @@ class Principal:
 class Tenant:
     name: str
     api_key_env: str | None = None
+    embed_key_env: str | None = None
     webhook_url: str | None = None
     # The variables holding its webhook secrets: one, or two while rotating.
     webhook_secret_env: tuple[str, ...] = ()

@@ -33,7 +33,7 @@ import socket
 from multiprocessing.connection import wait
 from typing import Any
 
-from bot.api import check_tenant_keys
+from bot.api_keys import check_tenant_keys
 from bot.config import Config
 from bot.errors import ConfigError
 from bot.server import (

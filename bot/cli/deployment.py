@@ -33,7 +33,7 @@ class _Counter(logging.Handler):
 async def cmd_config_check(config: Config, args: argparse.Namespace) -> int:
     """Every check `serve` makes when it starts, through the very functions it calls: a
     refusal there is a refusal here (exit 1); its warnings are printed on stderr."""
-    from bot.api import tenant_keys
+    from bot.api_keys import tenant_keys
     from bot.server import check_config, prepare_schema
     from store.engine import new_sqlite_file
     from store.repository import Store

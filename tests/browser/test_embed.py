@@ -27,7 +27,7 @@ from tests.support.cli import sqlite_url
 from tests.support.embed_rig import audit_events, postgres_database
 from tests.support.parent_page import ParentPages, parent_pages_in_thread
 from tests.support.samples import request_body
-from tests.support.service import Fleet, WebhookReceiver, write_config
+from tests.support.service import EMBED_KEYS, Api, Fleet, WebhookReceiver, write_config
 from tests.support.web_service import WAIT_MS, WEB_SECRET, WebService, shoot, web_config
 
 Contexts = Callable[..., BrowserContext]
@@ -78,7 +78,8 @@ def _create(service: WebService, run_id: str) -> dict[str, Any]:
 def _embed_url(service: WebService, approval_id: str, parent: str) -> str:
     """A fresh token's page for alice, framed by `parent`, pointed at this server (the
     config's public_url names a fixed port; the test server took a free one)."""
-    minted = service.api().post(
+    backend = Api(service.url, EMBED_KEYS["acme"])  # the partner's backend, not the agent
+    minted = backend.post(
         f"/v1/approvals/{approval_id}/embed", {"person": "alice", "parent_origin": parent}
     )
     assert minted.status == 201, minted

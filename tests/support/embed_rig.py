@@ -42,6 +42,9 @@ from tests.support.web_rig import Node, parse
 PARENT = "https://partner.example"
 ELSEWHERE = "https://elsewhere.example"
 SECRET = "embed-test-secret-0123456789abcdef0123"
+# The tenants' backends' keys for minting (never the agents' API keys).
+ACME_EMBED_KEY = "acme-embed-key-5d1e07"
+GLOBEX_EMBED_KEY = "globex-embed-key-a3b9c2"
 T = TypeVar("T")
 
 
@@ -97,7 +100,7 @@ class EmbedRig:
     def url(self) -> str:
         return self.api.url
 
-    async def mint(self, approval_id: str, key: str = ACME_KEY, **body: Any) -> Reply:
+    async def mint(self, approval_id: str, key: str = ACME_EMBED_KEY, **body: Any) -> Reply:
         sent = {"person": "alice", "parent_origin": PARENT} | body
         sent = {k: v for k, v in sent.items() if v is not None}
         return await self.api.call("POST", f"/v1/approvals/{approval_id}/embed", sent, key=key)
@@ -152,9 +155,13 @@ async def embedding(
     monkeypatch.setenv("SIGNOFF_WEB_SECRET", SECRET)
     monkeypatch.setenv("SIGNOFF_TEST_ACME_KEY", ACME_KEY)
     monkeypatch.setenv("SIGNOFF_TEST_GLOBEX_KEY", GLOBEX_KEY)
+    monkeypatch.setenv("SIGNOFF_TEST_ACME_EMBED_KEY", ACME_EMBED_KEY)
+    monkeypatch.setenv("SIGNOFF_TEST_GLOBEX_EMBED_KEY", GLOBEX_EMBED_KEY)
     raw = copy.deepcopy(TEST_CONFIG)
     raw["tenants"][0]["api_key_env"] = "SIGNOFF_TEST_ACME_KEY"
     raw["tenants"][1]["api_key_env"] = "SIGNOFF_TEST_GLOBEX_KEY"
+    raw["tenants"][0]["embed_key_env"] = "SIGNOFF_TEST_ACME_EMBED_KEY"
+    raw["tenants"][1]["embed_key_env"] = "SIGNOFF_TEST_GLOBEX_EMBED_KEY"
     raw["web"] = {"embed_origins": list(origins)}
     raw["server"] = {"create_lag_limit": 10}
     config = parse_config(raw)

@@ -32,6 +32,8 @@ from tests.support.cli import REPO_ROOT, Cli, base_env, config_with, to_toml
 from tests.support.samples import request_body
 
 API_KEYS = {"acme": "acme-test-key", "globex": "globex-test-key"}
+# The tenants' backends' keys for minting embed tokens (never an agent's API key).
+EMBED_KEYS = {"acme": "acme-test-embed-key", "globex": "globex-test-embed-key"}
 # A Standard Webhooks secret (whsec_ and base64 of 32 bytes), as `signoff webhook-secret` makes.
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTYlQX7VZ1h0QkCBqRy1n0eBd9CWr0ds="
 START_TIMEOUT = 30.0
@@ -53,10 +55,15 @@ def service_config(database_url: str, webhook_url: str, **sections: Any) -> dict
             {
                 "name": "acme",
                 "api_key_env": "SIGNOFF_ACME_API_KEY",
+                "embed_key_env": "SIGNOFF_ACME_EMBED_KEY",
                 "webhook_url": webhook_url,
                 "webhook_secret_env": "SIGNOFF_ACME_WEBHOOK_SECRET",
             },
-            {"name": "globex", "api_key_env": "SIGNOFF_GLOBEX_API_KEY"},
+            {
+                "name": "globex",
+                "api_key_env": "SIGNOFF_GLOBEX_API_KEY",
+                "embed_key_env": "SIGNOFF_GLOBEX_EMBED_KEY",
+            },
         ],
     )
     for name, value in sections.items():
@@ -70,6 +77,8 @@ def service_env(config_path: Path) -> dict[str, str]:
         SIGNOFF_CONFIG=str(config_path),
         SIGNOFF_ACME_API_KEY=API_KEYS["acme"],
         SIGNOFF_GLOBEX_API_KEY=API_KEYS["globex"],
+        SIGNOFF_ACME_EMBED_KEY=EMBED_KEYS["acme"],
+        SIGNOFF_GLOBEX_EMBED_KEY=EMBED_KEYS["globex"],
         SIGNOFF_ACME_WEBHOOK_SECRET=WEBHOOK_SECRET,
     )
 
@@ -390,6 +399,7 @@ def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -
 
 __all__ = [
     "API_KEYS",
+    "EMBED_KEYS",
     "REPO_ROOT",
     "WEBHOOK_SECRET",
     "Api",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.api_keys import check_tenant_keys
 from bot.config import Config, load_config, parse_config
 from bot.errors import ConfigError
 from tests.support.samples import TEST_CONFIG
@@ -412,6 +413,23 @@ def test_two_tenants_may_not_share_an_api_key_variable() -> None:
     data["tenants"][0]["api_key_env"] = "SHARED_KEY"
     data["tenants"][1]["api_key_env"] = "SHARED_KEY"
     assert "SHARED_KEY" in _error(data)
+
+
+def test_an_embed_key_must_be_its_own() -> None:
+    """An embed key mints a person's authority: naming the agent's key variable (or another
+    tenant's embed key's) would let the agent decide its own requests as a person."""
+    data = copy.deepcopy(TEST_CONFIG)
+    data["tenants"][0]["api_key_env"] = "ACME_KEY"
+    data["tenants"][0]["embed_key_env"] = "ACME_KEY"
+    assert "embed_key_env 'ACME_KEY'" in _error(data)
+    data["tenants"][0]["embed_key_env"] = "SHARED_EMBED"
+    data["tenants"][1]["embed_key_env"] = "SHARED_EMBED"
+    assert "embed_key_env 'SHARED_EMBED'" in _error(data)
+    # The same value in two variables is caught when the keys are read (serve's check).
+    data["tenants"][1]["embed_key_env"] = "GLOBEX_EMBED"
+    directory = parse_config(data).directory()
+    with pytest.raises(ConfigError, match="embed key"):
+        check_tenant_keys(directory, {"ACME_KEY": "same-value", "GLOBEX_EMBED": "same-value"})
 
 
 def test_outbox_lease_must_outlive_a_webhook_attempt() -> None:

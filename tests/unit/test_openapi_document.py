@@ -29,6 +29,7 @@ import schemathesis
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from bot import api, errors
+from bot.embed_tokens import EmbedKeyRequired
 from bot.errors import SignoffError
 from bot.model import Execution, Kind, State, public_record
 from store.schema import approvals
@@ -263,6 +264,7 @@ API_ERRORS: tuple[type[SignoffError], ...] = (
     errors.Overloaded,
     errors.StoreUnavailable,
     errors.SchemaOutOfDate,
+    EmbedKeyRequired,
 )
 
 

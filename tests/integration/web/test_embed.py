@@ -22,8 +22,8 @@ from bot.clock import FakeClock
 from bot.delegations import Delegations
 from store.embed_tokens import embed_tokens
 from store.repository import Store
-from tests.support.api_server import GLOBEX_KEY, Api, assert_error
-from tests.support.embed_rig import ELSEWHERE, PARENT, EmbedRig, embedding
+from tests.support.api_server import ACME_KEY, GLOBEX_KEY, Api, assert_error
+from tests.support.embed_rig import ELSEWHERE, GLOBEX_EMBED_KEY, PARENT, EmbedRig, embedding
 
 
 @pytest.fixture
@@ -216,6 +216,11 @@ async def test_bad_mints_are_refused_and_write_nothing(rig: EmbedRig) -> None:
     assert_error(await rig.mint("0b7d1c4e-8a59-4c35-9d0e-3f1a2b3c4d5e"), 404, "not_found")
     assert_error(await rig.mint(record["id"], key=None), 401, "unauthorized")
     assert_error(await rig.mint(record["id"], key="wrong"), 401, "unauthorized")
+    # The agent's own API key cannot mint: it would decide its own request as a person.
+    agent = assert_error(await rig.mint(record["id"], key=ACME_KEY), 403, "embed_key_required")
+    assert "embed_key_env" in agent["message"]
+    # Another tenant's embed key does not reach this tenant's request.
+    assert_error(await rig.mint(record["id"], key=GLOBEX_EMBED_KEY), 404, "not_found")
     assert await rig.written() == before
 
     # A request no longer pending: 409, as every action on it.
@@ -277,15 +282,17 @@ async def test_an_origin_no_longer_allowed_frames_nothing(
         assert await rig.written() == before
 
 
-async def test_without_web_every_mint_says_embedding_is_off(api: Api) -> None:
+async def test_a_tenant_without_an_embed_key_mints_nothing(api: Api) -> None:
+    """No `embed_key_env`: the agent's API key is all the tenant has, and it cannot mint."""
     record = await api.create()
+    before = await api.snapshot()
     reply = await api.call(
         "POST",
         f"/v1/approvals/{record['id']}/embed",
         {"person": "alice", "parent_origin": PARENT},
     )
-    error = assert_error(reply, 422, "origin_not_allowed")
-    assert "embedding is off" in error["message"]
+    assert_error(reply, 403, "embed_key_required")
+    assert await api.snapshot() == before
 
 
 async def test_no_other_page_or_route_takes_an_embed_token(rig: EmbedRig) -> None:
