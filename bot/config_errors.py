@@ -91,7 +91,7 @@ def _with_line(message: str, where: dict[tuple[str, ...], int]) -> str:
     for end in range(len(path), 0, -1):
         line = where.get(path[:end])
         if line is not None:
-            return f"{named.group(1)} (line {line}): {message[named.end():]}"
+            return f"{named.group(1)} (line {line}): {message[named.end() :]}"
     return message
 
 
