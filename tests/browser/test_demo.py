@@ -9,9 +9,9 @@ Bob by Carol's delegation, a production migration needing 2 of 3, the
 `interrupted_side_effect` signoff raised itself when the agent's claim lapsed, whose page
 links the request it re-asks, and a question with options); that a decision made there
 reaches the demo's scripted agent, which runs the call and says so; that the mailbox lists
-the cards sent by mail in the web pages' stylesheet; that the server's address, printed first, leads to the
-inbox and the operator's link opens her dashboard; and that Ctrl-C (SIGINT) stops it
-cleanly, exit 0, its temporary directory gone.
+the cards sent by mail in the web pages' stylesheet; that the server's address, printed
+first, leads to the inbox and the operator's link opens her dashboard; and that Ctrl-C
+(SIGINT) stops it cleanly, exit 0, its temporary directory gone.
 """
 
 from __future__ import annotations
