@@ -347,7 +347,16 @@ class Config(Strict):
 
     def _check_target(self, target: Target, key: str) -> None:
         surface = surfaces.find(target.surface)
-        if surface is None or not surface.targets_principals or target.every_approver:
+        if surface is None:
+            return
+        if self.surface_table(surface.name) is None:
+            # Without its table the surface is not served: every card for this target would
+            # be skipped (a log line per card) and its approvers never told.
+            raise ValueError(
+                f"{key}: {str(target)!r} needs the [{surface.name}] table, which this config "
+                f"does not have: add it (docs/reference.md) or remove the target"
+            )
+        if not surface.targets_principals or target.every_approver:
             return
         name = target.principal or target.where
         principal = self.principals.get(name)

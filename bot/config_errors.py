@@ -77,6 +77,24 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     return found
 
 
+_NAMED_KEY = re.compile(r"^([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*): ")
+
+
+def _with_line(message: str, where: dict[tuple[str, ...], int]) -> str:
+    """A check of the whole config (which names, say, `routes.1.notify` in its message, as
+    pydantic gives it no key of its own) with the line of that key, or of the nearest table
+    around it that the file writes on a line of its own."""
+    named = _NAMED_KEY.match(message)
+    if named is None:
+        return message
+    path = tuple(named.group(1).split("."))
+    for end in range(len(path), 0, -1):
+        line = where.get(path[:end])
+        if line is not None:
+            return f"{named.group(1)} (line {line}): {message[named.end() :]}"
+    return message
+
+
 def format_errors(exc: ValidationError, model: type[BaseModel], text: str | None = None) -> str:
     lines = []
     where = key_lines(text) if text is not None else {}
@@ -90,5 +108,7 @@ def format_errors(exc: ValidationError, model: type[BaseModel], text: str | None
         line = where.get(tuple(str(part) for part in loc))
         if line is not None:
             key = f"{key} (line {line})"
+        elif not loc:
+            message = _with_line(message, where)
         lines.append(f"{key}: {message}" if key else message)
     return "; ".join(lines)

@@ -306,7 +306,9 @@ async def run_demo(
         config_path.write_text(text, "utf-8")
         config = parse_config(tomllib.loads(text), str(config_path))
         made = made_up_secrets(config)
-        mailbox = Mailbox()
+        # The list wears the web pages' stylesheet, as the server serves it (its static path
+        # is the web surface's, channels/web/site.py).
+        mailbox = Mailbox(stylesheet=f"{public_url}/web/static/signoff.css")
         await mailbox.start(mail_sock)
         try:
             await _serve(

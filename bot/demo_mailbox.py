@@ -3,7 +3,9 @@ loop) that keeps every message signoff's email surface sends, and two pages on t
 agent's port to read them: `/mailbox` lists them, `/mailbox/N` shows one as its recipient
 would see it (its HTML part, whose decision links work like any mail client's).
 
-Nothing leaves the machine: the demo config points `[email]` at this server.
+Nothing leaves the machine: the demo config points `[email]` at this server. The list wears
+the web surface's stylesheet (linked from the demo's server), so it looks like the inbox it
+sits beside; a message is shown as its mail, with only a bar above it to go back.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _KEPT = 200  # the newest messages, for a demo that runs for days
 
 @dataclass
 class Mailbox:
+    # The web pages' stylesheet (its URL on the demo's server), which the list links.
+    stylesheet: str | None = None
     messages: list[tuple[list[str], EmailMessage]] = field(default_factory=list)
     server: asyncio.AbstractServer | None = None
 
@@ -59,13 +63,26 @@ class Mailbox:
         app.router.add_get(MAILBOX_PATH + "/{n:[0-9]+}", self.message)
 
     async def index(self, request: web.Request) -> web.Response:
+        # One card per mail, newest first, in the inbox's own classes (signoff.css).
         rows = "".join(
-            f'<li><a href="{MAILBOX_PATH}/{n}">{_text(m["Subject"])}</a> '
-            f"<small>to {_text(', '.join(to))}, {_text(m['Date'])}</small></li>"
+            f'<article class="card summary-card"><h2><a href="{MAILBOX_PATH}/{n}">'
+            f'{_text(m["Subject"])}</a></h2><p class="meta"><span>to {_text(", ".join(to))}'
+            f"</span><span>{_text(m['Date'])}</span></p></article>"
             for n, (to, m) in reversed(list(enumerate(self.messages)))
         )
-        body = f"<ul>{rows}</ul>" if rows else "<p>No mail yet.</p>"
-        return _page("signoff demo mailbox", f"<h1>Demo mailbox</h1>{body}")
+        count = len(self.messages)
+        body = (
+            f'<div class="inbox mailbox">{rows}</div>'
+            if rows
+            else '<p class="empty">No mail yet.</p>'
+        )
+        main = (
+            "<h1>Demo mailbox</h1>"
+            f'<p class="lede">{count} {"mail" if count == 1 else "mails"} the demo\'s email '
+            "surface sent, newest first. Nothing leaves this machine; each card's links "
+            "work as in any mail client.</p>" + body
+        )
+        return self._page("Demo mailbox", main)
 
     async def message(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
@@ -76,18 +93,28 @@ class Mailbox:
         content = str(part.get_content()) if part is not None else ""
         if part is None or part.get_content_subtype() != "html":
             content = f"<pre>{_text(content)}</pre>"
+        # Inline style only: the mail below keeps its own look, as a mail client shows it.
         head = (
-            f'<p><a href="{MAILBOX_PATH}">All mail</a> · to {_text(", ".join(to))} · '
-            f"{_text(message['Subject'])}</p><hr>"
+            '<p style="font-family:system-ui,sans-serif;margin:0 0 12px;padding:10px 16px;'
+            'background:#f4f6f9;border-bottom:1px solid #d9dde5">'
+            f'<a href="{MAILBOX_PATH}">All mail</a> · to {_text(", ".join(to))} · '
+            f"{_text(message['Subject'])}</p>"
         )
         # The HTML part is signoff's own rendering of the card (agent text escaped there).
         return web.Response(text=head + content, content_type="text/html")
 
+    def _page(self, title: str, main: str) -> web.Response:
+        sheet = self.stylesheet
+        link = f'<link rel="stylesheet" href="{_text(sheet)}">' if sheet else ""
+        text = (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{title} · signoff demo</title><link rel="icon" href="data:,">{link}'
+            '</head><body><header class="top"><span class="brand">signoff demo</span>'
+            f'</header><main id="main">{main}</main></body></html>'
+        )
+        return web.Response(text=text, content_type="text/html")
+
 
 def _text(value: Any) -> str:
     return html.escape(str(value or ""))
-
-
-def _page(title: str, body: str) -> web.Response:
-    text = f"<!doctype html><meta charset=utf-8><title>{title}</title>{body}"
-    return web.Response(text=text, content_type="text/html")

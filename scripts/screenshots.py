@@ -3,8 +3,12 @@
 Runs `signoff demo` (this checkout's code) on a free port, opens its sign-in links in
 Debian's Chromium through Playwright (no browser download), and saves:
 
-- docs/img/inbox.png: Bob's inbox, the demo's four pending requests;
-- docs/img/approval-phone.png: the refund's card on a phone-sized screen (390x844);
+- docs/img/inbox.png: Bob's inbox, the demo's five pending requests (four tool calls, each
+  with its arguments folded and a box for the bulk decision under the list, and a question);
+- docs/img/approval.png: the refund's page on a desktop (1280x800, the first screen):
+  Approve and Reject under the card, every other way to decide folded below them;
+- docs/img/approval-phone.png: the same page on a phone-sized screen (390x844);
+- docs/img/mailbox.png: the demo's mailbox, the cards finance got by mail;
 - docs/img/dashboard.png: Alice's operator dashboard, after Bob approved the migration in
   the browser (so a web decision is among the recent ones).
 
@@ -29,7 +33,11 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 REPO = Path(__file__).resolve().parents[1]
 DESKTOP = {"width": 1200, "height": 900}
+PAGE = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+# What the demo's story leaves pending for Bob (bot/demo.py), soonest deadline first or not.
+PENDING = 5
+REFUND = "Refund €120.00 to Zoë Martin"
 START_TIMEOUT = 60.0
 
 
@@ -68,6 +76,13 @@ class Demo:
             raise SystemExit(f"no {role} link in the demo's output:\n{self.output}")
         return match.group(1)
 
+    def mailbox(self) -> str:
+        self.link("approver")  # started
+        match = re.search(r"^  mailbox   (http://\S+)", self.output, re.M)
+        if match is None:
+            raise SystemExit(f"no mailbox in the demo's output:\n{self.output}")
+        return match.group(1)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -95,15 +110,28 @@ def take(demo: Demo, browser: Browser, out: Path) -> list[Path]:
         saved.append(path)
 
     bob = _signed_in(browser, demo.link("approver"), viewport=DESKTOP)
-    expect(bob.locator("#inbox article.card")).to_have_count(4)
+    expect(bob.locator("#inbox article.card")).to_have_count(PENDING)
+    expect(bob.get_by_role("button", name="Approve selected")).to_be_visible()
     save(bob, "inbox.png")
+
+    page = bob.context.new_page()
+    page.set_viewport_size(PAGE)
+    page.goto(bob.url)
+    page.get_by_role("link", name=REFUND).click()
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    save(page, "approval.png", full_page=False)
 
     phone = bob.context.new_page()
     phone.set_viewport_size(PHONE)
-    phone.goto(bob.url)
-    phone.get_by_role("link", name="Refund €120.00 to Zoë Martin").click()
-    expect(phone.get_by_role("button", name="Approve")).to_be_visible()
+    phone.goto(page.url)
+    expect(phone.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     save(phone, "approval-phone.png")
+
+    mailbox = bob.context.new_page()
+    mailbox.set_viewport_size(PAGE)
+    mailbox.goto(demo.mailbox())
+    expect(mailbox.get_by_role("link", name=re.compile(REFUND)).first).to_be_visible()
+    save(mailbox, "mailbox.png", full_page=False)
 
     # Bob's vote completes the migration's 2 of 3: the dashboard then shows a web decision.
     bob.get_by_role("link", name="Run migration 0042 on orders-prod").click()

@@ -17,19 +17,22 @@ import jinja2
 from bot.card import Card
 from bot.card_sections import Kind, Line, Section
 
-# The outcome's icons as text; one this module does not know yet reads as a bullet.
-ICONS = {
-    "approved": "✅",
-    "rejected": "⛔",
-    "cancelled": "✖️",
-    "superseded": "🔄",
-    "expired": "⌛",
-    "executing": "⚙️",
-    "failed": "⚠️",
-    "unknown": "❔",
-    "answered": "💬",
+# The outcome's colour: a bar beside its line in the HTML part, as the web page shows it. No
+# emoji, in either part: a mail client without an emoji font draws them as boxes, and the
+# line's own words ("Approved by ...") already say what happened. An icon this module does
+# not know yet reads in grey.
+COLOURS = {
+    "approved": "#1a7f37",
+    "answered": "#1a7f37",
+    "rejected": "#cf222e",
+    "failed": "#cf222e",
+    "expired": "#9a6700",
+    "unknown": "#9a6700",
+    "executing": "#9a6700",
+    "cancelled": "#6e7781",
+    "superseded": "#6e7781",
 }
-DEFAULT_ICON = "•"
+DEFAULT_COLOUR = "#6e7781"
 # A subject line stays readable in a mailbox list: the title is cut past this.
 _SUBJECT_TITLE = 120
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
@@ -53,12 +56,12 @@ class Links:
     page: str | None = None
 
 
-def icon(line: Line) -> str:
-    return ICONS.get(line.icon, DEFAULT_ICON)
+def colour(line: Line) -> str:
+    return COLOURS.get(line.icon, DEFAULT_COLOUR)
 
 
 def outcome_text(line: Line) -> str:
-    return f"{icon(line)} {line.headline}{line.rest}".strip()
+    return f"{line.headline}{line.rest}".strip()
 
 
 def subject(card: Card) -> str:
@@ -109,10 +112,10 @@ def _links_text(card: Card, links: Links) -> list[str]:
 def html(card: Card, links: Links, *, lead: str | None = None) -> str:
     """The HTML part: the same sections and links, escaped."""
     return _templates.get_template("mail.html").render(
-        card=card, links=links, lead=lead, icon=icon, Kind=Kind
+        card=card, links=links, lead=lead, colour=colour, Kind=Kind
     )
 
 
 def page(template: str, **context: object) -> str:
     """A page of the decision links (channels/email/pages.py)."""
-    return _templates.get_template(template).render(icon=icon, Kind=Kind, **context)
+    return _templates.get_template(template).render(colour=colour, Kind=Kind, **context)

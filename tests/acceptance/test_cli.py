@@ -311,8 +311,11 @@ def test_config_check(tmp_path: Path) -> None:
     typo = config_with("sqlite+aiosqlite:///x.db", server={"lisen": "127.0.0.1:8700"})
     unknown_approver = config_with("sqlite+aiosqlite:///x.db")
     unknown_approver["routes"][0]["approvers"] = ["group:finance", "zed"]
+    # A route notifying a surface the config does not serve: refused, not skipped per card.
+    unserved = config_with("sqlite+aiosqlite:///x.db")
+    unserved["routes"][1]["notify"] = ["web"]
     cases = (("good", good), ("unreachable", unreachable), ("typo", typo),
-             ("unknown", unknown_approver))  # fmt: skip
+             ("unknown", unknown_approver), ("unserved", unserved))  # fmt: skip
     for name, config in cases:
         (tmp_path / f"{name}.toml").write_text(to_toml(config), "utf-8")
 
@@ -320,7 +323,7 @@ def test_config_check(tmp_path: Path) -> None:
     checked = Cli(cwd=tmp_path, env=env).run_all(
         [["config", "check", "--show", "--config", f"{name}.toml"] for name, _ in cases]
     )
-    ok, down, bad_key, bad_principal = checked
+    ok, down, bad_key, bad_principal, unserved_web = checked
     assert down.returncode == 1, str(down)
     assert db_password not in down.stdout + down.stderr
     assert ok.returncode == 0, str(ok)
@@ -338,6 +341,11 @@ def test_config_check(tmp_path: Path) -> None:
 
     assert_refused(bad_key, "server.lisen")
     assert_refused(bad_principal, "routes.0.approvers", "zed")
+    line = next(
+        n for n, text in enumerate((tmp_path / "unserved.toml").read_text().splitlines(), 1)
+        if text.startswith("notify")
+    )  # fmt: skip
+    assert_refused(unserved_web, f"routes.1.notify (line {line})", "'web' needs the [web] table")
 
 
 def test_show_names_every_vote_of_a_quorum(sqlite_db: Deployment) -> None:

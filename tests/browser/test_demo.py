@@ -4,13 +4,14 @@ Chromium.
 It proves that the demo starts the real server on a SQLite database of its own (in a
 temporary directory: nothing lands in the working directory), files its requests through the
 HTTP API, prints an approver's and an operator's link, and that the approver's link opens an
-inbox listing the demo's four pending requests (a refund, a contract cancellation handed to
-Bob by Carol's delegation, a production migration needing 2 of 3, and the
+inbox listing the demo's five pending requests (a refund, a contract cancellation handed to
+Bob by Carol's delegation, a production migration needing 2 of 3, the
 `interrupted_side_effect` signoff raised itself when the agent's claim lapsed, whose page
-links the request it re-asks); that a decision made there reaches the demo's scripted agent,
-which runs the call and says so; that the server's address, printed first, leads to the
-inbox and the operator's link opens her dashboard; and that Ctrl-C (SIGINT) stops it
-cleanly, exit 0, its temporary directory gone.
+links the request it re-asks, and a question with options); that a decision made there
+reaches the demo's scripted agent, which runs the call and says so; that the mailbox lists
+the cards sent by mail in the web pages' stylesheet; that the server's address, printed
+first, leads to the inbox and the operator's link opens her dashboard; and that Ctrl-C
+(SIGINT) stops it cleanly, exit 0, its temporary directory gone.
 """
 
 from __future__ import annotations
@@ -134,6 +135,13 @@ def test_the_demo_prints_links_that_open_a_working_inbox(
     mailbox = re.search(r"^  mailbox   (http://\S+)", printed, re.M).group(1)  # type: ignore[union-attr]
     mail = contexts().new_page()
     mail.goto(mailbox)
+    # Styled as the web pages are: their stylesheet, from the demo's server, is applied.
+    sheet = mail.locator('link[rel="stylesheet"]')
+    expect(sheet).to_have_attribute("href", re.compile(r"/web/static/signoff\.css$"))
+    listed = mail.locator(".mailbox > article.card").first
+    expect(listed).to_have_css("border-radius", "8px")
+    expect(mail.locator("header.top")).to_have_css("background-color", "rgb(255, 255, 255)")
+    shoot(mail, "demo-mailbox")
     first_card = re.compile(r"^\[signoff\] Approval needed: Refund €120.00 to Zoë Martin")
     refund_mail = mail.get_by_role("link", name=first_card).first  # not a reply in its thread
     expect(refund_mail).to_be_visible()

@@ -49,6 +49,7 @@ from tests.support.web_service import (
 
 Contexts = Callable[..., BrowserContext]
 CARD_TIMEOUT = 10.0
+DESKTOP = {"width": 1280, "height": 800}
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -408,6 +409,15 @@ def _fits(page: Page, element: Any) -> None:
     assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
 
 
+def _above_the_fold(page: Page, *elements: Any) -> None:
+    """Each of `elements` lies wholly within the first screen, before any scrolling."""
+    page.evaluate("window.scrollTo(0, 0)")
+    height = page.viewport_size["height"]  # type: ignore[index]
+    for element in elements:
+        box = element.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= height, (box, height)
+
+
 def test_on_a_phone_the_inbox_and_a_card_are_usable(
     start_web: Callable[..., WebService], contexts: Contexts
 ) -> None:
@@ -426,9 +436,23 @@ def test_on_a_phone_the_inbox_and_a_card_are_usable(
     expect(card_on(page, approval_id)).to_be_visible()
     approve = page.get_by_role("button", name="Approve")
     _fits(page, approve)
-    _fits(page, page.get_by_role("button", name="Reject"))
-    _fits(page, page.get_by_role("textbox", name="Your reason for rejecting", exact=True))
+    reject = page.get_by_role("button", name="Reject", exact=True)
+    _fits(page, reject)
+    # Approve and Reject come first, on the first screen, on one row; every other way to
+    # decide is folded (closed) below them, and no short argument is labelled with its size.
+    _above_the_fold(page, approve, reject)
+    assert approve.bounding_box()["y"] == reject.bounding_box()["y"]  # type: ignore[index]
+    folded = page.locator("section.decision details")
+    assert folded.count() >= 3
+    assert all(d.get_attribute("open") is None for d in folded.all())
+    expect(page.get_by_role("textbox", name="Your reason for rejecting")).to_be_hidden()
+    expect(page.locator("form.decide.allow")).to_be_hidden()
+    expect(page.locator(".arguments .size")).to_have_count(0)
     shoot(page, "phone-card")
+    page.get_by_text("Give a reason and reject…").tap()
+    _fits(page, page.get_by_role("textbox", name="Your reason for rejecting", exact=True))
+    _fits(page, page.get_by_role("button", name="Reject with this reason"))
+    shoot(page, "phone-card-reject-reason")
 
     approve.scroll_into_view_if_needed()
     with page.expect_navigation():
@@ -437,6 +461,41 @@ def test_on_a_phone_the_inbox_and_a_card_are_usable(
     assert record(service, approval_id)["decided_by"] == "bob"
     shoot(page, "phone-card-approved")
     _ends_with_its_outcome(page, approval_id)
+
+
+def test_on_a_desktop_approve_and_reject_come_first_and_the_rest_is_folded(
+    start_web: Callable[..., WebService], contexts: Contexts
+) -> None:
+    """At 1280x800 the card and its two buttons fit the first screen; the grant form, the
+    answer, the hand-over and the reason for rejecting open one at a time, each from its own
+    disclosure, and work once opened."""
+    service = start_web()
+    approval_id = create(service.api(), "run-web-desktop")["id"]
+    page = service.sign_in(contexts(viewport=DESKTOP), "alice")
+    page.goto(f"{service.url}/web/approvals/{approval_id}")
+    approve = page.get_by_role("button", name="Approve", exact=True)
+    reject = page.get_by_role("button", name="Reject", exact=True)
+    _above_the_fold(page, approve, reject)
+    summaries = page.locator("section.decision details > summary")
+    expect(summaries).to_have_text(
+        ["Give a reason and reject…", "Allow the same for a while…",
+         "Answer instead of running…", "Hand to someone else…"]
+    )  # fmt: skip
+    for details in page.locator("section.decision details").all():
+        assert details.get_attribute("open") is None
+        expect(details.locator("form")).to_be_hidden()
+    expect(page.locator(".arguments .size")).to_have_count(0)  # no "5 chars" on "ch_1"
+    shoot(page, "desktop-card", full_page=False)
+
+    page.get_by_text("Hand to someone else…").click()
+    expect(page.get_by_label("Hand this request to")).to_be_visible()
+    shoot(page, "desktop-card-delegate-open", full_page=False)
+    page.get_by_text("Give a reason and reject…").click()
+    page.get_by_label("Your reason for rejecting").fill("not this quarter")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Reject with this reason").click()
+    expect(page.get_by_role("status")).to_contain_text("Rejected")
+    assert record(service, approval_id)["decision_note"] == "not this quarter"
 
 
 def _ends_with_its_outcome(page: Page, approval_id: str) -> None:

@@ -107,6 +107,8 @@ def test_approve_and_allow_the_same_covers_the_next_smaller_refund(
     page = service.sign_in(contexts(), "alice")
     page.goto(f"{service.url}/web/approvals/{created.body['id']}")
     form = page.locator("form.decide.allow")
+    expect(form).to_be_hidden()  # folded until asked for
+    page.get_by_text("Allow the same for a while…").click()
     form.get_by_label("How long").select_option("1h")
     form.get_by_label("amount").select_option("at_most")
     shoot(page, "web-grant-form")
@@ -150,6 +152,7 @@ def test_approve_and_allow_the_same_covers_the_next_smaller_refund(
     again = api.post("/v1/approvals", request_body(run_id="run-web-grant-5"))
     page.goto(f"{service.url}/web/approvals/{again.body['id']}")
     form = page.locator("form.decide.allow")
+    page.get_by_text("Allow the same for a while…").click()
     form.get_by_label("How long").select_option("1h")
     with page.expect_navigation():
         form.get_by_role("button", name="Allow the same").click()

@@ -1,6 +1,8 @@
 """The integration examples, run end to end the way their docstrings tell a user to: each
-example is a subprocess against a real `signoff serve`, a human decides with the `signoff` CLI,
-and the test reads the transcript the example prints (and the record signoff keeps).
+example is a subprocess against a real `signoff serve` on the example configuration
+(config/signoff.example.toml, copied as it is and started with the README's variables: only
+the folder and the port differ), a human decides with the `signoff` CLI, and the test reads
+the transcript the example prints (and the record signoff keeps).
 
 What a user must be able to read in each transcript: the gated call never ran before the
 decision, an approved call finished and ran exactly once (a second resume or retry runs
@@ -12,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +30,49 @@ from signoff_client import SignoffClient
 from tests.support import prefork
 from tests.support.agent_deployment import Deployment
 from tests.support.cli import REPO_ROOT
+from tests.support.service import Fleet, WebhookReceiver
 
 T = TypeVar("T")
 EXAMPLES = REPO_ROOT / "examples"
+EXAMPLE_CONFIG = REPO_ROOT / "config" / "signoff.example.toml"
 TIMEOUT = 60
 REASON = "not this one"
 # What the examples print for the human to run: `signoff approvals approve ID --hash HASH ...`.
 DECIDE_COMMAND = re.compile(
     r"signoff approvals approve (?P<id>[0-9a-f-]{36}) --hash (?P<hash>[0-9a-f]{64})"
 )
+
+
+def readme_variables() -> dict[str, str]:
+    """The variables the README's quick start sets on its `signoff serve` line."""
+    readme = (REPO_ROOT / "README.md").read_text("utf-8")
+    [line] = [
+        line for line in readme.splitlines()
+        if line.startswith("SIGNOFF_CONFIG=config/signoff.example.toml ")
+        and line.endswith("signoff serve")
+    ]  # fmt: skip
+    return dict(word.split("=", 1) for word in shlex.split(line) if "=" in word)
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    """`signoff serve` as the README starts it: config/signoff.example.toml as it is (copied,
+    so its SQLite database, beside it, is this test's), the README's variables, a free port."""
+    config = tmp_path / "signoff.toml"
+    shutil.copy(EXAMPLE_CONFIG, config)
+    variables = readme_variables()
+    del variables["SIGNOFF_CONFIG"]  # the copy's path, as service_env sets it
+    # No webhook arrives (the example tenant has no webhook URL); the receiver only fills the
+    # Deployment, which checks that none did.
+    with WebhookReceiver() as hooks, Fleet(config, tmp_path, variables) as fleet:
+        server = fleet.start(args=("--listen", "127.0.0.1:0"))
+        yield Deployment(
+            fleet, hooks, server,
+            api_key=variables["SIGNOFF_ACME_API_KEY"],
+            webhook_secret=variables["SIGNOFF_ACME_WEBHOOK_SECRET"],
+        )  # fmt: skip
+        # Nothing was posted anywhere, so nothing failed and was retried into the log.
+        assert "webhook" not in server.log, server.log[-4000:]
 
 
 @dataclass(frozen=True)

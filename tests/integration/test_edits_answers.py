@@ -389,7 +389,7 @@ async def test_a_question_is_answered_with_one_of_its_options(
     alice = await _browser(rig, links, "alice")
     try:
         page = await alice.get(f"/web/approvals/{record['id']}")
-        assert page.forms() == ["answer", "reject", "delegate"]  # no Approve on a question
+        assert page.forms() == ["answer", "reject", "reject-with-reason", "delegate"]  # no Approve
         form = page.doc.find("form", classes="decide answer")
         buttons = [b.text for b in form.find_all("button")]
         assert buttons == ["Refund in full", "Store credit", "Ask the customer"]

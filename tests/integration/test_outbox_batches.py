@@ -129,6 +129,7 @@ class _Gate:
 
 def _carded(directory_config: dict[str, Any] | None = None) -> Directory:
     config = copy.deepcopy(directory_config or TEST_CONFIG)
+    config["slack"] = {}
     config["routes"][0]["notify"] = ["slack:C0FIN"]
     return parse_config(config).directory()
 

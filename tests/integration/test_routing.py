@@ -45,6 +45,7 @@ from tests.support.samples import request_body
 
 CONFIG: dict[str, Any] = {
     "tenants": [{"name": "acme"}],
+    "telegram": {},  # its routes notify telegram:dm (the tests read the jobs, no bot runs)
     "principals": {
         "alice": {"name": "Alice Ng", "telegram": 111},
         "bob": {"name": "Bob Stone", "telegram": 222},

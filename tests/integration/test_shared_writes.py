@@ -228,6 +228,7 @@ async def test_a_request_superseded_in_its_own_group_hands_over_no_stale_card(
     store: Store, clock: FakeClock
 ) -> None:
     config = copy.deepcopy(TEST_CONFIG)
+    config["slack"] = {}
     config["routes"][0]["notify"] = ["slack:C0FIN"]
     directory = parse_config(config).directory()
     leases = _Leases(clock)

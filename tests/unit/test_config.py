@@ -36,6 +36,16 @@ def _with_route(index: int, **changes: Any) -> dict[str, Any]:
     return data
 
 
+# Every built-in surface's table, for a route that notifies them (a target on a surface
+# without its table is refused).
+SURFACE_TABLES: dict[str, Any] = {
+    "slack": {},
+    "telegram": {},
+    "web": {},
+    "email": {"host": "smtp.example.com", "from_address": "signoff@example.com"},
+}
+
+
 def _error(data: dict[str, Any]) -> str:
     with pytest.raises(ConfigError) as info:
         parse_config(data)
@@ -56,18 +66,45 @@ def test_example_config_file_validates_and_means_what_it_says(tmp_path: Path) ->
     assert config.database_url == f"sqlite+aiosqlite:///{copied.parent}/signoff.db"
     assert [t.name for t in config.tenants] == ["acme"]
     assert config.tenants[0].api_key_env == "SIGNOFF_ACME_API_KEY"
-    # [slack] and [telegram] ship commented out: the quick start needs no chat credentials.
-    assert config.slack is None and config.telegram is None
+    # No webhook URL that goes nowhere: the examples resume by approval id.
+    assert config.tenants[0].webhook_url is None
+    # Every surface ships commented out: the quick start needs no credentials, the CLI decides.
+    assert all(config.surface_table(name) is None for name in ("slack", "telegram", "web", "email"))
     assert config.principals["alice"].telegram == 111111
     assert config.groups["finance"].members == ["alice", "bob"]
-    route = config.directory().route_for("acme", "payments.refund")
+    directory = config.directory()
+    route = directory.route_for("acme", "payments.refund")
     assert route.approvers == ("group:finance",)
-    assert [str(t) for t in route.notify] == ["slack:C0FINANCE", "telegram:dm"]
+    # Nothing is notified until a surface is on (a target without its table is refused).
+    assert all(not r.notify for r in directory.routes)
+    assert route.edits == ("amount",)
     assert route.approval_ttl == timedelta(hours=72)
     assert route.grant_ttl == timedelta(hours=24)
     assert route.required_approvals == 1
     assert route.allow_self_approval is False
     assert [(e.after, e.to) for e in route.escalation] == [(timedelta(hours=24), "carol")]
+    # What the examples ask for has a route; the adapters' tools may be edited before approval.
+    assert directory.route_for("acme", "mcp.shop.cancel_order").capability == "mcp.*"
+    for tool in ("tools.refund", "tools.email"):
+        assert directory.route_for("acme", tool).edits == "any"
+
+
+def test_the_example_config_with_every_commented_notify_and_surface_on_loads(
+    tmp_path: Path,
+) -> None:
+    """What its comments tell a user to uncomment, once they have the credentials, loads."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    for table in ("slack", "telegram", "web", "email"):
+        start = text.index(f"# [{table}]\n")
+        end = text.index("\n\n", start)
+        lines = [line.removeprefix("# ") for line in text[start:end].split("\n")]
+        text = text[:start] + "\n".join(lines) + text[end:]
+    text = text.replace("# notify = ", "notify = ")
+    copied = tmp_path / "signoff.toml"
+    copied.write_text(text, encoding="utf-8")
+    routes = load_config(copied).directory().routes
+    assert [str(t) for t in routes[0].notify] == ["slack:C0FINANCE", "telegram:dm"]
+    assert [str(t) for r in routes[1:] for t in r.notify] == ["slack:dm", "telegram:dm", "web"]
 
 
 def test_example_config_loads_from_the_repository_path() -> None:
@@ -213,14 +250,15 @@ def test_absurd_duration_is_a_config_error() -> None:
 
 
 def test_bad_notify_target_is_named() -> None:
-    message = _error(_with_route(0, notify=["slack:dm", "email:x"]))
+    message = _error({**_with_route(0, notify=["slack:dm", "email:x"]), **SURFACE_TABLES})
     assert "routes.0" in message
     assert "email:x" in message
 
 
 def test_valid_notify_targets_are_accepted() -> None:
     targets = ["slack:C0FINANCE", "slack:dm", "telegram:-100123", "telegram:dm", "web"]
-    route = parse_config(_with_route(0, notify=targets)).directory().routes[0]
+    data = {**_with_route(0, notify=targets), **SURFACE_TABLES}
+    route = parse_config(data).directory().routes[0]
     assert [str(t) for t in route.notify] == targets
 
 

@@ -109,3 +109,39 @@ def test_sqlite_paths_resolve_against_the_config_files_directory(
     for written, resolved in cases.items():
         (conf / "signoff.toml").write_text(f'[database]\nurl = "{written}"\n', "utf-8")
         assert load_config("etc/signoff.toml").database.url == resolved
+
+
+UNSERVED = """\
+[[tenants]]
+name = "acme"
+
+[principals.alice]
+name = "Alice"
+
+[[routes]]
+capability = "payments.*"
+approvers = ["alice"]
+
+[[routes]]
+capability = "contracts.*"
+approvers = ["alice"]
+notify = [{target}]
+"""
+
+
+@pytest.mark.parametrize("target", ["web", "slack:C0FINANCE", "telegram:dm", "email:dm"])
+def test_a_route_notifying_a_surface_without_its_table_is_refused_naming_the_line(
+    tmp_path: Path, target: str
+) -> None:
+    """Not skipped card by card in the log: the config never loads, and says where."""
+    message = _error(tmp_path, UNSERVED.format(target=f'"{target}"'))
+    surface = target.partition(":")[0]
+    assert f"routes.1.notify (line 14): '{target}' needs the [{surface}] table" in message
+
+
+def test_a_route_notifying_a_configured_surface_loads(tmp_path: Path) -> None:
+    path = tmp_path / "signoff.toml"
+    path.write_text(
+        UNSERVED.format(target='"web"') + '\n[web]\nsecret_env = "SIGNOFF_WEB_SECRET"\n', "utf-8"
+    )
+    assert [str(t) for t in load_config(path).directory().routes[1].notify] == ["web"]

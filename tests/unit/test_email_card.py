@@ -1,11 +1,13 @@
 """A card as mail (channels/email/card.py): every section is shown, a kind the module does
-not know included (its heading, prose, items and lines), an unknown outcome icon reads as a
-bullet, agent text is escaped in HTML and kept to one line in the subject, and the email
-surface's config refuses addresses as targets and names that are nobody's mailbox."""
+not know included (its heading, prose, items and lines), an outcome reads in words with no
+emoji (a colour bar in HTML; an unknown icon in grey), agent text is escaped in HTML and kept
+to one line in the subject, and the email surface's config refuses addresses as targets and
+names that are nobody's mailbox."""
 
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -47,13 +49,37 @@ def test_an_unknown_section_kind_and_icon_are_shown_generically() -> None:
     card = StubCard(SECTIONS)
     links = Links(approve="https://s.test/email/links/a", reject="https://s.test/email/links/r")
     text = email_card.text(card, links)  # type: ignore[arg-type]
-    assert "Forecast (from the agent, unverified)\ncloudy <b>later</b>\n• Stormy by evening" in text
-    assert "  Rain: 40%" in text and "✅ Approved by Alice" in text
+    assert "Forecast (from the agent, unverified)\ncloudy <b>later</b>\nStormy by evening" in text
+    assert "  Rain: 40%" in text and "\nApproved by Alice" in text
     assert "Approve (you confirm on the page): https://s.test/email/links/a" in text
     html = email_card.html(card, links)  # type: ignore[arg-type]
     assert "cloudy &lt;b&gt;later&lt;/b&gt;" in html and "<script>" not in html
-    assert "• <strong>Stormy</strong> by evening" in html and "40%" in html
+    assert (
+        'border-left:4px solid #6e7781"><strong>Stormy</strong> by evening' in html
+        and "40%" in html
+    )
+    assert 'border-left:4px solid #1a7f37"><strong>Approved</strong> by Alice' in html
     assert 'href="https://s.test/email/links/r"' in html
+
+
+# What a mail client draws as a box without an emoji font: the emoji blocks, the symbols and
+# dingbats (✅ ⛔ ✖ ⚙ ⚠ ❔), the clocks (⌛) and the variation selector that asks for emoji.
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\u231a-\u23ff\ufe0f]")
+
+
+@pytest.mark.parametrize("icon", [*email_card.COLOURS, "storm"])
+def test_no_mail_says_an_outcome_with_an_emoji(icon: str) -> None:
+    outcome = Section(Kind.OUTCOME, lines=(Line(icon, "Decided", " by Alice at 10:00 UTC"),))
+    card = StubCard((SECTIONS[0], outcome, SECTIONS[2]))
+    links = Links(page="https://s.test/web/approvals/1")
+    for part in (
+        email_card.text(card, links),  # type: ignore[arg-type]
+        email_card.html(card, links),  # type: ignore[arg-type]
+        email_card.page("page.html", card=card, message=None, confirm=False, link=None, page=None),
+    ):
+        assert "Decided" in part and not _EMOJI.findall(part), _EMOJI.findall(part)
+    html = email_card.html(card, links)  # type: ignore[arg-type]
+    assert f"border-left:4px solid {email_card.colour(outcome.lines[0])}" in html
 
 
 def test_the_subject_is_one_line_whatever_the_title() -> None:

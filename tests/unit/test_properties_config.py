@@ -43,6 +43,7 @@ from bot.errors import ConfigError
 from bot.target import Target
 from channels.slack.config import SlackConfig
 from channels.telegram.config import TelegramConfig
+from channels.web.config import WebConfig
 from store.engine import resolve_sqlite_path
 from tests.support.json_paths import delete_at as _delete
 from tests.support.json_paths import paths_in as _paths
@@ -127,6 +128,7 @@ def _full_config() -> dict[str, Any]:
     data = _drop_none(Config().model_dump(mode="json"))
     data["slack"] = _drop_none(SlackConfig().model_dump(mode="json"))
     data["telegram"] = _drop_none(TelegramConfig().model_dump(mode="json"))
+    data["web"] = _drop_none(WebConfig().model_dump(mode="json"))
     data.update(copy.deepcopy(TEST_CONFIG))
     data["tenants"][1]["webhook_secret_env"] = "GLOBEX_SECRET"
     data["tenants"][1]["api_key_env"] = "GLOBEX_KEY"

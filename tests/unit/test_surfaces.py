@@ -150,7 +150,7 @@ def _memo_config(**principal_accounts: str) -> dict[str, Any]:
     data["memo"] = {"sender": "approvals@example.com"}
     for key, address in principal_accounts.items():
         data["principals"][key]["memo"] = address
-    data["routes"][0]["notify"] = ["memo:dm", "memo:finance-desk", "slack:C0FIN"]
+    data["routes"][0]["notify"] = ["memo:dm", "memo:finance-desk"]
     return data
 
 
@@ -192,11 +192,7 @@ def test_a_registered_surface_has_its_table_targets_and_accounts(memo: Surface) 
     table = config.surface_table("memo")
     assert isinstance(table, MemoConfig) and table.sender == "approvals@example.com"
     directory = config.directory()
-    assert [str(t) for t in directory.routes[0].notify] == [
-        "memo:dm",
-        "memo:finance-desk",
-        "slack:C0FIN",
-    ]
+    assert [str(t) for t in directory.routes[0].notify] == ["memo:dm", "memo:finance-desk"]
     alice = directory.principal("alice")
     assert directory.principal_for("memo", "alice@example.com") == alice
     assert alice.accounts == {"slack": "U0ALICE", "telegram": 111, "memo": "alice@example.com"}

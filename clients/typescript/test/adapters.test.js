@@ -4,6 +4,7 @@
 // decision webhook as received and resumes. The refund runs exactly once with the approved
 // arguments (not again on a redelivered webhook); an approver's edit runs as edited and the
 // model is told; an answer reaches the model as the tool's result, and the refund never runs.
+// The server runs on config/signoff.example.toml, as the examples tell a user to.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -18,7 +19,7 @@ let signoff;
 let client;
 let dir;
 before(async () => {
-  signoff = await Signoff.start();
+  signoff = await Signoff.start({ example: true });
   client = new SignoffClient({ baseUrl: signoff.url, apiKey: signoff.agentEnv.SIGNOFF_API_KEY });
   dir = mkdtempSync(join(tmpdir(), "signoff-ts-agents-"));
 });

@@ -105,6 +105,7 @@ async def test_chatter_in_a_topic_the_bot_opened_gets_no_answer(start: Start, st
 
 def test_the_config_takes_a_topic_target_in_a_supergroup_only() -> None:
     config = copy.deepcopy(TEST_CONFIG)
+    config["telegram"] = {}
     config["routes"][0]["notify"] = ["telegram:-1001234567890/42"]
     [target] = parse_config(config).directory().routes[0].notify
     assert (target.chat, target.thread, str(target)) == (

@@ -54,7 +54,7 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
         "payments.refund",
         "stripe.refunds.create",
         "Amount €120.00",
-        "memo 300 chars",  # the full value, with its size
+        "memo 300 chars",  # the full value, with its size (a long one's only)
         "x" * 300,
         "Reason (from the agent, unverified) refunds over €100 need approval",
         "Requested by Sam Requester (sam)",
@@ -64,8 +64,21 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
         record["hash"],
     ):
         assert expected in text, (expected, text)
-    assert page.forms() == ["approve", "allow", "reject", "answer", "delegate"]
-    reject = page.doc.find("form", classes="decide reject")
+    # Approve and Reject first (one press each); the rest below, each folded in a <details>
+    # that the page ships closed.
+    assert page.forms() == [
+        "approve", "reject", "reject-with-reason", "allow", "answer", "delegate"
+    ]  # fmt: skip
+    folded = page.doc.find("div", classes="more-actions").find_all("details")
+    assert [d.find("summary").text for d in folded] == [
+        "Give a reason and reject…", "Allow the same for a while…",
+        "Answer instead of running…", "Hand to someone else…",
+    ]  # fmt: skip
+    assert all("open" not in d.attrs for d in folded)
+    for action in ("reject-with-reason", "allow", "answer", "delegate"):
+        assert any(d.find_all("form", classes=f"decide {action}") for d in folded), action
+    assert not page.doc.find("form", classes="decide reject").find_all("textarea")
+    reject = page.doc.find("form", classes="decide reject-with-reason")
     label = reject.find("label")
     assert label.text == "Your reason for rejecting"
     assert reject.find("textarea", id=label.attrs["for"])
@@ -79,6 +92,12 @@ async def test_the_page_shows_the_card_the_chat_surfaces_show(rig: Rig) -> None:
     assert "carol" in options and "alice" not in options
     assert delegate.find("button").text == "Delegate"
     assert page.doc.find("form", classes="decide approve").find("button").text == "Approve"
+    # A short value is shown whole at a glance: no size beside it ("4 chars" on ch_1).
+    charge = next(
+        d for d in card.find("section", classes="arguments").find_all("div")
+        if d.find("dt").find("code").text == "charge"
+    )  # fmt: skip
+    assert charge.find("dt").text == "charge" and not charge.find_all("span", classes="size")
 
     unknown = await alice.get("/web/approvals/00000000-0000-0000-0000-000000000000")
     assert unknown.status == 404 and "no request" in unknown.alert
@@ -227,7 +246,7 @@ async def test_the_requester_may_reject_but_not_approve_their_own_request(rig: R
     record = await rig.create()  # requested by sam, a member of finance
     sam = await rig.signed_in("sam")
     page = await sam.get(f"/web/approvals/{record['id']}")
-    assert page.forms() == ["reject", "answer", "delegate"]
+    assert page.forms() == ["reject", "reject-with-reason", "answer", "delegate"]
     assert "sam requested this and may not approve it" in page.doc.find(classes="why-not").text
 
 

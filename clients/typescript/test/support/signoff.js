@@ -3,7 +3,7 @@
 // CLI, as tests/support/agent_deployment.py does for the Python adapters. The server and CLI
 // come from the repository's virtualenv (the README's test command makes it), or SIGNOFF_BIN.
 import { spawn, execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -55,19 +55,36 @@ class Receiver {
   }
 }
 
+// The repository's example configuration, which the examples must run against as written.
+export const EXAMPLE_CONFIG = join(REPO, "config/signoff.example.toml");
+const EXAMPLE_WEBHOOK = '# webhook_url = "https://agents.acme.example/hooks/signoff"';
+
+/** The example configuration as the README has a user change it: its tenant's webhook URL
+ * uncommented and pointed at the agent (here the receiver); nothing else differs. */
+function exampleConfig(hookPort) {
+  const text = readFileSync(EXAMPLE_CONFIG, "utf8");
+  if (!text.includes(EXAMPLE_WEBHOOK)) throw new Error(`${EXAMPLE_CONFIG} has no line ${EXAMPLE_WEBHOOK}`);
+  return text.replace(EXAMPLE_WEBHOOK, `webhook_url = "http://127.0.0.1:${hookPort}/hooks"`);
+}
+
 export class Signoff {
-  static async start() {
+  /** With `example`, on config/signoff.example.toml (its webhook URL set, its variables given
+   * values); else on this package's own test configuration. */
+  static async start({ example = false } = {}) {
     const self = new Signoff();
-    await self.#start();
+    await self.#start(example);
     return self;
   }
 
-  async #start() {
+  async #start(example) {
     this.dir = mkdtempSync(join(tmpdir(), "signoff-ts-"));
     this.hooks = new Receiver();
     const hookPort = await this.hooks.listen();
     this.config = join(this.dir, "signoff.toml");
-    writeFileSync(this.config, `
+    if (example) {
+      // Its SQLite database sits beside the copy; its port is replaced by --listen below.
+      writeFileSync(this.config, exampleConfig(hookPort));
+    } else writeFileSync(this.config, `
 [server]
 listen = "127.0.0.1:0"
 claim_lease = "2m"
@@ -103,8 +120,10 @@ approvers = ["alice"]
       SIGNOFF_TS_API_KEY: API_KEY,
       SIGNOFF_TS_OLD_SECRET: OLD_SECRET,
       SIGNOFF_TS_NEW_SECRET: NEW_SECRET,
+      SIGNOFF_ACME_API_KEY: API_KEY,
+      SIGNOFF_ACME_WEBHOOK_SECRET: NEW_SECRET,
     };
-    this.proc = spawn(SIGNOFF, ["serve", "--workers", "1"], {
+    this.proc = spawn(SIGNOFF, ["serve", "--workers", "1", "--listen", "127.0.0.1:0"], {
       env: this.env, cwd: this.dir, stdio: ["ignore", "ignore", "pipe"],
     });
     this.log = "";
