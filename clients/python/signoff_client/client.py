@@ -50,7 +50,13 @@ from typing import Any, Literal
 
 import aiohttp
 
-from signoff_client.errors import NotFound, Overloaded, SignoffError, error_from_code
+from signoff_client.errors import (
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    SignoffError,
+    error_from_code,
+)
 from signoff_client.records import ApprovalRecord, ApprovalVote, Claim
 
 __all__ = ["ApprovalRecord", "ApprovalVote", "Claim", "SignoffClient"]
@@ -396,7 +402,7 @@ class SignoffClient:
             else:
                 records = await self._read(ids, single)
             left = deadline - time.monotonic()
-            if left <= 0 or not any(r.state in _WAITING for r in records):
+            if left <= 0 or not records or any(r.state not in _WAITING for r in records):
                 return records
             if offered:
                 continue
@@ -414,7 +420,14 @@ class SignoffClient:
             path, params = f"/v1/approvals/{ids[0]}", {"wait": wait, "state": "pending"}
         else:
             path, params = "/v1/approvals", {"ids": ",".join(ids), "wait": wait, "state": "pending"}
-        _, data, headers = await self._exchange("GET", path, None, params, None, limit)
+        try:
+            _, data, headers = await self._exchange("GET", path, None, params, None, limit)
+        except InvalidRequest as refused:
+            named = {str(f.get("field")) for f in refused.fields or () if isinstance(f, dict)}
+            if single or not named & {"ids", "wait", "state"}:
+                raise
+            # A server older than the batch form refuses its parameters: read one by one.
+            return await self._read(ids, single), False
         offered = "Signoff-Wait" in headers
         if single:
             return [ApprovalRecord.from_json(data)], offered
