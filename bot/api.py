@@ -52,6 +52,7 @@ from bot.validation import (
     parse_json,
     validate,
 )
+from bot.waits import MAX_WAIT, Waits
 from store import json_text
 from store.repository import Store
 
@@ -63,6 +64,9 @@ _MAX_PAGE = 500
 _PAGE_BYTES = 1024 * 1024
 _READ_BATCH = 50
 _ID = re.compile(r"[0-9a-fA-F-]{1,36}")
+# `ids` in a list's query: as many as fit a request line (aiohttp reads 8 KB of it).
+_MAX_IDS = 100
+_IDS = rf"^[0-9a-fA-F-]{{1,36}}(,[0-9a-fA-F-]{{1,36}}){{0,{_MAX_IDS - 1}}}$"
 
 
 @dataclass
@@ -77,6 +81,8 @@ class ApiContext:
     claim_lease: timedelta = DEFAULT_LEASE
     # Creates only: nothing else an agent or a person asks is ever refused for load.
     admission: Admission = field(default_factory=lambda: Admission(AdmissionSettings()))
+    # The waits this process holds (bot/waits.py); bounded by their own limits.
+    waits: Waits | None = None
 
 
 API: web.AppKey[ApiContext] = web.AppKey("signoff_api", ApiContext)
@@ -241,6 +247,10 @@ class CancelBody(StrictModel):
     reason: Annotated[StrictStr, Field(max_length=4000), NO_NUL] | None = None
 
 
+# Seconds a wait may be held: a number, at most MAX_WAIT (renewed by the client for longer).
+Wait = Annotated[float, Field(gt=0, le=MAX_WAIT, allow_inf_nan=False)]
+
+
 class ListQuery(BaseModel):
     # Query strings are text: numbers are parsed (not strict), unknown parameters refused.
     model_config = ConfigDict(extra="forbid")
@@ -252,6 +262,11 @@ class ListQuery(BaseModel):
     limit: Annotated[int, Field(ge=1, le=_MAX_PAGE)] = 50
     # Issued cursors are unpadded base64url; anything else cannot be one.
     cursor: Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]*$")] | None = None
+    # Only these requests: comma-separated ids, at most _MAX_IDS.
+    ids: Annotated[str, Field(max_length=_MAX_IDS * 37, pattern=_IDS)] | None = None
+    # Hold the page until one of its requests leaves `seen` (WaitQuery).
+    wait: Wait | None = None
+    seen: State = State.PENDING
 
 
 def _encode_cursor(created_at: datetime, approval_id: str) -> str:
@@ -308,13 +323,42 @@ async def create(request: web.Request) -> web.Response:
     return _json_response(public_record(result.approval), status=201 if result.created else 200)
 
 
+class WaitQuery(BaseModel):
+    """`?wait=SECONDS&seen=STATE`: hold the answer until the request is not in `seen`."""
+
+    model_config = ConfigDict(extra="ignore")  # a plain GET never refused its query
+
+    wait: Wait | None = None
+    seen: State = State.PENDING
+
+
 async def get(request: web.Request) -> web.Response:
     tenant = _tenant(request)
+    approval_id = _approval_id(request)
+    query = validate(WaitQuery, dict(request.query))
+    if query.wait is not None:
+        found = await _waits(request).hold(tenant, [approval_id], query.seen, query.wait)
+        if not found:
+            raise NotFound(f"no approval with id {request.match_info['id']!r}")
+        return _waited(_json_response(public_record(found[0])), query.wait)
     async with request.app[API].store.read() as tx:
-        approval = await tx.get_approval(_approval_id(request), tenant)
+        approval = await tx.get_approval(approval_id, tenant)
     if approval is None:
         raise NotFound(f"no approval with id {request.match_info['id']!r}")
     return _json_response(public_record(approval))
+
+
+def _waits(request: web.Request) -> Waits:
+    ctx = request.app[API]
+    if ctx.waits is None:  # an API built without the app's (tests of the API alone)
+        ctx.waits = Waits(ctx.store)
+    return ctx.waits
+
+
+def _waited(response: web.Response, seconds: float) -> web.Response:
+    """A wait's answer: says it was held (clients that see no such header poll instead)."""
+    response.headers["Signoff-Wait"] = f"{seconds:g}"
+    return response
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -322,10 +366,28 @@ async def list_(request: web.Request) -> web.Response:
     JSON, whichever comes first (records can be large: a page of 500 could otherwise be
     hundreds of MB). A page cut short by size says so (`truncated`); `next_cursor` goes on
     from its last record either way. Rows are read a few at a time, so neither the answer
-    nor what is read for it grows with `limit`."""
+    nor what is read for it grows with `limit`. With `wait`, the page is held until one of
+    the requests on it leaves the state `seen` (bot/waits.py), then read again."""
     tenant = _tenant(request)
     query = validate(ListQuery, dict(request.query))
+    if query.wait is None:
+        return _page_response(await _page(request, tenant, query))
+    shown = await _page(request, tenant, query)
+    await _waits(request).hold(tenant, shown.ids, query.seen, query.wait)
+    return _waited(_page_response(await _page(request, tenant, query)), query.wait)
+
+
+@dataclass
+class _Page:
+    records: list[str]  # each record's JSON, encoded once for both the size and the body
+    ids: list[str]
+    next_cursor: str | None
+    truncated: bool
+
+
+async def _page(request: web.Request, tenant: str, query: ListQuery) -> _Page:
     before = _decode_cursor(query.cursor) if query.cursor else None
+    ids = query.ids.split(",") if query.ids is not None else ()
     filters = {
         name: str(value)
         for name, value in (
@@ -336,30 +398,36 @@ async def list_(request: web.Request) -> web.Response:
         )
         if value is not None
     }
-    page: list[str] = []  # each record's JSON, encoded once for both the size and the body
-    size, more, truncated = 0, False, False
+    page = _Page([], [], None, False)
+    size, more = 0, False
     last: tuple[datetime, str] | None = before
-    while len(page) < query.limit and not truncated:
-        batch_size = min(query.limit - len(page), _READ_BATCH)
+    while len(page.records) < query.limit and not page.truncated:
+        batch_size = min(query.limit - len(page.records), _READ_BATCH)
         async with request.app[API].store.read() as tx:
             rows = await tx.page_approvals(
-                tenant, filters=filters, before=last, limit=batch_size + 1
+                tenant, filters=filters, before=last, limit=batch_size + 1, ids=ids
             )
         more = len(rows) > batch_size
         for row in rows[:batch_size]:
             record = json.dumps(public_record(row))
-            if page and size + len(record) > _PAGE_BYTES:
-                truncated = more = True
+            if page.records and size + len(record) > _PAGE_BYTES:
+                page.truncated = more = True
                 break
-            page.append(record)
+            page.records.append(record)
+            page.ids.append(row.id)
             size += len(record)
             last = (row.created_at, row.id)
         if not more:
             break
-    next_cursor = _encode_cursor(*last) if more and last is not None else None
+    page.next_cursor = _encode_cursor(*last) if more and last is not None else None
+    return page
+
+
+def _page_response(page: _Page) -> web.Response:
     # The same text json.dumps would make of {"approvals", "next_cursor", "truncated"}.
-    body = f'{{"approvals": [{", ".join(page)}], "next_cursor": {json.dumps(next_cursor)}'
-    body += ', "truncated": true}' if truncated else "}"
+    cursor = json.dumps(page.next_cursor)
+    body = f'{{"approvals": [{", ".join(page.records)}], "next_cursor": {cursor}'
+    body += ', "truncated": true}' if page.truncated else "}"
     return web.Response(text=body, content_type="application/json")
 
 

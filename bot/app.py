@@ -23,6 +23,7 @@ from bot.durations import parse_duration
 from bot.health import CLOCK, METRICS, STORE, add_health_routes
 from bot.metrics import Metrics
 from bot.surfaces import Channels
+from bot.waits import WaitLimits, Waits
 from store.repository import Store
 
 # Importable from here as before: the tests and benchmarks drive the outbox with them.
@@ -77,6 +78,18 @@ def build_app(
         ),
         core.metrics,
     )
+    waits = Waits(
+        store,
+        WaitLimits(
+            max_waits=config.server.max_waits,
+            max_waits_per_tenant=config.server.max_waits_per_tenant,
+        ),
+    )
+
+    async def answer_waits(_app: web.Application) -> None:
+        await waits.close()  # before handlers are cancelled: each wait answers what it has
+
+    app.on_shutdown.append(answer_waits)
     add_routes(
         app,
         ApiContext(
@@ -88,6 +101,7 @@ def build_app(
             max_body=config.server.max_body_bytes,
             claim_lease=parse_duration(config.server.claim_lease),
             admission=admission,
+            waits=waits,
         ),
     )
     add_health_routes(app, store, core.clock, core.metrics)

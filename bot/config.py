@@ -103,6 +103,11 @@ class ServerConfig(Strict):
     create_lag_limit: Annotated[Seconds, Field(gt=0, le=10)] = 0.05
     # The Retry-After of a refused create, in whole seconds.
     overload_retry_after: Annotated[int, Field(ge=1, le=3600)] = 1
+    # Waits (`GET /v1/approvals/{id}?wait=`, bot/waits.py) this process holds at once, in all
+    # and per tenant; one more is answered 429 with Retry-After. Each is an open connection
+    # (a file descriptor) and a few KB; no query while nothing commits.
+    max_waits: Annotated[int, Field(ge=1, le=100000)] = 5000
+    max_waits_per_tenant: Annotated[int, Field(ge=1, le=100000)] = 2000
 
 
 class OutboxConfig(Strict):

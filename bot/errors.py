@@ -49,6 +49,7 @@ __all__ = [
     "SignInRefused",
     "SignoffError",
     "StoreUnavailable",
+    "TooManyWaits",
     "Unauthorized",
     "Undeliverable",
     "UnknownPrincipal",
@@ -278,3 +279,10 @@ class Overloaded(SignoffError):
     def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
+
+
+class TooManyWaits(Overloaded):
+    """This server holds as many waits as it may (`[server] max_waits`, or
+    `max_waits_per_tenant` for this tenant); wait again after Retry-After seconds."""
+
+    code = "too_many_waits"

@@ -14,12 +14,13 @@ from typing import Any, NamedTuple
 from sqlalchemy import String, bindparam, func, literal_column, select, union_all, update
 from sqlalchemy.engine import Dialect
 
+from store.commits import APPROVALS_CHANNEL
 from store.fast_path import DriverStatement
 from store.fast_path import run as driver_run
 from store.records import Approval
 from store.schema import approvals
 from store.statements import Statements, insert_for, one_of
-from store.votes import with_votes
+from store.votes import attach_votes, with_votes
 
 _GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
 _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
@@ -83,6 +84,25 @@ def _lock_versions_or_fail(n: int) -> Any:
     )
 
 
+# Ids bound per statement when reading many approvals' states: under SQLite's default limit
+# of bound parameters on old builds (999), and a few fixed statement shapes at most.
+_STATES_AT_ONCE = 500
+
+
+@functools.cache
+def _approval_states(n: int) -> Any:
+    ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
+    return select(approvals.c.id, approvals.c.state).where(approvals.c.id.in_(ids))
+
+
+@functools.cache
+def _tenant_approvals(n: int) -> Any:
+    ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
+    return select(approvals).where(
+        approvals.c.id.in_(ids), approvals.c.tenant == bindparam("tenant")
+    )
+
+
 # The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
 # hash of those.
 _STEP_LOCKS = 0x5_7E9
@@ -116,9 +136,14 @@ def _driver_insert_approval(dialect: Dialect, keys: tuple[str, ...]) -> DriverSt
 
 
 @functools.cache
-def _update_approval(columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool) -> Any:
+def _update_approval(
+    columns: tuple[str, ...], states: int, by_version: bool, by_hash: bool, notify: bool
+) -> Any:
     """UPDATE approvals SET <columns>, version = version + 1 WHERE id AND state IN (:w_s0
-    ... :w_sN-1) [AND version] [AND hash] RETURNING *, one statement per shape."""
+    ... :w_sN-1) [AND version] [AND hash] RETURNING *, one statement per shape. `notify`
+    (PostgreSQL, a state change): the row's id is also sent on `signoff_approvals` at
+    commit, inside the same statement (no round trip of its own), for waits held by other
+    processes (store/commits.py)."""
     conditions = [
         approvals.c.id == bindparam("w_id"),
         approvals.c.state.in_([bindparam(f"w_s{i}") for i in range(states)]),
@@ -131,7 +156,11 @@ def _update_approval(columns: tuple[str, ...], states: int, by_version: bool, by
         name: bindparam(f"v_{name}", type_=approvals.c[name].type) for name in columns
     }
     values["version"] = approvals.c.version + 1
-    return update(approvals).where(*conditions).values(values).returning(approvals)
+    statement = update(approvals).where(*conditions).values(values)
+    if notify:
+        sent = func.pg_notify(APPROVALS_CHANNEL, approvals.c.id).label("notified")
+        return statement.returning(approvals, sent)
+    return statement.returning(approvals)
 
 
 class ApprovalStatements(Statements):
@@ -234,8 +263,13 @@ class ApprovalStatements(Statements):
         """The conditional transition: UPDATE ... WHERE id AND state IN expected [AND version]
         [AND hash], bumping version. None when the row did not match (someone else won)."""
         states = sorted(expect_states)
+        moves = "state" in values
         stmt = _update_approval(
-            tuple(sorted(values)), len(states), expect_version is not None, expect_hash is not None
+            tuple(sorted(values)),
+            len(states),
+            expect_version is not None,
+            expect_hash is not None,
+            moves and self._dialect == "postgresql",
         )
         params: dict[str, Any] = {f"v_{name}": value for name, value in values.items()}
         params |= {f"w_s{i}": state for i, state in enumerate(states)}
@@ -247,7 +281,35 @@ class ApprovalStatements(Statements):
         updated = await self._driver_row(stmt, params)
         if updated is not None and self.held:
             self._forget_subject(approval_id)
+        if updated is not None and moves:
+            self.moved.append(approval_id)
         return updated
+
+    async def tenant_approvals(self, tenant: str, approval_ids: Collection[str]) -> list[Approval]:
+        """These approvals of `tenant`, with their votes, in the order asked; ids that do not
+        exist or are another tenant's are left out."""
+        ids = list(dict.fromkeys(approval_ids))
+        rows: dict[str, Approval] = {}
+        for start in range(0, len(ids), _STATES_AT_ONCE):
+            chunk = ids[start : start + _STATES_AT_ONCE]
+            params: dict[str, Any] = {f"id{i}": approval_id for i, approval_id in enumerate(chunk)}
+            params["tenant"] = tenant
+            for row in await self._rows(_tenant_approvals(len(chunk)), params):
+                rows[row["id"]] = Approval.from_row(row)
+        found = [rows[i] for i in ids if i in rows]
+        return await attach_votes(self, found) if found else []
+
+    async def approval_states(self, approval_ids: Collection[str]) -> dict[str, str]:
+        """The state of each of these approvals that exists (for waits that learn only that
+        another process committed something, store/commits.py)."""
+        found: dict[str, str] = {}
+        ids = sorted(approval_ids)
+        for start in range(0, len(ids), _STATES_AT_ONCE):
+            chunk = ids[start : start + _STATES_AT_ONCE]
+            params = {f"id{i}": approval_id for i, approval_id in enumerate(chunk)}
+            for row in await self._rows(_approval_states(len(chunk)), params):
+                found[row["id"]] = row["state"]
+        return found
 
     async def lock_versions_or_fail(self, approval_ids: Collection[str]) -> dict[str, int]:
         """These approvals' versions, their rows locked until commit, or fail at once

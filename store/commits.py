@@ -14,6 +14,12 @@ place all writes go through. Other processes learn of it from the database itsel
 
 The poll stays as the fallback: a lost notification or a dropped listening connection
 delays an effect by at most one poll interval.
+
+Waits (`GET /v1/approvals/{id}?wait=`, bot/waits.py) hear of approvals that changed state
+the same ways, with no poll behind them: `ApprovalMoves` in this process (after the commit
+of a transaction whose `update_approval` changed a state); from other processes on
+PostgreSQL, the id sent on `signoff_approvals` by that UPDATE itself; on SQLite, any commit
+by another connection (`watch_approvals`: the waits then read their requests' states).
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,6 +41,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "signoff_outbox"
 NOTIFY = f"NOTIFY {CHANNEL}"
+# Carries the id of an approval whose state a committed transaction changed.
+APPROVALS_CHANNEL = "signoff_approvals"
 # SQLite: how often a runner looks at the write-ahead log for another process's commit: every
 # 25 ms while the log moves, less and less often (up to every 200 ms) once it has been still
 # for a second. A look costs about 0.2 ms of CPU, so looking every 25 ms forever kept an idle
@@ -103,43 +112,108 @@ class CommitSignal:
                 log.exception("a commit listener failed")
 
 
+class ApprovalMoves:
+    """This process's listeners for "these approvals changed state", called after the commit
+    of a transaction that changed them (`Store`), and by `watch_approvals` for other
+    processes' commits: with the ids, or with None when only "something was committed" is
+    known (SQLite)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[Collection[str] | None], None]] = []
+
+    def subscribe(self, listener: Callable[[Collection[str] | None], None]) -> Callable[[], None]:
+        """Call `listener` at each move; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def fire(self, approval_ids: Collection[str] | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(approval_ids)
+            except Exception:  # a listener's failure must not fail a committed write
+                log.exception("an approval-move listener failed")
+
+
 async def watch_commits(
     engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
 ) -> None:
     """Call `woken` whenever another process commits new outbox jobs, until `stop` is set."""
-    watch = _watch_sqlite if is_sqlite(engine) else _listen_postgresql
+    if is_sqlite(engine):
+        watch = partial(_watch_sqlite, engine, woken, stop)
+    else:
+        watch = partial(_listen, engine, CHANNEL, lambda _payload: woken(), stop)
+    await _keep_watching(watch, stop, woken, "jobs")
+
+
+async def watch_approvals(
+    engine: AsyncEngine, moved: Callable[[Collection[str] | None], None], stop: asyncio.Event
+) -> None:
+    """Call `moved` with the ids of approvals another process changed the state of (on
+    PostgreSQL), or with None whenever another connection committed anything (on SQLite),
+    until `stop` is set."""
+
+    async def committed(_raw: object) -> None:
+        moved(None)
+
+    # Once watching, `moved(None)` too: whatever was committed before the watch began.
+    if is_sqlite(engine):
+        watch = partial(_sqlite_commits, engine, stop, committed, committed)
+    else:
+        listening = partial(moved, None)
+        watch = partial(
+            _listen, engine, APPROVALS_CHANNEL, lambda id_: moved([id_]), stop, listening
+        )
+    await _keep_watching(watch, stop, lambda: moved(None), "approvals")
+
+
+async def _keep_watching(
+    watch: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    after_gap: Callable[[], None],
+    what: str,
+) -> None:
+    """Run `watch` until `stop`, starting it again after a failure (and calling
+    `after_gap`: something may have been committed meanwhile)."""
     while not stop.is_set():
         try:
-            await watch(engine, woken, stop)
+            await watch()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning(
-                "watching for jobs committed by other processes failed (%s: %s); "
-                "retrying in %.0f s, the poll covers the gap",
+                "watching for %s committed by other processes failed (%s: %s); retrying in %.0f s",
+                what,
                 type(exc).__name__,
                 exc,
                 RECONNECT_AFTER,
             )
             await _until(stop, RECONNECT_AFTER)
-            woken()  # something may have been committed meanwhile
+            after_gap()
 
 
-async def _listen_postgresql(
-    engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
+async def _listen(
+    engine: AsyncEngine,
+    channel: str,
+    heard: Callable[[str], None],
+    stop: asyncio.Event,
+    listening: Callable[[], None] | None = None,
 ) -> None:
+    """LISTEN on `channel` on a connection of its own, calling `heard` with each payload
+    (and `listening` once the LISTEN is in place)."""
     async with engine.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         lost = asyncio.Event()
 
-        def notified(*_: object) -> None:
-            woken()
+        def notified(_conn: object, _pid: object, _channel: object, payload: str) -> None:
+            heard(payload)
 
         def terminated(*_: object) -> None:
             lost.set()
 
-        await raw.add_listener(CHANNEL, notified)
+        await raw.add_listener(channel, notified)
         raw.add_termination_listener(terminated)
+        if listening is not None:
+            listening()
         try:
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(lost.wait())]
             try:
@@ -152,12 +226,35 @@ async def _listen_postgresql(
         finally:
             raw.remove_termination_listener(terminated)
             if not raw.is_closed():
-                await raw.remove_listener(CHANNEL, notified)
+                await raw.remove_listener(channel, notified)
 
 
 async def _watch_sqlite(
     engine: AsyncEngine, woken: Callable[[], None], stop: asyncio.Event
 ) -> None:
+    newest: int | None = None
+
+    async def committed(raw: object) -> None:
+        nonlocal newest
+        latest = await _newest_job(raw)
+        if latest is not None and (newest is None or latest > newest):
+            woken()
+        newest = latest
+
+    async def started(raw: object) -> None:
+        nonlocal newest
+        newest = await _newest_job(raw)
+
+    await _sqlite_commits(engine, stop, committed, started)
+
+
+async def _sqlite_commits(
+    engine: AsyncEngine,
+    stop: asyncio.Event,
+    committed: Callable[[object], Awaitable[None]],
+    started: Callable[[object], Awaitable[None]] | None = None,
+) -> None:
+    """Await `committed(connection)` after each commit by another connection to the file."""
     # A connection of its own: data_version counts commits made by *other* connections,
     # and only while the same connection keeps asking. No transaction stays open on it
     # (each statement stands alone), so it holds back no WAL checkpoint.
@@ -171,7 +268,8 @@ async def _watch_sqlite(
     async with engine.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         version = await _data_version(raw)
-        newest = await _newest_job(raw)
+        if started is not None:
+            await started(raw)
         written = _written(log_file)
         every = SQLITE_CHECK_EVERY
         still = 0.0  # how long the log has not moved
@@ -191,10 +289,7 @@ async def _watch_sqlite(
             if moved == version:
                 continue
             version = moved
-            latest = await _newest_job(raw)
-            if latest is not None and (newest is None or latest > newest):
-                woken()
-            newest = latest
+            await committed(raw)
 
 
 def _written(path: str) -> tuple[int, int, int] | None:

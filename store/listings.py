@@ -7,7 +7,7 @@ A family of `Tx` (store/repository.py). The web dashboard's reads are store/dash
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
@@ -71,6 +71,7 @@ class ListingStatements(Statements):
         filters: Mapping[str, str],
         before: tuple[datetime, str] | None,
         limit: int,
+        ids: Sequence[str] = (),
     ) -> list[Approval]:
         """One page of a tenant's approvals, newest first, after the cursor `before`
         ((created_at, id) of the last row of the previous page). `filters` are equality
@@ -80,6 +81,8 @@ class ListingStatements(Statements):
         created_at, id) index read backwards from the cursor (0009): its cost follows
         `limit`, not how many rows the tenant has, or how few are in that state."""
         stmt: Select[Any] = select(approvals).where(approvals.c.tenant == tenant)
+        if ids:  # `ids` in the query: only these requests (at most a page's worth)
+            stmt = stmt.where(approvals.c.id.in_(list(ids)))
         for name, value in filters.items():
             if name not in _PAGE_FILTERS:
                 raise ValueError(f"cannot filter approvals on {name!r}")

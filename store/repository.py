@@ -18,7 +18,7 @@ they share is store/statements.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from store.approvals import ApprovalStatements
 from store.chat import ChatStatements
 from store.clocks import ClockStatements
-from store.commits import CommitSignal, watch_commits
+from store.commits import ApprovalMoves, CommitSignal, watch_approvals, watch_commits
 from store.connections import Held, IdleConnections, Queued
 from store.dashboard import DashboardStatements
 from store.delegations import DelegationStatements
@@ -84,6 +84,7 @@ class Store:
             Checkpoints(self._readers.connection, self._writer_turn) if sqlite else None
         )
         self.commits = CommitSignal()
+        self.moves = ApprovalMoves()
         # Creates waiting together for SQLite's write lock, and the groups' tasks
         # (store/shared_writes.py).
         self._forming: Group[Tx] | None = None
@@ -130,6 +131,8 @@ class Store:
             yield tx
         if tx.queued:
             raise RuntimeError("write_alone queued an outbox job: use write()")
+        if tx.moved:
+            self.moves.fire(tx.moved)
 
     @asynccontextmanager
     async def _write(self, background: bool) -> AsyncIterator[Tx]:
@@ -229,6 +232,8 @@ class Store:
             await self._checkpoints.committed(transactions)
         if tx.queued:
             self.commits.fire()
+        if tx.moved:
+            self.moves.fire(tx.moved)
 
     @asynccontextmanager
     async def _sqlite_transaction(self, held: Held) -> AsyncIterator[None]:
@@ -259,6 +264,13 @@ class Store:
     async def watch_commits(self, woken: Callable[[], None], stop: asyncio.Event) -> None:
         """Call `woken` when another process commits new outbox jobs (store/commits.py)."""
         await watch_commits(self.engine, woken, stop)
+
+    async def watch_approvals(
+        self, moved: Callable[[Collection[str] | None], None], stop: asyncio.Event
+    ) -> None:
+        """Call `moved` when another process commits approvals' state changes (with their
+        ids on PostgreSQL, None on SQLite: store/commits.py)."""
+        await watch_approvals(self.engine, moved, stop)
 
     def read(self) -> AbstractAsyncContextManager[Tx]:
         """Reads. Each statement sees the committed database as it is when it runs, as at

@@ -106,6 +106,9 @@ class Statements:
         # how many leases it gave (a dedupe conflict inserts nothing).
         self.held: list[OutboxJob] = []
         self.leased = 0
+        # The approvals whose state this transaction changed, told to this process's waits
+        # once it commits (store/commits.py, ApprovalMoves).
+        self.moved: list[str] = []
         # Reads begin no transaction (Store.read): any statement may take the driver.
         self._reading = reading
 

@@ -211,6 +211,16 @@ def test_the_list_parameters_are_list_query() -> None:
         _compare_field(api.ListQuery, name, parameter["schema"], query=True)
 
 
+def test_the_get_parameters_are_the_wait_query() -> None:
+    parameters = {
+        p["name"]: p for p in SPEC["paths"]["/v1/approvals/{id}"]["get"]["parameters"]
+    }
+    assert set(parameters) == set(api.WaitQuery.model_fields)
+    for name, parameter in parameters.items():
+        assert parameter["in"] == "query" and parameter["required"] is False
+        _compare_field(api.WaitQuery, name, parameter["schema"], query=True)
+
+
 def test_the_idempotency_key_header_is_what_the_claim_handler_accepts() -> None:
     (header,) = SPEC["paths"]["/v1/approvals/{id}/claim"]["post"]["parameters"]
     assert (header["name"], header["in"], header["required"]) == (
