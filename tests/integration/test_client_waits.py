@@ -75,7 +75,7 @@ class Stub:
             error = {"code": "invalid_request", "message": "invalid request", "fields": fields}
             return web.json_response({"error": error}, status=422)
         ids = request.query["ids"].split(",")
-        found = [record(i, states[i]) for i in ids if i in states]
+        found = [record(i, states[i]) for i in reversed(ids) if i in states]  # newest first
         return await self._answer(request, {"approvals": found, "next_cursor": None})
 
     def _saw(self, request: web.Request) -> dict[str, str]:
@@ -90,7 +90,7 @@ class Stub:
             error = {"code": "too_many_waits", "message": "too many open waits"}
             return web.json_response({"error": error}, status=429, headers={"Retry-After": "0.3"})
         states = body["approvals"] if "approvals" in body else [body]
-        if all(a["state"] == request.query.get("state", "pending") for a in states):
+        if all(a["state"] == request.query.get("seen", "pending") for a in states):
             await asyncio.sleep(min(self.hold, float(request.query["wait"])))
         return web.json_response(body, headers={"Signoff-Wait": request.query["wait"]})
 
@@ -176,7 +176,7 @@ async def test_too_many_waits_is_asked_again_after_retry_after(serve: Any) -> No
         started = time.monotonic()
         decided = await client.wait(IDS[0], max_wait=20)
     assert decided.state == "approved"
-    assert all(q["wait"] and q["state"] == "pending" for _, _, q in stub.seen)
+    assert all(q["wait"] and q["seen"] == "pending" for _, _, q in stub.seen)
     assert [g >= 0.3 for g in gaps(stub)[:2]] == [True, True]
     assert time.monotonic() - started < 5
 
@@ -213,4 +213,4 @@ async def test_a_long_deadline_is_held_60_seconds_at_a_time(serve: Any) -> None:
         await client.wait(IDS[0], max_wait=3600)
         with pytest.raises(ValueError):
             await client.wait_any([str(i) for i in range(101)])
-    assert stub.seen[0][2] == {"wait": "60.000", "state": "pending"}
+    assert stub.seen[0][2] == {"wait": "60.000", "seen": "pending"}

@@ -24,6 +24,7 @@ from signoff_client.errors import (
     PolicyChanged,
     SignoffError,
     StoreUnavailable,
+    TooManyWaits,
     Unauthorized,
 )
 from signoff_client.hashing import approval_hash, canonical_json, record_hash
@@ -49,6 +50,7 @@ __all__ = [
     "SignoffClient",
     "SignoffError",
     "StoreUnavailable",
+    "TooManyWaits",
     "Unauthorized",
     "approval_hash",
     "canonical_json",

@@ -416,15 +416,16 @@ class SignoffClient:
         carries `Signoff-Wait`). The request may take `seconds` longer than any other."""
         wait = f"{seconds:.3f}"
         limit = aiohttp.ClientTimeout(total=seconds + self.timeout)
+        params: dict[str, Any] = {"wait": wait, "seen": "pending"}
         if single:
-            path, params = f"/v1/approvals/{ids[0]}", {"wait": wait, "state": "pending"}
-        else:
-            path, params = "/v1/approvals", {"ids": ",".join(ids), "wait": wait, "state": "pending"}
+            path = f"/v1/approvals/{ids[0]}"
+        else:  # `ids` keeps the page to these requests; `limit`, all of them on it
+            path, params = "/v1/approvals", {"ids": ",".join(ids), "limit": len(ids), **params}
         try:
             _, data, headers = await self._exchange("GET", path, None, params, None, limit)
         except InvalidRequest as refused:
             named = {str(f.get("field")) for f in refused.fields or () if isinstance(f, dict)}
-            if single or not named & {"ids", "wait", "state"}:
+            if single or not named & {"ids", "wait", "seen"}:
                 raise
             # A server older than the batch form refuses its parameters: read one by one.
             return await self._read(ids, single), False
@@ -433,7 +434,8 @@ class SignoffClient:
             return [ApprovalRecord.from_json(data)], offered
         if not offered:  # an older server ignores `ids` too: its list is not these records
             return await self._read(ids, single), False
-        return [ApprovalRecord.from_json(a) for a in data["approvals"]], True
+        found = {a["id"]: ApprovalRecord.from_json(a) for a in data["approvals"]}
+        return [found[i] for i in ids if i in found], True  # newest first: put in asked order
 
     async def _read(self, ids: list[str], single: bool) -> list[ApprovalRecord]:
         """The records as they stand, one plain read each (what any server answers)."""

@@ -192,6 +192,14 @@ class Overloaded(SignoffError):
         self.retry_after = retry_after
 
 
+class TooManyWaits(Overloaded):
+    """The server holds as many waits as it may (`[server] max_waits`, or
+    `max_waits_per_tenant` for this tenant); `SignoffClient.wait` waits Retry-After and
+    waits again, within its deadline."""
+
+    code = "too_many_waits"
+
+
 class StoreUnavailable(SignoffError):
     """The server's database is unreachable or too busy to answer; nothing was changed."""
 
