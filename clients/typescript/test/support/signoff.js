@@ -56,13 +56,15 @@ class Receiver {
 }
 
 export class Signoff {
-  static async start() {
+  /** @param {{webhooks?: boolean}} [options] `webhooks: false`: the tenant has no webhook URL
+   * (an agent with no public URL); the receiver then must receive nothing. */
+  static async start({ webhooks = true } = {}) {
     const self = new Signoff();
-    await self.#start();
+    await self.#start(webhooks);
     return self;
   }
 
-  async #start() {
+  async #start(webhooks) {
     this.dir = mkdtempSync(join(tmpdir(), "signoff-ts-"));
     this.hooks = new Receiver();
     const hookPort = await this.hooks.listen();
@@ -81,8 +83,8 @@ interval = 0.5
 [[tenants]]
 name = "acme"
 api_key_env = "SIGNOFF_TS_API_KEY"
-webhook_url = "http://127.0.0.1:${hookPort}/hooks"
-webhook_secret_env = ["SIGNOFF_TS_OLD_SECRET", "SIGNOFF_TS_NEW_SECRET"]
+${webhooks ? `webhook_url = "http://127.0.0.1:${hookPort}/hooks"
+webhook_secret_env = ["SIGNOFF_TS_OLD_SECRET", "SIGNOFF_TS_NEW_SECRET"]` : ""}
 [principals.alice]
 name = "Alice Ng"
 [principals.bob]
