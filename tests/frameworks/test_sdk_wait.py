@@ -13,6 +13,7 @@ tests/integration/test_client_waits.py.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -37,7 +38,9 @@ from signoff_client.langgraph import Decision, SignoffGate, asignoff_interrupt
 from signoff_client.langgraph import resume as resume_thread
 from signoff_client.openai_agents import file_interruptions
 from signoff_client.openai_agents import resume as resume_run
+from tests.support import prefork
 from tests.support.agent_deployment import Deployment, deployment_config
+from tests.support.cli import REPO_ROOT
 from tests.support.databases import SQLITE_ONLY
 from tests.support.service import Fleet, WebhookReceiver, write_config
 
@@ -137,6 +140,34 @@ async def test_the_client_waits_on_the_commit(quiet: Deployment) -> None:
         started = time.monotonic()
         still = await client.wait(asked[0].id, max_wait=1.5)
         assert still.state == "pending" and 1.5 <= time.monotonic() - started < 3
+
+
+@SQLITE_ONLY
+async def test_the_readme_agent_waits_for_the_decision_and_runs_it(quiet: Deployment) -> None:
+    """examples/agent_loop.py, the README's first agent example, as a user runs it: it asks,
+    waits with no public URL, and runs the call once a person approves at the CLI."""
+    agent = await asyncio.create_subprocess_exec(
+        prefork.python(), str(REPO_ROOT / "examples" / "agent_loop.py"), "readme-run",
+        env={**quiet.env, "SIGNOFF_URL": quiet.url, "SIGNOFF_API_KEY": quiet.api_key},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert agent.stdout is not None
+    asked = (await asyncio.wait_for(agent.stdout.readline(), 30)).decode()
+    found = re.search(r"approve (\S+) --hash (\S+)", asked)
+    assert found, asked
+    approval_id, shown = found.groups()
+    out, err = await promptly(
+        agent.communicate(),
+        lambda: quiet.approve_async(approval_id, shown),
+        PROMPT_RESUME,
+    )
+    assert agent.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("executing stripe.refunds.create({'charge': 'ch_1', 'amount'")
+    assert lines[-1] == "outcome: executed"
+    async with SignoffClient(quiet.url, quiet.api_key) as client:
+        assert (await client.get(approval_id)).state == "executed"
 
 
 class Paid(TypedDict, total=False):
