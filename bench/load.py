@@ -232,6 +232,9 @@ async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> N
         headers = {"Content-Type": "application/x-www-form-urlencoded"} | sign(args.secret, body)
         signed.append((body, headers))
     latencies: list[float] = []
+    # Each click's approval id, when it was sent and when Slack's answer came (epoch seconds):
+    # the decision committed in between (bench/scenarios/waits.py).
+    clicked: list[tuple[str, float, float]] = []
     errors = 0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
 
@@ -239,6 +242,7 @@ async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> N
             nonlocal errors
             body, headers = signed[i]
             began = time.perf_counter()
+            sent = time.time()
             try:
                 async with http.post(url, data=body, headers=headers) as response:
                     answer = await response.read()
@@ -246,6 +250,7 @@ async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> N
             except (aiohttp.ClientError, TimeoutError) as exc:  # counted, with its wait
                 status, answer = "exception", repr(exc).encode()
             latencies.append((time.perf_counter() - began) * 1000)
+            clicked.append((approvals[i]["id"], sent, time.time()))
             if status != "200":
                 errors += 1
                 if errors <= 3:
@@ -262,7 +267,7 @@ async def clicks(args: argparse.Namespace, approvals: list[dict[str, str]]) -> N
 
         await asyncio.gather(*(paced(i) for i in range(len(signed))))
         ended = time.time()
-    result(len(latencies), errors, started, ended, latencies)
+    result(len(latencies), errors, started, ended, latencies, clicked=clicked)
 
 
 def main() -> None:

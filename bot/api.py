@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from bot.admission import Admission, AdmissionSettings
 from bot.agent_actions import AgentActions
+from bot.api_embed import Minting
 from bot.canonical import canonical_json
 from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
@@ -562,4 +563,5 @@ def add_routes(app: web.Application, ctx: ApiContext) -> None:
     app.router.add_post("/v1/approvals/{id}/complete", complete)
     app.router.add_post("/v1/approvals/{id}/supersede", supersede)
     app.router.add_post("/v1/approvals/{id}/cancel", cancel)
+    app.router.add_post("/v1/approvals/{id}/embed", Minting(ctx, _tenant, _body, _approval_id).mint)
     app.router.add_get("/v1/routes/match", route)

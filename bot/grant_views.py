@@ -80,10 +80,13 @@ def describe(grant: StandingGrant) -> str:
     )
 
 
-def may_revoke(directory: Directory, principal: str, grant: StandingGrant) -> bool:
+def may_revoke(
+    directory: Directory, principal: str, grant: StandingGrant, *, operator: bool = False
+) -> bool:
     """Whether `principal` may end `grant`: its giver, or an operator (bot/standing.revoke
-    checks the same when it writes)."""
-    if principal == grant.granted_by:
+    checks the same when it writes). `operator` says the surface made them one for this
+    session (the web's OpenID provider's operator claim)."""
+    if principal == grant.granted_by or operator:
         return True
     try:
         return directory.principal(principal).operator
@@ -92,13 +95,13 @@ def may_revoke(directory: Directory, principal: str, grant: StandingGrant) -> bo
 
 
 async def visible_grants(
-    store: Store, directory: Directory, principal: str, now: datetime
+    store: Store, directory: Directory, principal: str, now: datetime, *, operator: bool = False
 ) -> list[StandingGrant]:
     """The live grants `principal` may see and revoke, newest first: the ones they gave, and
-    for an operator every one."""
+    for an operator (or someone `operator` makes one, as may_revoke) every one."""
     async with store.read() as tx:
         found = await tx.list_standing_grants(live_at=now)
-    return [g for g in found if may_revoke(directory, principal, g)]
+    return [g for g in found if may_revoke(directory, principal, g, operator=operator)]
 
 
 __all__ = [

@@ -209,16 +209,18 @@ async def revoke(
     principal: str,
     *,
     via: str = "cli",
+    operator: bool = False,
 ) -> StandingGrant:
-    """End a grant now: for the person who gave it or an operator. Its approval's audit
-    trail records who ended it; requests it approved and not yet claimed are refused at
-    their claim (bot/grant.py)."""
+    """End a grant now: for the person who gave it or an operator (`operator`: the surface
+    made them one for this session, as the web's OpenID provider's operator claim does). Its
+    approval's audit trail records who ended it; requests it approved and not yet claimed are
+    refused at their claim (bot/grant.py)."""
     who = directory.principal(principal)  # UnknownPrincipal
     async with store.write() as tx:
         grant = await tx.get_standing_grant(grant_id)
         if grant is None:
             raise NotFound(f"no standing grant with id {grant_id!r}; see `signoff grants list`")
-        if principal != grant.granted_by and not who.operator:
+        if principal != grant.granted_by and not (who.operator or operator):
             raise NotAnApprover(
                 f"only {grant.granted_by}, who gave it, or an operator may revoke this grant"
             )

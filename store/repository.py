@@ -11,8 +11,8 @@ errors (store.engine.translated_errors).
 (store/listings.py, store/dashboard.py), the audit trail (store/events.py), votes
 (store/votes.py), refusal counts (store/refusals.py), outbox jobs (store/outbox.py), chat
 messages (store/chat.py), delegations (store/delegations.py), sign-in links
-(store/web_logins.py) and the email surface's decision links (store/email_links.py); what
-they share is store/statements.py.
+(store/web_logins.py), the email surface's decision links (store/email_links.py) and the
+embed tokens (store/embed_tokens.py); what they share is store/statements.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from store.connections import Held, IdleConnections, Queued
 from store.dashboard import DashboardStatements
 from store.delegations import DelegationStatements
 from store.email_links import EmailLinkStatements
+from store.embed_tokens import EmbedTokenStatements
 from store.engine import (
     BEGIN_MODE,
     NO_BEGIN,
@@ -300,6 +301,7 @@ class Tx(
     WebLoginStatements,
     StandingGrantStatements,
     EmailLinkStatements,
+    EmbedTokenStatements,
 ):
     """The statements, bound to one connection: a write transaction, or a read (`Store`)."""
 

@@ -1,16 +1,18 @@
 """The web surface: an approver inbox and an operator dashboard in the browser.
 
-A person signs in with a single-use link (bot/signin.py) and gets a signed session cookie
+A person signs in with a single-use link (bot/signin.py), or through the OpenID provider of
+`[web.oidc]` (channels/web/oidc.py), and gets a signed session cookie
 (channels/web/session.py). Pages are Jinja2 templates (channels/web/templates/) rendered by
 aiohttp-jinja2, with the stylesheet and one small script in channels/web/static/: no CDN, no
 build step. Decisions go through the shared conversation layer and the Operator like every
 other surface, so a refusal reads the same here as in Slack or Telegram.
 
 This module holds the channel, signing in and out (a used or expired link is 410 Gone, a
-link may land on another of our pages with `?next=`), the server's root (a redirect to the
-inbox), and the checks every answer under /web and /dashboard gets (a cross-site POST
-refused, hardening headers). What every page needs (who is signed in, the CSRF check,
-rendering, refusals in words) is channels/web/site.py's. The inbox and card pages are
+link may land on another of our pages with `?next=`; with `[web.oidc]`, the OpenID
+provider's pages of channels/web/oidc_pages.py are registered too), the server's root (a
+redirect to the inbox), and the checks every answer under /web and /dashboard gets (a
+cross-site POST refused, hardening headers). What every page needs (who is signed in, the
+CSRF check, rendering, refusals in words) is channels/web/site.py's. The inbox and card pages are
 channels/web/inbox.py; the dashboard is channels/web/dashboard.py; the standing grants page is
 channels/web/grant_list.py; each is handed the channel as its Site and never imports this
 module.
@@ -39,8 +41,11 @@ from bot.visible import visible
 from channels.base import MessageRef
 from channels.web import dashboard as web_dashboard
 from channels.web import edits as web_edits
+from channels.web import embed as web_embed
 from channels.web import grant_list as web_grant_list
 from channels.web import inbox as web_inbox
+from channels.web import oidc_pages
+from channels.web.oidc import OidcClient, oidc_secret
 from channels.web.site import (
     CSRF_REFUSED,
     FORM_UNREADABLE,
@@ -86,7 +91,22 @@ class WebChannel(Site):
         return None  # nothing held between requests
 
     async def stop(self) -> None:
-        return None
+        if self.oidc is not None:
+            await self.oidc.client.close()
+
+    @functools.cached_property
+    def oidc(self) -> oidc_pages.OidcPages | None:
+        """The OpenID provider's sign-in pages, when `[web.oidc]` is configured."""
+        if self.config.oidc is None:
+            return None
+        client = OidcClient(
+            self.config.oidc,
+            oidc_secret(self.config.oidc),
+            self.public_url + oidc_pages.CALLBACK,
+            self.directory,
+            self.clock,
+        )
+        return oidc_pages.OidcPages(self, client, _landing)
 
     def add_routes(self, app: web.Application) -> None:
         aiohttp_jinja2.setup(
@@ -104,6 +124,12 @@ class WebChannel(Site):
         app.router.add_get(LOGIN_PATH + "{token}", self.login_page)
         app.router.add_post(LOGIN_PATH + "{token}", self.login)
         app.router.add_post("/web/logout", self.logout)
+        # The sign-in page offers the provider when there is one (sign_in.html).
+        env = aiohttp_jinja2.get_env(app)
+        env.globals["oidc_name"] = self.config.oidc.name if self.config.oidc else None
+        env.globals["oidc_login"] = oidc_pages.LOGIN
+        if self.oidc is not None:
+            oidc_pages.add_routes(app, self.oidc)
         app.router.add_get("/web", self.home)
         app.router.add_get("/web/", self.home)
         # The server's root, printed first by `signoff demo`: a browser goes to the inbox
@@ -113,6 +139,7 @@ class WebChannel(Site):
         web_edits.add_routes(app, self)
         web_dashboard.add_routes(app, self)
         web_grant_list.add_routes(app, self)
+        web_embed.add_routes(app, self)
 
     # -- what every request under /web and /dashboard gets -----------------------------------
 
@@ -172,7 +199,13 @@ class WebChannel(Site):
             return self.refusal(request, visitor, 400, FORM_UNREADABLE)
         if not self.sessions.csrf_ok(visitor.session, form.get("csrf")):
             return self.refusal(request, visitor, 403, CSRF_REFUSED)
-        response = self.page(request, None, "signed_out.html", {}, keep=False)
+        # A session the provider opened ends here; the provider's own session (its single
+        # sign-on) is the provider's to end, so the page links to its sign-out when it has one.
+        provider_sign_out = None
+        if visitor.session.via == "oidc" and self.oidc is not None:
+            provider_sign_out = await self.oidc.provider_sign_out()
+        context = {"provider_sign_out": provider_sign_out}
+        response = self.page(request, None, "signed_out.html", context, keep=False)
         self.sessions.close(response)
         return response
 

@@ -60,7 +60,11 @@ class GrantPages:
             return visitor
         key = visitor.principal.key
         found = await grant_views.visible_grants(
-            self.channel.store, self.channel.directory, key, self.channel.clock.now()
+            self.channel.store,
+            self.channel.directory,
+            key,
+            self.channel.clock.now(),
+            operator=visitor.principal.operator,  # the provider's operator claim counts too
         )
         revoked = request.query.get("revoked")
         context = {
@@ -86,6 +90,7 @@ class GrantPages:
                 grant_id,
                 visitor.principal.key,
                 via="web",
+                operator=visitor.principal.operator,
             )
         except NotFound:
             return self.channel.refusal(

@@ -6,6 +6,7 @@ reading a form. The pages take a `Site` (the channel is one) and never import th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -91,11 +92,15 @@ class Site:
         return f"{self.public_url}/web/approvals/{approval_id}"
 
     async def visitor(self, request: web.Request) -> Visitor | web.Response:
-        """Who is signed in, or the page saying how to sign in (401)."""
+        """Who is signed in, or the page saying how to sign in (401). A session the OpenID
+        provider opened with its operator claim makes the person an operator here."""
         session = self.sessions.read(request)
         principal = self.directory.principals.get(session.principal) if session else None
         if session is None or principal is None:
-            return self.page(request, None, "sign_in.html", {}, status=401, keep=False)
+            context = {"here": request.path}  # where the provider's sign-in comes back to
+            return self.page(request, None, "sign_in.html", context, status=401, keep=False)
+        if session.operator and not principal.operator:
+            principal = dataclasses.replace(principal, operator=True)
         return Visitor(session, principal)
 
     async def form(self, request: web.Request) -> tuple[Visitor, Mapping[str, str]] | web.Response:

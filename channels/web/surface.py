@@ -36,6 +36,10 @@ def _check(table: WebConfig | None, _options: StartupCheck) -> None:
         from channels.web.site import web_secret
 
         web_secret(table)
+        if table.oidc is not None:
+            from channels.web.oidc import oidc_secret
+
+            oidc_secret(table.oidc)
 
 
 SURFACE = Surface(

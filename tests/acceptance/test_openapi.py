@@ -99,12 +99,17 @@ MAX_REQUESTS = int(2500 * max(1.0, EXAMPLES / 10))
 # answer to an action on an approval whose clock ran out.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "410", "429", "5xx"]
 # The 422s a schema-valid request may get, because they hang on what no schema can know: the
-# configuration (routes, approvers, quorums, TTLs, private callbacks) and which cursors the
-# server issued. Keyed by error code; for `invalid_request`, the failing field and the words of
-# its message. Each is said in the document.
+# configuration (routes, approvers, quorums, TTLs, private callbacks, principals, the origins
+# that may frame an approval) and which cursors the server issued. Keyed by error code; for
+# `invalid_request`, the failing field and the words of its message. Each is said in the
+# document.
 CONFIG_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "no_route": {},
     "approvers_outside_route": {},
+    # An embed token's person and parent origin: the principals and `[web] embed_origins`.
+    "unknown_person": {},
+    "person_not_entitled": {},
+    "origin_not_allowed": {},
     "invalid_request": {
         "required_approvals": ("below the route's minimum", "more than available approvers"),
         "approval_ttl": ("longer than the route allows",),

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot import api
+from bot import api, api_embed
 from bot.canonical import MAX_SAFE_INTEGER, canonical_json
 from bot.destinations import url_problem
 from bot.durations import parse_duration
+from bot.embed_tokens import MAX_TTL as MAX_EMBED_TTL
 from bot.errors import NotCanonical
 from bot.intake import Presentation, PresentationField, RequestBody, ToolCall
 from bot.model import MAX_LEASE
@@ -51,12 +52,16 @@ TTL_PATTERN = COMPONENTS["schemas"]["Ttl"]["pattern"]
 URL_PATTERN = COMPONENTS["schemas"]["CreateBody"]["properties"]["callback_url"]["allOf"][0][
     "pattern"
 ]
+EMBED_TTL_PATTERN = COMPONENTS["schemas"]["EmbedTtl"]["pattern"]
+ORIGIN_PATTERN = COMPONENTS["schemas"]["EmbedBody"]["properties"]["parent_origin"]["pattern"]
 VALIDATOR_PATTERNS = {
     NO_NUL: NUL_PATTERN,
     IS_DURATION: DURATION_PATTERN,
     IS_LEASE: LEASE_PATTERN,
     IS_TTL: TTL_PATTERN,
     IS_HTTP_URL: URL_PATTERN,
+    api_embed.IS_EMBED_TTL: EMBED_TTL_PATTERN,
+    api_embed.IS_ORIGIN: ORIGIN_PATTERN,
 }
 # Checked by the canonical form on the whole document, not by the models (bot.canonical).
 JSON_NUMBER = "#/components/schemas/JsonNumber"
@@ -71,6 +76,7 @@ BODIES: dict[tuple[str, str], tuple[type[BaseModel], bool]] = {
     ("/v1/approvals/{id}/complete", "post"): (api.CompleteBody, False),
     ("/v1/approvals/{id}/supersede", "post"): (api.SupersedeBody, False),
     ("/v1/approvals/{id}/cancel", "post"): (api.CancelBody, True),
+    ("/v1/approvals/{id}/embed", "post"): (api_embed.EmbedBody, False),
 }
 
 
@@ -144,7 +150,7 @@ def _compare_field(model: type[BaseModel], name: str, spec_node: Any, *, query: 
     validators = _validators(info.annotation) | {
         m for m in info.metadata if m in VALIDATOR_PATTERNS
     }
-    if validators & {IS_LEASE, IS_TTL}:
+    if validators & {IS_LEASE, IS_TTL, api_embed.IS_EMBED_TTL}:
         validators.discard(IS_DURATION)  # the narrower pattern says it already
     expected_patterns = ours.pop("patterns") | {VALIDATOR_PATTERNS[v] for v in validators}
     assert theirs.pop("patterns") == expected_patterns, f"{model.__name__}.{name}: patterns"
@@ -253,6 +259,7 @@ def _duration_within(text: str, limit: timedelta) -> bool:
     [
         ("Lease", MAX_LEASE, ["24h", "1d", "1440m", "86400s", "23h59m59s"]),
         ("Ttl", MAX_TTL, ["365d", "52w", "8760h", "525600m", "31536000s", "51w6d23h59m59s"]),
+        ("EmbedTtl", MAX_EMBED_TTL, ["1h", "60m", "3600s", "59m59s"]),
     ],
 )
 def test_the_duration_patterns_admit_only_durations_within_their_limit(
@@ -262,11 +269,13 @@ def test_the_duration_patterns_admit_only_durations_within_their_limit(
     a generated request is made from), and the usual spellings up to the limit are admitted."""
     schema = COMPONENTS["schemas"][name]
     usual = ["1s", "90s", "15m", "1h30m", "2h", "1h5s", "59m59s", *longest]
+    usual = [text for text in usual if parse_duration(text) <= limit]  # an hour, for EmbedTtl
     for text in [*usual, *schema["examples"]]:
         assert _admitted(schema, text) and _duration_within(text, limit), text
     just_over = {
         "Lease": ["25h", "2d", "1441m", "86401s", "24h1s", "1d1s"],
         "Ttl": ["366d", "53w", "8761h", "52w1d", "364d24h", "365d1s"],
+        "EmbedTtl": ["2h", "61m", "3601s", "1h1s", "60m1s", "1d", "1w"],
     }[name]
     refused = ["0s", "0h", "", "1", "h", "1y", "-1h", " 1h", "1h ", "1H", "１h", "1w" * 60]
     for text in [*just_over, *refused]:
@@ -373,3 +382,39 @@ def test_the_callback_url_pattern_admits_only_urls_the_server_takes(
     if admitted:
         assert IS_HTTP_URL.func(url) == url
         assert url_problem(url, allow_private=True) is None
+
+
+@pytest.mark.parametrize(
+    ("origin", "admitted"),
+    [
+        ("https://app.example.com", True),
+        ("http://localhost:8080", True),
+        ("https://app.example.com:65535", True),
+        ("http://127.0.0.1:8080", True),
+        ("https://App.Example.com:443", True),
+        ("http://[::1]:8080", False),
+        ("HTTPS://app.example.com", False),
+        ("https://app.example.com:00443", False),
+        ("https://app.example.com/", False),
+        ("https://app.example.com/page", False),
+        ("https://app.example.com:65536", False),
+        ("https://user@app.example.com", False),
+        ("https://*.example.com", False),
+        ("https://app.example.com?x", False),
+        ("ftp://app.example.com", False),
+        ("https://", False),
+        ("null", False),
+    ],
+)
+def test_the_parent_origin_pattern_admits_only_origins_the_server_takes(
+    origin: str, admitted: bool
+) -> None:
+    """What the embed body's pattern admits is an origin the server takes (bot.embed_tokens
+    .parse_origin); what it refuses, the server refuses too."""
+    assert (re.search(ORIGIN_PATTERN, origin) is not None) is admitted, origin
+    try:
+        api_embed.IS_ORIGIN.func(origin)
+        taken = True
+    except ValueError:
+        taken = False
+    assert taken is admitted, origin

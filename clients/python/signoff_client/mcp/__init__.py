@@ -7,7 +7,8 @@
         --transport streamable-http --port 8765
 
 The policy (`signoff_client.mcp.policy`) is plain standard library; the gateway
-(`gateway.py`, with `ask.py` for gated calls, `definition.py` for what an approval binds,
+(`gateway.py`, with `ask.py` for gated calls, `elicit.py` for offering a gated call's
+approval page to the MCP host's user, `definition.py` for what an approval binds,
 `results.py` for answers, `human.py` for the optional `ask_human` tool, `relay.py` for the
 upstream's progress and log messages and
 `serve.py` for transports) needs the `mcp` SDK (`pip install signoff-client[mcp]`) and is

@@ -19,6 +19,9 @@ new open request supersedes others.
 
 A forwarded call waits at most the gateway's `call_timeout` for the upstream; no answer by
 then is an unknown outcome (it may have run), never "not run".
+
+A pending request of an `ask = "elicit"` rule is offered to the host's user as its approval
+page when the host can open one (elicit.py), and the call waits for the decision.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from signoff_client.mcp.definition import (
     presented_digest,
     run_id_for,
 )
+from signoff_client.mcp.elicit import Host, decided_notice, elicit
 from signoff_client.mcp.policy import Decision
 from signoff_client.mcp.results import (
     NO_ANSWER,
@@ -95,8 +99,14 @@ class AskCall:
     """A gated call: `await AskCall(gateway, decision, arguments, attempt).run()`."""
 
     def __init__(
-        self, gateway: Gateway, decision: Decision, arguments: dict[str, Any], attempt: Attempt
+        self,
+        gateway: Gateway,
+        decision: Decision,
+        arguments: dict[str, Any],
+        attempt: Attempt,
+        host: Host | None = None,
     ) -> None:
+        self.host = host  # the MCP client calling, when its user can be offered the page
         self.gateway = gateway
         self.signoff = gateway.signoff
         self.decision = decision
@@ -104,7 +114,7 @@ class AskCall:
         self.arguments = arguments
         self.attempt = attempt
 
-    async def run(self) -> types.CallToolResult:
+    async def run(self) -> types.CallToolResult | types.InputRequiredResult:
         try:
             run_id = run_id_for(
                 self.gateway.policy.server, self.name, self.arguments, self.gateway.run_scope
@@ -131,6 +141,22 @@ class AskCall:
                 if record.state in _OPEN
                 else []  # an outcome (rejected, expired, withdrawn) is no new question
             )
+            host, policy = self.host, self.gateway.policy
+            elicits = self.decision.ask == "elicit" and host is not None and host.can_open_url
+            if record.state == "pending" and elicits and host is not None:
+                asked = await elicit(
+                    host,
+                    self.signoff,
+                    record,
+                    web_url=policy.web_url or self.signoff.base_url,
+                    wait=policy.elicit_wait,
+                )
+                if isinstance(asked, types.InputRequiredResult):
+                    return asked  # 2026-07-28: the host asks its user, then calls again
+                answer = await self._settle(
+                    asked.record, definition, replaced=replaced, still=asked.note
+                )
+                return decided_notice(answer)
             if record.state == "pending" and self.gateway.wait > 0:
                 record = await self.signoff.wait(record.id, self.gateway.wait, first=0.25, most=2.0)
             return await self._settle(record, definition, replaced=replaced)
@@ -268,12 +294,14 @@ class AskCall:
         *,
         claimed: bool = False,
         replaced: list[str] | None = None,
+        still: str | None = None,
     ) -> types.CallToolResult:
         """Answer from the approval's state; an approved one is claimed and run here."""
         state = record.state
         note = record.raw.get("decision_note")
         meta = approval_meta(record)
         if state == "pending":
+            said = f"{still}\n" if still else ""  # why it waits still, the host asked
             earlier = (
                 f"Earlier approval(s) of this call ({', '.join(replaced)}) no longer apply: "
                 "what the approver is shown changed (the upstream's definition of the tool), "
@@ -283,7 +311,7 @@ class AskCall:
             )
             return error(
                 "Waiting for human approval: this call has NOT been executed.\n"
-                f"{earlier}"
+                f"{earlier}{said}"
                 f"Tool: {record.tool['name']}\n"
                 f"Approval: {record.id} (capability {record.capability})\n"
                 f"Who decides: {record.assignee}\n"

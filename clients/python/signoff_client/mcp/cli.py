@@ -20,6 +20,10 @@ Options of `serve`:
                                         calls that were already decided (default: none)
     --wait SECONDS                      hold an `ask` call up to this long for a quick
                                         decision before answering "waiting" (default 0)
+    --web-url URL                       else [gateway] web_url, else the signoff URL: the
+                                        web inbox an `ask = "elicit"` call links
+    --elicit-wait SECONDS               else [gateway] elicit_wait, else 600: how long a
+                                        call offered to the host's user waits for a decision
     --lease DURATION                    claim lease for an approved call (server default)
     --call-timeout SECONDS              how long a forwarded call may wait for the upstream's
                                         answer (default 300); then its outcome is unknown
@@ -98,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-key-env")
     serve.add_argument("--run-scope")
     serve.add_argument("--wait", type=float, default=0.0)
+    serve.add_argument("--web-url")
+    serve.add_argument("--elicit-wait", type=float)
     serve.add_argument("--lease")
     serve.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT)
     serve.add_argument("--list-timeout", type=float, default=LIST_TIMEOUT)
@@ -194,6 +200,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
         )
     if args.wait < 0:
         parser.error("--wait must be zero or more seconds")
+    if args.elicit_wait is not None and not 0 < args.elicit_wait < float("inf"):
+        parser.error("--elicit-wait must be a number of seconds above 0")
+    if args.web_url is not None and not re.match(r"https?://[^\s/]+", args.web_url):
+        parser.error("--web-url must be an http(s) URL")
     for option in ("call_timeout", "list_timeout"):
         if not 0 < getattr(args, option) < float("inf"):
             parser.error(f"--{option.replace('_', '-')} must be a number of seconds above 0")
@@ -206,7 +216,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
     )
     try:
         policy: Policy = load_policy(args.policy).with_overrides(
-            server=args.server_name, api_key_env=args.api_key_env
+            server=args.server_name,
+            api_key_env=args.api_key_env,
+            web_url=args.web_url,
+            elicit_wait=args.elicit_wait,
         )
     except PolicyError as exc:
         print(f"signoff-mcp: {exc}", file=sys.stderr)

@@ -10,7 +10,9 @@ the gateway, becomes an `isError` result in words, never an exception.
 
 Per call, the policy says `allow` (forward as is), `deny` (refuse; the upstream never sees
 it) or `ask` (ask.py: file a signoff approval showing the tool's current definition, and run
-the approved call once, only while the tool is still defined as the approver saw it).
+the approved call once, only while the tool is still defined as the approver saw it; with
+`ask = "elicit"`, a host that can open a URL is offered the approval page and the call waits
+for the decision, elicit.py).
 
 All state lives in signoff, so a gateway restart loses nothing and two gateways in front of
 the same upstream agree. Task-augmented calls (MCP 2025-11-25 tasks) are answered as plain
@@ -38,6 +40,7 @@ from signoff_client.mcp.definition import (
     near_names,
     shown_name,
 )
+from signoff_client.mcp.elicit import Host
 from signoff_client.mcp.human import ASK_HUMAN, ask_human, ask_human_tool
 from signoff_client.mcp.policy import Policy
 from signoff_client.mcp.relay import Relay
@@ -55,7 +58,8 @@ CALL_TIMEOUT = 300.0
 LIST_TIMEOUT = 60.0
 
 INSTRUCTIONS = (
-    "Some tools behind this gateway need a human's approval (signoff). Such a call first "
+    "Some tools behind this gateway need a human's approval (signoff). Such a call may wait "
+    "while the user is shown the approval page, then return what was decided; otherwise it "
     "returns 'waiting for approval' and has NOT run. Do not retry it in a loop: tell the user. "
     "Calling the same tool with exactly the same arguments after the decision runs it once and "
     "returns its result (or says it was rejected or expired). Tool names are exact: call a "
@@ -177,13 +181,17 @@ class Gateway:
 
     # -- tools/call -----------------------------------------------------------------------
 
-    async def call_tool(self, name: Any, arguments: Any) -> types.CallToolResult:
+    async def call_tool(
+        self, name: Any, arguments: Any, host: Host | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Answer one tools/call. Whatever the input, the answer is a result: refusals and
         failures are `isError` results in words. The one exception is the upstream's own
-        JSON-RPC error to an allowed call, passed through as it came."""
+        JSON-RPC error to an allowed call, passed through as it came. `host`: the MCP client
+        calling, whose user a gated call's approval page may be offered to (elicit.py); on
+        2026-07-28 that first answer is an `InputRequiredResult`."""
         attempt = Attempt()
         try:
-            return await self._call(name, arguments, attempt)
+            return await self._call(name, arguments, attempt, host)
         except MCPError as exc:
             if attempt.forwarded and attempt.passthrough:
                 raise
@@ -203,7 +211,9 @@ class Gateway:
             )
         return error(f"Not run: the gateway could not handle this call ({why}). Nothing ran.")
 
-    async def _call(self, name: Any, arguments: Any, attempt: Attempt) -> types.CallToolResult:
+    async def _call(
+        self, name: Any, arguments: Any, attempt: Attempt, host: Host | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if not isinstance(name, str):
             return error(f"Not run: a tool name must be a string, not {type(name).__name__}.")
         problem = argument_problem(
@@ -249,7 +259,7 @@ class Gateway:
             log.info("%s %s by policy: %s%s", decision.action, tool.name, decision.reason, where)
         if decision.action == "allow":
             return await self._forward_allowed(tool.name, arguments, attempt)
-        return await AskCall(self, decision, arguments, attempt).run()
+        return await AskCall(self, decision, arguments, attempt, host).run()
 
     @staticmethod
     def _ambiguous_refusal(exc: Ambiguous) -> types.CallToolResult:
@@ -318,13 +328,13 @@ class Gateway:
 
         async def on_call_tool(
             ctx: Any, params: types.CallToolRequestParams
-        ) -> types.CallToolResult:
+        ) -> types.CallToolResult | types.InputRequiredResult:
             if params.task is not None:
                 # No tasks capability is declared, so per MCP 2025-11-25 the call is
                 # processed normally and answered with its result.
                 log.debug("task augmentation requested for %s; answering directly", params.name)
             with self.relay.answering(ctx):
-                return await self.call_tool(params.name, params.arguments)
+                return await self.call_tool(params.name, params.arguments, Host.of(ctx, params))
 
         async def on_set_logging_level(
             ctx: Any, params: types.SetLevelRequestParams

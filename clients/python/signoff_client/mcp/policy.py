@@ -11,6 +11,10 @@ which wait for a human's signoff.
     default = "ask"                      # tools named nowhere below (default: ask)
     ask_human = true                     # optional: offer an `ask_human` tool (default off;
                                          # a string is its capability, else mcp.mail.ask_human)
+    ask = "elicit"                       # how `ask` reaches a human: "elicit" (the default)
+                                         # or "route"; a rule's own `ask` wins
+    web_url = "https://signoff.example"  # optional: the web inbox (default: signoff_url)
+    elicit_wait = "10m"                  # optional: how long an elicited call waits
 
     [tools]
     "read_*" = "allow"                   # forwarded as is
@@ -29,6 +33,11 @@ list of rules (inline, or `[[tools.refund]]` tables), checked in order: the firs
 `when` holds for the call's arguments decides, a rule without `when` always holds, and if
 none holds `default` applies. A rule after one without `when` could never apply, and is
 refused.
+
+`ask = "elicit"` (the default): when the MCP host declared URL-mode elicitation, a pending
+request's approval page on signoff's web inbox is offered to the host's user and the call
+waits for the decision (elicit.py); a host that cannot elicit gets the "waiting" answer, as
+with `ask = "route"`, which leaves the request to its route's cards alone.
 
 `when` is a condition on the call's top-level arguments in the server's condition language
 (signoff_client/conditions.py, a copy of the server's bot/conditions.py): comparisons of an
@@ -59,6 +68,15 @@ from typing import Any, Literal
 from signoff_client import conditions
 from signoff_client.errors import InvalidRequest
 from signoff_client.mcp.policy_lines import Lines
+from signoff_client.mcp.policy_values import (
+    ELICIT_WAIT,
+    AskMode,
+    approvers_value,
+    ask_mode,
+    duration,
+    seconds,
+    url_value,
+)
 
 __all__ = [
     "ACTIONS",
@@ -77,7 +95,6 @@ ACTIONS: tuple[str, ...] = ("allow", "deny", "ask")
 # The signoff server's own rules (docs/reference.md, "The create body").
 _CAPABILITY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 _SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-_DURATION = re.compile(r"(?:[0-9]+[smhdw])+")
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_CAPABILITY = 256
 
@@ -90,8 +107,12 @@ _GATEWAY_KEYS = {
     "approval_ttl",
     "default",
     "ask_human",
+    "ask",
+    "web_url",
+    "elicit_wait",
 }
-_RULE_KEYS = {"when", "action", "capability", "approvers", "approval_ttl", "title"}
+_RULE_KEYS = {"when", "action", "capability", "approvers", "approval_ttl", "title", "ask"}
+_ASK_ONLY = ("capability", "approvers", "approval_ttl", "title", "ask")  # keys of `ask` rules
 
 
 class PolicyError(ValueError):
@@ -121,6 +142,7 @@ class Rule:
     when: str | None = None  # the condition as written
     condition: conditions.Condition | None = None  # ... and as parsed
     index: int | None = None  # its place in the entry's list; None: the single-rule form
+    ask: AskMode | None = None  # None: the gateway's `ask`
 
     @property
     def is_glob(self) -> bool:
@@ -156,6 +178,8 @@ class Decision:
     reason: str = "the default for tools no rule names"
     # Whether the call's arguments took part: a rule of the tool's entry has a `when`.
     by_arguments: bool = False
+    # For `ask`: offer the host's user the approval page (when the host can open one).
+    ask: AskMode = "elicit"
 
 
 def default_capability(server: str, tool: str) -> str:
@@ -185,6 +209,9 @@ class Policy:
     source: str = "policy"
     # The capability of the gateway's own `ask_human` tool, or None: not offered.
     ask_human: str | None = None
+    ask: AskMode = "elicit"
+    web_url: str | None = None  # the web inbox's public address; None: the signoff URL
+    elicit_wait: float = ELICIT_WAIT
 
     def entry_for(self, tool: str) -> tuple[Rule, ...]:
         """The rules of the entry naming the tool exactly, else of the first glob matching it
@@ -230,6 +257,7 @@ class Policy:
             title=rule.title if rule else None,
             reason=reason,
             by_arguments=any(r.condition is not None for r in entry),
+            ask=(rule and rule.ask) or self.ask,
         )
 
     def with_overrides(self, **changes: Any) -> Policy:
@@ -257,6 +285,17 @@ class Policy:
             lines.append(f"  approval_ttl: {self.approval_ttl}")
         if self.ask_human:
             lines.append(f"  ask_human: offered, capability {self.ask_human}")
+        if (self.ask, self.web_url, self.elicit_wait) != ("elicit", None, ELICIT_WAIT):
+            lines.append(  # the defaults go unsaid, as `approvers` and the others above
+                f"  ask: {self.ask}"
+                + (
+                    f" (a host that can open a URL is offered the approval page at "
+                    f"{self.web_url or 'the signoff URL'}; the call waits up to "
+                    f"{self.elicit_wait:g} s for the decision)"
+                    if self.ask == "elicit"
+                    else " (the route's cards only)"
+                )
+            )
         exact = [r for r in self.rules if not r.is_glob]
         globs = [r for r in self.rules if r.is_glob]
         for position, rule in enumerate([*exact, *globs]):
@@ -275,6 +314,8 @@ class Policy:
                     text += f", approvers {', '.join(rule.approvers)}"
                 if rule.approval_ttl:
                     text += f", approval_ttl {rule.approval_ttl}"
+                if rule.ask:
+                    text += f", ask {rule.ask}"
             lines.append(text)
             following = [*exact, *globs][position + 1 : position + 2]
             if rule.condition is not None and (
@@ -338,15 +379,11 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         raise fail('gateway.server is required: the upstream\'s name, e.g. "mail"', ["gateway"])
     _check_server(server, source, lines.find(["gateway"], "server"), "gateway.server")
 
-    signoff_url = gateway_value("signoff_url")
-    if signoff_url is not None and (
-        not isinstance(signoff_url, str) or not re.match(r"https?://[^\s/]+", signoff_url)
-    ):
-        raise fail(
-            "gateway.signoff_url must be an http(s) URL, e.g. 'http://127.0.0.1:8700'",
-            ["gateway"],
-            "signoff_url",
-        )
+    def fail_gateway(message: str, key: str | None) -> PolicyError:
+        return fail(message, ["gateway"], key)
+
+    signoff_url = url_value(gateway_value("signoff_url"), "gateway.signoff_url", fail_gateway)
+    web_url = url_value(gateway_value("web_url"), "gateway.web_url", fail_gateway)
     api_key_env = gateway_value("api_key_env") or "SIGNOFF_API_KEY"
     if not isinstance(api_key_env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
         raise fail(
@@ -367,11 +404,15 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
             "default",
         )
 
-    def fail_gateway(message: str, key: str | None) -> PolicyError:
-        return fail(message, ["gateway"], key)
-
-    approvers = _approvers(gateway_value("approvers"), "gateway.approvers", fail_gateway)
-    approval_ttl = _duration(gateway_value("approval_ttl"), "gateway.approval_ttl", fail_gateway)
+    approvers = approvers_value(gateway_value("approvers"), "gateway.approvers", fail_gateway)
+    approval_ttl = duration(gateway_value("approval_ttl"), "gateway.approval_ttl", fail_gateway)
+    ask = ask_mode(gateway_value("ask"), "gateway.ask", fail_gateway) or "elicit"
+    waited = duration(gateway_value("elicit_wait"), "gateway.elicit_wait", fail_gateway)
+    elicit_wait = seconds(waited) if waited is not None else ELICIT_WAIT
+    if not elicit_wait:  # the host's user needs time to open the page and decide
+        raise fail_gateway(
+            'gateway.elicit_wait must be more than 0 (or ask = "route")', "elicit_wait"
+        )
 
     ask_human = gateway_value("ask_human")
     if ask_human is True:
@@ -408,6 +449,9 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         approval_ttl=approval_ttl,
         source=source,
         ask_human=ask_human,
+        ask=ask,
+        web_url=web_url,
+        elicit_wait=elicit_wait,
     )
 
 
@@ -496,7 +540,7 @@ def _rule(pattern: str, entry: Any, fail: Any, line: int | None, index: int | No
     if title is not None and (not isinstance(title, str) or not 1 <= len(title) <= 300):
         raise fail(f"{name}.title must be 1-300 characters", "title")
     if action != "ask":
-        extra = [k for k in ("capability", "approvers", "approval_ttl", "title") if k in entry]
+        extra = [k for k in _ASK_ONLY if k in entry]
         if extra:
             raise fail(
                 f"{name}.{extra[0]}: only an `ask` rule requests approval (action is {action!r})",
@@ -506,13 +550,14 @@ def _rule(pattern: str, entry: Any, fail: Any, line: int | None, index: int | No
         pattern=pattern,
         action=action,
         capability=capability,
-        approvers=_approvers(entry.get("approvers"), f"{name}.approvers", fail),
-        approval_ttl=_duration(entry.get("approval_ttl"), f"{name}.approval_ttl", fail),
+        approvers=approvers_value(entry.get("approvers"), f"{name}.approvers", fail),
+        approval_ttl=duration(entry.get("approval_ttl"), f"{name}.approval_ttl", fail),
         title=title,
         line=line,
         when=when,
         condition=condition,
         index=index,
+        ask=ask_mode(entry.get("ask"), f"{name}.ask", fail),
     )
 
 
@@ -524,32 +569,6 @@ def _check_server(server: Any, source: str, line: int | None, name: str) -> None
             source=source,
             line=line,
         )
-
-
-def _approvers(value: Any, name: str, fail: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, str) and v.strip() for v in value)
-    ):
-        raise fail(
-            f'{name} must be a non-empty list of principals or "group:NAME"',
-            name.rsplit(".", 1)[-1],
-        )
-    return tuple(value)
-
-
-def _duration(value: Any, name: str, fail: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _DURATION.fullmatch(value):
-        raise fail(
-            f"{name} must be a duration like '72h', '3d' or '1d12h' (got {value!r})",
-            name.rsplit(".", 1)[-1],
-        )
-    return value
 
 
 def _quote(key: str) -> str:
