@@ -1,11 +1,14 @@
-"""A durable agent loop with the signoff SDK: ask, end the turn, resume on the webhook.
+"""An agent loop with the signoff SDK: ask, wait for the decision, run what was approved.
 
-Nothing here waits for the human in memory. Turn 1 files the request and returns. Hours
-later the decision webhook arrives (at any replica of the agent); the handler verifies it,
-claims the approved call, executes exactly the stored call with the idempotency key, and
-records the outcome. Run it against a local `signoff serve`:
+The agent needs no public URL: `wait` holds a request open on signoff, which answers as soon as
+a person's decision is committed. A person may take days, so an agent that should not wait that
+long stores the approval id with the run, ends its turn, and later waits (in any process) with
+the same id; an agent with a public URL may act on the signed decision webhook instead
+(`on_webhook` below). Either way it claims the approved call (one caller wins), executes
+exactly the stored call with the idempotency key, and records the outcome. Run it against a
+local `signoff serve`, then decide with the command it prints:
 
-    SIGNOFF_URL=http://127.0.0.1:8700 SIGNOFF_API_KEY=... python examples/agent_loop.py
+    SIGNOFF_URL=http://127.0.0.1:8700 SIGNOFF_API_KEY=... python examples/agent_loop.py [RUN_ID]
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from typing import Any
 
-from signoff_client import SignoffClient, verify_webhook
+from signoff_client import Claim, SignoffClient, verify_webhook
 
 SIGNOFF_URL = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:8700")
 API_KEY = os.environ.get("SIGNOFF_API_KEY", "dev-key")
@@ -25,8 +29,8 @@ WEBHOOK_SECRET = os.environ.get(
 )
 
 
-async def turn_one(run_id: str) -> str:
-    """The agent wants to refund: ask, store the approval id with the run, end the turn."""
+async def refund(run_id: str) -> str:
+    """The agent wants to refund: ask, wait for the decision, run it if approved."""
     async with SignoffClient(SIGNOFF_URL, API_KEY) as signoff:
         approval = await signoff.request(
             run_id=run_id,
@@ -42,7 +46,26 @@ async def turn_one(run_id: str) -> str:
             reason="refunds over €100 need a budget owner",
             step={"node": "refund"},
         )
-    return approval.id
+        decide = f"signoff approvals approve {approval.id} --hash {approval.hash}"
+        print(f"asked; decide with: {decide}", flush=True)
+        # Held on the server, renewed every 60 s: back as soon as a person decides.
+        decided = await signoff.wait(approval.id, max_wait=3600)
+        if decided.state != "approved":
+            return decided.state  # rejected, expired, answered, or still pending: it never ran
+        claim = await signoff.claim(approval.id)  # one caller wins; others get NotPending
+        await run_claimed(signoff, claim)
+        return "executed"
+
+
+async def run_claimed(signoff: SignoffClient, claim: Claim) -> None:
+    """Execute exactly the claimed call and record its outcome."""
+    approval_id, token = claim.approval.id, claim.claim_token
+    try:
+        result = execute(claim.tool, idempotency_key=claim.idempotency_key)
+    except Exception as exc:
+        await signoff.complete(approval_id, token, "failed", {"error": str(exc)})
+        raise
+    await signoff.complete(approval_id, token, "succeeded", result)
 
 
 # Delivery ids already handled. Delivery is at least once: keep this in your database (a
@@ -51,7 +74,8 @@ SEEN: set[str] = set()
 
 
 async def on_webhook(headers: dict[str, str], raw_body: bytes) -> None:
-    """The decision arrived. Verify, dedupe on the delivery id, then act on the state."""
+    """With a public URL: the decision webhook arrived (at any replica of the agent). Verify,
+    dedupe on the delivery id, then act on the state."""
     delivery = verify_webhook(headers, raw_body, WEBHOOK_SECRET)  # raises BadWebhookSignature
     if delivery in SEEN:
         return
@@ -62,12 +86,7 @@ async def on_webhook(headers: dict[str, str], raw_body: bytes) -> None:
         return  # rejected, expired, cancelled...: the call never ran; tell the user
     async with SignoffClient(SIGNOFF_URL, API_KEY) as signoff:
         claim = await signoff.claim(approval["id"])  # one caller wins; others get NotPending
-        try:
-            result = execute(claim.tool, idempotency_key=claim.idempotency_key)
-        except Exception as exc:
-            await signoff.complete(approval["id"], claim.claim_token, "failed", {"error": str(exc)})
-            raise
-        await signoff.complete(approval["id"], claim.claim_token, "succeeded", result)
+        await run_claimed(signoff, claim)
 
 
 def execute(tool: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
@@ -78,4 +97,4 @@ def execute(tool: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print("filed approval", asyncio.run(turn_one("run-example-1")))
+    print("outcome:", asyncio.run(refund(sys.argv[1] if len(sys.argv) > 1 else "run-example-1")))

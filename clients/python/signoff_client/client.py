@@ -3,7 +3,11 @@ exactly the approved call, once.
 
     async with SignoffClient("https://signoff.internal", api_key) as client:
         approval = await client.request(run_id=..., capability=..., tool=..., presentation=...)
-        ...  # end the turn; a signed webhook (verify_webhook) says when it was decided
+        # wait for the decision, held on the server (no public URL needed); or end the turn
+        # and act on the signed decision webhook (verify_webhook)
+        decided = await client.wait(approval.id, max_wait=3600)
+        if decided.state != "approved":
+            return decided.state  # rejected, expired, answered... (or still pending)
         claim = await client.claim(approval.id)
         # claim.tool is the call to run: an approver's revision if claim.edited
         outcome = run_tool(claim.tool, idempotency_key=claim.idempotency_key)
@@ -18,6 +22,12 @@ A network failure (server unreachable, timeout) is aiohttp's own ClientError or 
 retry it; every call is safe to repeat (create is idempotent, a claim repeated with the same
 idempotency key returns the same claim, a repeated complete returns the recorded outcome).
 `claim` itself retries a lost answer with the same key before giving up.
+
+Waiting for a decision needs no public URL: `wait()` (and `answer()`, and `wait_any()` for
+many requests) holds a request open on the server, which answers as soon as the decision is
+committed, and renews it until the deadline given. Against a server without waits (its answer
+carries no `Signoff-Wait` header) they poll instead, backing off from `poll_first` to
+`poll_most` seconds.
 
 A busy server refuses creates with 429 and Retry-After (and an unavailable one may answer 503
 with Retry-After); such an answer changed nothing. The client waits as asked and asks again,
@@ -34,14 +44,20 @@ import random
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import aiohttp
 
-from signoff_client.errors import Overloaded, SignoffError, error_from_code
+from signoff_client.errors import (
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    SignoffError,
+    error_from_code,
+)
+from signoff_client.records import ApprovalRecord, ApprovalVote, Claim
 
 __all__ = ["ApprovalRecord", "ApprovalVote", "Claim", "SignoffClient"]
 
@@ -49,143 +65,13 @@ QUESTION = "question"
 
 # States a waiting agent stops on: decided (or otherwise closed) one way or another.
 _WAITING = frozenset({"pending"})
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalVote:
-    """One vote towards an N-of-M quorum: who, deciding what ("approve" or "reject"), when,
-    on which surface ("web", "slack", "telegram", "cli"; None if not recorded), and for whom
-    a delegate stood in."""
-
-    principal: str
-    decision: str
-    at: str
-    via: str | None = None
-    as_delegate_of: str | None = None
-    note: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ApprovalVote:
-        return cls(
-            principal=data["principal"],
-            decision=data["decision"],
-            at=data["at"],
-            via=data.get("via"),
-            as_delegate_of=data.get("as_delegate_of"),
-            note=data.get("note"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord:
-    """An approval as the API returns it. `execution` tells a resumed agent whether the call
-    never ran (not_started), ran with an unknown outcome (started), or finished.
-
-    `kind` is "tool_call" (or "interrupted_side_effect"), or "question": then `tool` is None
-    and `question` holds the options offered (`{}` for a reply in words). A request ends
-    `answered` when a person replied instead of deciding: `answer` is `{"text": ...}` or
-    `{"option": ...}`, and nothing ran. `edited`: an approver changed the arguments before
-    approving; `tool` and `hash` are that revision, `original_arguments` and
-    `original_hash` what the agent asked for."""
-
-    id: str
-    state: str
-    execution: str
-    hash: str
-    kind: str
-    capability: str
-    tool: dict[str, Any] | None
-    assignee: str
-    decided_by: str | None
-    decided_at: str | None
-    expires_at: str | None
-    origin_id: str | None
-    presentation: Any
-    raw: dict[str, Any]
-    # The interrupted_side_effect approval raised when this one's lease lapsed, the newer
-    # request of the same step that replaced it, and the current claim's lease.
-    follow_up_id: str | None = None
-    superseded_by: str | None = None
-    lease_until: str | None = None
-    # Every vote counted towards a quorum, oldest first (empty where one decision decides,
-    # and from a server older than the field).
-    votes: tuple[ApprovalVote, ...] = ()
-    # Questions, answers and edits (None, None, False... from a server older than them).
-    question: dict[str, Any] | None = None
-    answer: dict[str, Any] | None = None
-    edited: bool = False
-    original_hash: str | None = None
-    original_arguments: dict[str, Any] | None = None
-
-    @property
-    def answered(self) -> bool:
-        return self.state == "answered"
-
-    @property
-    def answer_text(self) -> str | None:
-        """The person's answer in words, or the option they chose; None until answered."""
-        if not self.answer:
-            return None
-        value = self.answer.get("text", self.answer.get("option"))
-        return None if value is None else str(value)
-
-    @property
-    def options(self) -> list[str]:
-        """A question's options (empty for one answered in words, and for a tool call)."""
-        return list((self.question or {}).get("options") or [])
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ApprovalRecord:
-        return cls(
-            id=data["id"],
-            state=data["state"],
-            execution=data["execution"],
-            hash=data["hash"],
-            kind=data["kind"],
-            capability=data["capability"],
-            tool=data.get("tool"),
-            assignee=data["assignee"],
-            decided_by=data.get("decided_by"),
-            decided_at=data.get("decided_at"),
-            expires_at=data.get("expires_at"),
-            origin_id=data.get("origin_id"),
-            presentation=data.get("presentation"),
-            raw=dict(data),
-            follow_up_id=data.get("follow_up_id"),
-            superseded_by=data.get("superseded_by"),
-            lease_until=data.get("lease_until"),
-            votes=tuple(ApprovalVote.from_json(v) for v in data.get("votes") or ()),
-            question=data.get("question"),
-            answer=data.get("answer"),
-            edited=bool(data.get("edited")),
-            original_hash=data.get("original_hash"),
-            original_arguments=data.get("original_arguments"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """The approved call, held by this caller until `lease_until`: execute `tool` exactly,
-    passing `idempotency_key` to the effect's API, then `complete()` with `claim_token`.
-
-    When `edited`, `tool` is the approver's revision of the call (what was approved, and so
-    what must run), `original_hash` the hash of the call the agent asked for, and
-    `original_arguments` its arguments."""
-
-    approval: ApprovalRecord
-    claim_token: str
-    lease_until: str
-    idempotency_key: str
-    tool: dict[str, Any]
-    step: Any
-    resume: Any
-    preconditions: Any
-    edited: bool = False
-    original_hash: str | None = None
-
-    @property
-    def original_arguments(self) -> dict[str, Any] | None:
-        return self.approval.original_arguments if self.edited else None
+# The longest wait a server holds (GET ...?wait=, docs/reference.md); a longer deadline is
+# reached by renewing it.
+WAIT_MAX = 60.0
+# The shortest wait worth asking for: below it, a plain read.
+_WAIT_MIN = 0.001
+# How many ids one batch wait names, at most.
+WAIT_IDS_MAX = 100
 
 
 class _Refused(Exception):
@@ -228,18 +114,27 @@ class SignoffClient:
         overload_attempts: int = 8,
         overload_budget: float = 120.0,
         overload_wait_max: float = 30.0,
+        poll_first: float = 0.5,
+        poll_most: float = 10.0,
     ) -> None:
-        """`overload_*`: how a 429 (or a 503 with Retry-After) is retried: at most
+        """`timeout`: seconds for one call in all; a held wait gets its own length on top.
+        `overload_*`: how a 429 (or a 503 with Retry-After) is retried: at most
         `overload_attempts` attempts in all, waiting Retry-After each time (at most
         `overload_wait_max` seconds), and no more than `overload_budget` seconds of waiting
-        per call; `overload_attempts=1` never retries."""
+        per call; `overload_attempts=1` never retries. `poll_first`, `poll_most`: the
+        polling of `wait()` against a server without waits (first delay, longest delay)."""
         if overload_attempts < 1:
             raise ValueError("overload_attempts must be at least 1")
+        if not 0 < poll_first <= poll_most:
+            raise ValueError("poll_first must be above 0 and at most poll_most")
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"}
         self._session = session
         self._own_session = session is None
+        self.timeout = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.poll_first = poll_first
+        self.poll_most = poll_most
         self.overload_attempts = overload_attempts
         self.overload_budget = overload_budget
         self.overload_wait_max = overload_wait_max
@@ -298,12 +193,28 @@ class SignoffClient:
         params: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
     ) -> tuple[int, Any]:
+        status, data, _ = await self._exchange(method, path, body, params, headers)
+        return status, data
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+        limit: aiohttp.ClientTimeout | None = None,
+    ) -> tuple[int, Any, Mapping[str, str]]:
+        """One request: (status, JSON body, response headers); an error answer raised as its
+        class (`_Refused` for a 429, or a 503 with Retry-After). `limit` replaces the
+        client's timeout for this request (a held wait outlasts it)."""
         async with self._http().request(
             method,
             self.base_url + path,
             json=body,
             params={k: str(v) for k, v in (params or {}).items() if v is not None},
             headers={**self._headers, **(headers or {})},
+            timeout=limit or self._timeout,
         ) as response:
             try:
                 data = await response.json(content_type=None)
@@ -326,7 +237,7 @@ class SignoffClient:
                 if response.status == 503 and wait is not None:
                     raise _Refused(found, wait)
                 raise found
-            return response.status, data
+            return response.status, data, response.headers
 
     async def request(self, **body: Any) -> ApprovalRecord:
         """Create (or find, for the same run_id and call) an approval request. Fields as in
@@ -368,11 +279,18 @@ class SignoffClient:
             **body,
         )
 
-    async def answer(self, approval_id: str, max_wait: float = 60.0) -> str | None:
-        """The answer to a question (or to a call answered instead of run), polling up to
+    async def answer(
+        self,
+        approval_id: str,
+        max_wait: float = 60.0,
+        *,
+        first: float | None = None,
+        most: float | None = None,
+    ) -> str | None:
+        """The answer to a question (or to a call answered instead of run), waiting up to
         `max_wait` seconds as `wait` does; None if it is still unanswered then, or if the
         request ended otherwise (expired, cancelled: `get()` says which)."""
-        record = await self.wait(approval_id, max_wait)
+        record = await self.wait(approval_id, max_wait, first=first, most=most)
         return record.answer_text if record.answered else None
 
     async def get(self, approval_id: str) -> ApprovalRecord:
@@ -392,21 +310,144 @@ class SignoffClient:
         return [ApprovalRecord.from_json(a) for a in data["approvals"]], data["next_cursor"]
 
     async def wait(
-        self, approval_id: str, max_wait: float = 60.0, *, first: float = 0.5, most: float = 10.0
+        self,
+        approval_id: str,
+        max_wait: float = 60.0,
+        *,
+        first: float | None = None,
+        most: float | None = None,
     ) -> ApprovalRecord:
-        """Poll until the approval leaves `pending` or `max_wait` seconds pass, backing off from
-        `first` to `most` seconds between polls. For short waits only: a human may take days,
-        so a real agent ends its turn and resumes on the webhook. Returns the latest record
-        (still pending if the time ran out)."""
+        """Wait until the approval leaves `pending` or `max_wait` seconds pass; returns the
+        latest record (still pending if the time ran out).
+
+        The wait is held on the server (`GET /v1/approvals/{id}?wait=`, at most 60 s at a
+        time, renewed until `max_wait`), which answers when the decision is committed: no
+        public URL, no polling. `max_wait` may be hours; a process that may not live that
+        long ends its turn and waits again later (or resumes on the webhook). A server
+        without waits is polled instead, backing off from `first` to `most` seconds
+        (default the client's `poll_first` and `poll_most`). A server refusing a wait for
+        load (429, e.g. `too_many_waits`) is asked again after its Retry-After, within
+        `max_wait`."""
+        records = await self._wait_until([approval_id], max_wait, first, most, single=True)
+        return records[0]
+
+    async def wait_any(
+        self,
+        approval_ids: list[str],
+        max_wait: float = 60.0,
+        *,
+        first: float | None = None,
+        most: float | None = None,
+    ) -> list[ApprovalRecord]:
+        """Wait until any of the approvals (up to 100) leaves `pending` or `max_wait` seconds
+        pass, on one held request (`GET /v1/approvals?ids=...&wait=`); returns their records
+        in the order asked (ids this tenant has no request of are left out). As `wait` in
+        every other way; a server without waits is polled one id at a time."""
+        if not approval_ids:
+            raise ValueError("wait_any needs at least one approval id")
+        if len(approval_ids) > WAIT_IDS_MAX:
+            raise ValueError(f"wait_any takes at most {WAIT_IDS_MAX} ids")
+        return await self._wait_until(list(approval_ids), max_wait, first, most)
+
+    async def wait_all(
+        self,
+        approval_ids: list[str],
+        max_wait: float = 60.0,
+        *,
+        first: float | None = None,
+        most: float | None = None,
+    ) -> list[ApprovalRecord]:
+        """Wait until none of the approvals is `pending` (or `max_wait` seconds pass): the
+        requests of one agent turn, all decided. Holds one batch wait on those still
+        pending at a time; returns every record, in the order asked."""
         deadline = time.monotonic() + max_wait
-        delay = first
-        while True:
-            record = await self.get(approval_id)
+        latest: dict[str, ApprovalRecord] = {}
+        waiting = list(dict.fromkeys(approval_ids))
+        while waiting:
             left = deadline - time.monotonic()
-            if record.state not in _WAITING or left <= 0:
-                return record
+            for record in await self.wait_any(waiting, max(left, 0), first=first, most=most):
+                latest[record.id] = record
+            waiting = [i for i in waiting if i in latest and latest[i].state in _WAITING]
+            if left <= 0:
+                break
+        return [latest[i] for i in dict.fromkeys(approval_ids) if i in latest]
+
+    async def _wait_until(
+        self,
+        ids: list[str],
+        max_wait: float,
+        first: float | None,
+        most: float | None,
+        *,
+        single: bool = False,
+    ) -> list[ApprovalRecord]:
+        """The loop behind the waits: hold a server wait of min(60 s, what is left) and renew
+        it; once an answer comes without `Signoff-Wait`, poll with backoff instead."""
+        deadline = time.monotonic() + max_wait
+        delay = self.poll_first if first is None else first
+        most = self.poll_most if most is None else most
+        held = True  # until a server answers a wait without the header
+        while True:
+            left = deadline - time.monotonic()
+            offered = False
+            if held and left >= _WAIT_MIN:
+                try:
+                    records, offered = await self._held_wait(ids, min(WAIT_MAX, left), single)
+                except _Refused as refused:  # too many waits open: come back when told
+                    if deadline - time.monotonic() <= 0:
+                        raise refused.error from None
+                    await asyncio.sleep(min(refused.wait, deadline - time.monotonic()))
+                    continue
+                held = offered
+            else:
+                records = await self._read(ids, single)
+            left = deadline - time.monotonic()
+            if left <= 0 or not records or any(r.state not in _WAITING for r in records):
+                return records
+            if offered:
+                continue
             await asyncio.sleep(min(delay, left))
             delay = min(delay * 2, most)
+
+    async def _held_wait(
+        self, ids: list[str], seconds: float, single: bool
+    ) -> tuple[list[ApprovalRecord], bool]:
+        """One held wait; the records and whether the server honoured the wait (its answer
+        carries `Signoff-Wait`). The request may take `seconds` longer than any other."""
+        wait = f"{seconds:.3f}"
+        limit = aiohttp.ClientTimeout(total=seconds + self.timeout)
+        params: dict[str, Any] = {"wait": wait, "seen": "pending"}
+        if single:
+            path = f"/v1/approvals/{ids[0]}"
+        else:  # `ids` keeps the page to these requests; `limit`, all of them on it
+            path, params = "/v1/approvals", {"ids": ",".join(ids), "limit": len(ids), **params}
+        try:
+            _, data, headers = await self._exchange("GET", path, None, params, None, limit)
+        except InvalidRequest as refused:
+            named = {str(f.get("field")) for f in refused.fields or () if isinstance(f, dict)}
+            if single or not named & {"ids", "wait", "seen"}:
+                raise
+            # A server older than the batch form refuses its parameters: read one by one.
+            return await self._read(ids, single), False
+        offered = "Signoff-Wait" in headers
+        if single:
+            return [ApprovalRecord.from_json(data)], offered
+        if not offered:  # an older server ignores `ids` too: its list is not these records
+            return await self._read(ids, single), False
+        found = {a["id"]: ApprovalRecord.from_json(a) for a in data["approvals"]}
+        return [found[i] for i in ids if i in found], True  # newest first: put in asked order
+
+    async def _read(self, ids: list[str], single: bool) -> list[ApprovalRecord]:
+        """The records as they stand, one plain read each (what any server answers)."""
+        if single:
+            return [await self.get(ids[0])]
+        found = []
+        for approval_id in ids:
+            try:
+                found.append(await self.get(approval_id))
+            except NotFound:  # as the batch form: left out
+                continue
+        return found
 
     async def claim(
         self,

@@ -193,8 +193,9 @@ class Overloaded(SignoffError):
 
 
 class TooManyWaits(Overloaded):
-    """The server holds as many waits as it may (HTTP 429); nothing was read. Wait again
-    after Retry-After."""
+    """The server holds as many waits as it may (`[server] max_waits`, or
+    `max_waits_per_tenant` for this tenant); `SignoffClient.wait` waits Retry-After and
+    waits again, within its deadline."""
 
     code = "too_many_waits"
 

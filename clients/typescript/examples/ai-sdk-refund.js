@@ -5,8 +5,8 @@
 //       files the approval and waits up to an hour for the decision, then says what it was and
 //       how to resume; kill it whenever you like, the pause is in signoff
 //   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/ai-sdk-refund.js resume APPROVAL_ID
-//       once decided (no public URL, no webhook needed): runs the approved refund once and
-//       prints what happened as JSON
+//       no public URL, no webhook needed: waits (up to an hour, held on the server) for the
+//       decision, then runs the approved refund once and prints what happened as JSON
 //   SIGNOFF_WEBHOOK_SECRET=whsec_... node examples/ai-sdk-refund.js resume BODY_FILE HEADERS_FILE
 //       on the decision webhook (its raw body and headers as received), in a new process:
 //       runs the approved refund once and prints what happened as JSON
@@ -75,10 +75,11 @@ if (command === "turn1") {
     console.log(`approval ${record.id}: ${record.state}; ${next}`);
   }
 } else if (command === "resume" && args.length === 1) {
-  // By approval id: what an agent with no public URL does once turn 1 saw the decision.
+  // By approval id, waiting for the decision: what an agent with no public URL does.
   const [approvalId] = args;
   const resumed = await resume(client, approvalId, {
     run: (messages) => generateText({ model: scriptedModel(0), tools, messages }),
+    wait: 3600,
   });
   console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
     text: resumed.result?.text ?? null }));

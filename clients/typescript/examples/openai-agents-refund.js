@@ -6,7 +6,8 @@
 //       files the run's interruption and waits up to an hour for the decision, then says what
 //       it was and how to resume; kill it whenever you like
 //   SIGNOFF_URL=... SIGNOFF_API_KEY=... node examples/openai-agents-refund.js resume APPROVAL_ID
-//       once decided (no public URL, no webhook needed): resumes the run from the stored RunState
+//       no public URL, no webhook needed: waits (up to an hour, held on the server) for the
+//       decision, then resumes the run from the stored RunState
 //   SIGNOFF_WEBHOOK_SECRET=whsec_... node examples/openai-agents-refund.js resume BODY_FILE HEADERS_FILE
 //       on the decision webhook, in a new process: resumes the run from the stored RunState
 //
@@ -69,9 +70,9 @@ if (command === "turn1") {
     console.log(`approval ${record.id}: ${record.state}; ${next}`);
   }
 } else if (command === "resume" && args.length === 1) {
-  // By approval id: what an agent with no public URL does once turn 1 saw the decision.
+  // By approval id, waiting for the decision: what an agent with no public URL does.
   const [approvalId] = args;
-  const resumed = await resume(client, agent(0), approvalId, { runner });
+  const resumed = await resume(client, agent(0), approvalId, { runner, wait: 3600 });
   console.log(JSON.stringify({ status: resumed.status, detail: resumed.detail, calls: resumed.calls,
     text: resumed.result?.finalOutput ?? null }));
 } else if (command === "resume" && args.length === 2) {

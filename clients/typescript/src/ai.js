@@ -2,20 +2,22 @@
 /**
  * signoff for the Vercel AI SDK (`ai` 6+), on the SDK's own tool approval: a tool wrapped with
  * `signoffTool` needs approval, each `tool-approval-request` of a generation is filed as a
- * signoff request carrying the conversation, the turn ends, and a later process resumes from
- * the decision: the approved calls are claimed (one resumer wins), answered to the SDK with
+ * signoff request carrying the conversation, the turn ends, and the same or a later process
+ * resumes from the decision (waiting for it by approval id, or on the decision webhook): the
+ * approved calls are claimed (one resumer wins), answered to the SDK with
  * `tool-approval-response` parts, and run exactly as claimed, once.
  *
  *     const tools = { refund: signoffTool(tool({ inputSchema, execute })) };
  *     // turn 1
  *     const result = await generateText({ model, tools, messages });
- *     await fileApprovals(client, { result, messages, runId: "conv-42", capability: "payments.refund" });
- *     // later, any process, on the decision webhook
- *     const resumed = await resumeFromWebhook(client, headers, rawBody, secret, {
- *       run: (messages) => generateText({ model, tools, messages }),
- *     });
+ *     const filed = await fileApprovals(client, { result, messages, runId: "conv-42", capability: "payments.refund" });
+ *     // then, with no public URL: wait for the decision (held on the server) and run on
+ *     const run = (messages) => generateText({ model, tools, messages });
+ *     const resumed = await resume(client, filed[0].id, { run, wait: 3600 });
+ *     // or, later in any process, on the decision webhook
+ *     const resumed = await resumeFromWebhook(client, headers, rawBody, secret, { run });
  *
- * The pause is the signoff request: nothing waits in memory. A call an approver edited runs
+ * The pause is the signoff request: nothing but the wait itself is held in memory. A call an approver edited runs
  * with the edited arguments and its output tells the model so; a rejection, expiry or answer
  * reaches the model as the SDK's `execution-denied` result, saying the tool did not run.
  * @module
@@ -187,6 +189,9 @@ export async function fileApprovals(client, options) {
  * @property {(messages: unknown[]) => Promise<R>} run continue the conversation, e.g.
  *   `(messages) => generateText({ model, tools, messages })`; the gated tools run inside it
  * @property {string} [lease] how long each claim holds its call (default the server's)
+ * @property {number} [wait] seconds to wait for the turn's undecided approvals, held on the
+ *   server and answered as soon as the last is decided: how an agent with no public URL
+ *   resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
  */
 
 /**

@@ -5,7 +5,10 @@
  *
  *     const client = new SignoffClient();            // SIGNOFF_URL, SIGNOFF_API_KEY
  *     const approval = await client.create({ run_id, capability, tool, presentation });
- *     // ...end the turn; the signed webhook (verifyWebhook) says when it is decided
+ *     // wait for the decision, held on the server (no public URL needed); or end the turn
+ *     // and act on the signed decision webhook (verifyWebhook)
+ *     const decided = await client.wait(approval.id, { maxWait: 3600 });
+ *     if (decided.state !== "approved") return decided.state;
  *     const claim = await client.claim(approval.id);
  *     const outcome = await runTool(claim.tool, claim.idempotency_key);
  *     await client.complete(approval.id, claim.claim_token, "succeeded", outcome);
@@ -20,12 +23,18 @@
  * quarter at random so refused agents do not return together), within `overloadAttempts`
  * attempts and `overloadBudget` seconds of waiting; then the answer's error is thrown
  * (`Overloaded` with `retryAfter`, `StoreUnavailable`).
+ *
+ * `wait`, `waitAny` and `waitAll` hold a request open on the server (`?wait=`, at most 60 s,
+ * renewed until their deadline), which answers when the decision is committed. Against a server
+ * without waits (no `Signoff-Wait` header in its answer) they poll, backing off from
+ * `pollFirst` to `pollMost` seconds; a wait refused with 429 (`too_many_waits`) is asked again
+ * after its Retry-After, within the deadline.
  * @module
  */
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { Overloaded, SignoffError, errorFromCode } from "./errors.js";
+import { InvalidRequest, NotFound, Overloaded, SignoffError, errorFromCode } from "./errors.js";
 
 /**
  * @typedef {import("./records.js").ApprovalRecord} ApprovalRecord
@@ -44,6 +53,9 @@ import { Overloaded, SignoffError, errorFromCode } from "./errors.js";
  *   retries).
  * @property {number} [overloadBudget] Seconds of waiting per call, at most (default 120).
  * @property {number} [overloadWaitMax] Seconds per wait, at most (default 30).
+ * @property {number} [pollFirst] Against a server without waits, `wait` polls after this many
+ *   seconds first (default 0.5)...
+ * @property {number} [pollMost] ...doubling up to this many (default 10).
  * @property {typeof fetch} [fetch] For tests and proxies.
  */
 
@@ -65,7 +77,22 @@ import { Overloaded, SignoffError, errorFromCode } from "./errors.js";
  */
 
 /** @typedef {{method: string, path: string, body?: unknown, query?: Record<string, unknown>,
- *   headers?: Record<string, string>, retry?: boolean}} Call */
+ *   headers?: Record<string, string>, retry?: boolean, extraMs?: number,
+ *   answer?: {headers?: Headers}}} Call `extraMs`: added to the timeout (a held wait);
+ *   `answer.headers`: set to the response's headers. */
+
+/**
+ * @typedef {object} WaitOptions
+ * @property {number} [maxWait] Seconds to wait in all (default 60; hours are fine).
+ * @property {number} [first] Polling only: the first delay (default the client's `pollFirst`).
+ * @property {number} [most] Polling only: the longest delay (default the client's `pollMost`).
+ * @property {AbortSignal} [signal] Stops the wait (the promise rejects with the reason).
+ */
+
+/** The longest wait a server holds; a longer deadline renews it. */
+export const WAIT_MAX = 60;
+/** How many ids one batch wait names, at most. */
+export const WAIT_IDS_MAX = 100;
 
 /**
  * Seconds from a Retry-After header (seconds or an HTTP date), or undefined.
@@ -111,6 +138,11 @@ export class SignoffClient {
     this.overloadAttempts = attempts;
     this.overloadBudget = options.overloadBudget ?? 120;
     this.overloadWaitMax = options.overloadWaitMax ?? 30;
+    this.pollFirst = options.pollFirst ?? 0.5;
+    this.pollMost = options.pollMost ?? 10;
+    if (!(this.pollFirst > 0 && this.pollFirst <= this.pollMost)) {
+      throw new RangeError("pollFirst must be above 0 and at most pollMost");
+    }
     /** @private */
     this.fetch = options.fetch ?? globalThis.fetch;
   }
@@ -145,7 +177,7 @@ export class SignoffClient {
    * @param {Call} call
    * @returns {Promise<any>}
    */
-  async once({ method, path, body, query, headers }) {
+  async once({ method, path, body, query, headers, extraMs = 0, answer }) {
     const url = new URL(this.baseUrl + path);
     for (const [key, value] of Object.entries(query ?? {})) {
       if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
@@ -158,8 +190,9 @@ export class SignoffClient {
         ...headers,
       },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: AbortSignal.timeout(Math.ceil(this.timeoutMs + extraMs)),
     });
+    if (answer) answer.headers = response.headers;
     const text = await response.text();
     let data;
     try {
@@ -239,23 +272,158 @@ export class SignoffClient {
   }
 
   /**
-   * Poll until the approval leaves `pending` or `maxWait` seconds pass, backing off from `first`
-   * to `most` seconds. For short waits in scripts: a human may take days, so a real agent ends
-   * its turn and resumes on the webhook. Returns the latest record (pending if time ran out).
+   * Wait until the approval leaves `pending` or `maxWait` seconds pass; the latest record (still
+   * pending if the time ran out). The wait is held on the server and answered when the decision
+   * is committed: no public URL, no polling. `maxWait` may be hours; a process that may not live
+   * that long ends its turn and waits again later (or resumes on the webhook).
    * @param {string} id
-   * @param {{maxWait?: number, first?: number, most?: number, signal?: AbortSignal}} [options]
+   * @param {WaitOptions} [options]
    * @returns {Promise<ApprovalRecord>}
    */
-  async wait(id, { maxWait = 60, first = 0.5, most = 10, signal } = {}) {
-    const deadline = performance.now() + maxWait * 1000;
-    let delay = first;
-    for (;;) {
-      const record = await this.get(id);
-      const left = (deadline - performance.now()) / 1000;
-      if (record.state !== "pending" || left <= 0) return record;
-      await sleep(Math.min(delay, left) * 1000, undefined, { signal });
-      delay = Math.min(delay * 2, most);
+  async wait(id, options = {}) {
+    const [record] = await this.waitUntil([id], options, true);
+    return record;
+  }
+
+  /**
+   * The answer to a question (or to a call answered instead of run): the words, or the option
+   * chosen, waiting as `wait` does; null if still unanswered when the time runs out, or if the
+   * request ended otherwise (expired, cancelled: `get` says which).
+   * @param {string} id
+   * @param {WaitOptions} [options]
+   * @returns {Promise<string | null>}
+   */
+  async answer(id, options = {}) {
+    const record = await this.wait(id, options);
+    const given = record.state === "answered" ? record.answer : null;
+    if (!given) return null;
+    return "text" in given ? String(given.text) : String(given.option);
+  }
+
+  /**
+   * Wait until any of the approvals (up to 100) leaves `pending`, on one held request
+   * (`GET /v1/approvals?ids=...&wait=`); their records in the order asked (ids this tenant has no
+   * request of are left out). A server without waits is polled one id at a time.
+   * @param {string[]} ids
+   * @param {WaitOptions} [options]
+   * @returns {Promise<ApprovalRecord[]>}
+   */
+  async waitAny(ids, options = {}) {
+    if (!ids.length) throw new TypeError("waitAny needs at least one approval id");
+    if (ids.length > WAIT_IDS_MAX) throw new RangeError(`waitAny takes at most ${WAIT_IDS_MAX} ids`);
+    return this.waitUntil(ids, options, false);
+  }
+
+  /**
+   * Wait until none of the approvals is `pending` (the requests of one agent turn, all decided),
+   * or `maxWait` seconds pass; every record, in the order asked.
+   * @param {string[]} ids
+   * @param {WaitOptions} [options]
+   * @returns {Promise<ApprovalRecord[]>}
+   */
+  async waitAll(ids, options = {}) {
+    const deadline = performance.now() + (options.maxWait ?? 60) * 1000;
+    /** @type {Map<string, ApprovalRecord>} */
+    const latest = new Map();
+    let waiting = [...new Set(ids)];
+    while (waiting.length) {
+      const left = Math.max(0, (deadline - performance.now()) / 1000);
+      for (const record of await this.waitAny(waiting, { ...options, maxWait: left })) {
+        latest.set(record.id, record);
+      }
+      waiting = waiting.filter((id) => latest.get(id)?.state === "pending");
+      if (left <= 0) break;
     }
+    return [...new Set(ids)].flatMap((id) => latest.has(id) ? [/** @type {ApprovalRecord} */ (latest.get(id))] : []);
+  }
+
+  /**
+   * The loop behind the waits: hold a server wait of min(60 s, what is left) and renew it; once
+   * an answer comes without `Signoff-Wait`, poll with backoff instead.
+   * @private
+   * @param {string[]} ids
+   * @param {WaitOptions} options
+   * @param {boolean} single
+   * @returns {Promise<ApprovalRecord[]>}
+   */
+  async waitUntil(ids, { maxWait = 60, first, most, signal } = {}, single) {
+    const deadline = performance.now() + maxWait * 1000;
+    const leftNow = () => (deadline - performance.now()) / 1000;
+    let delay = first ?? this.pollFirst;
+    const longest = most ?? this.pollMost;
+    let held = true; // until a server answers a wait without the header
+    for (;;) {
+      signal?.throwIfAborted();
+      let offered = false;
+      /** @type {ApprovalRecord[]} */
+      let records;
+      if (held && leftNow() >= 0.001) {
+        try {
+          [records, offered] = await this.heldWait(ids, Math.min(WAIT_MAX, leftNow()), single);
+        } catch (err) {
+          if (!(err instanceof Refused)) throw err;
+          if (leftNow() <= 0) throw err.error;
+          await sleep(Math.min(err.wait, leftNow()) * 1000, undefined, { signal });
+          continue; // too many waits open: come back when told
+        }
+        held = offered;
+      } else {
+        records = await this.read(ids, single);
+      }
+      const left = leftNow();
+      if (left <= 0 || !records.length || records.some((r) => r.state !== "pending")) return records;
+      if (offered) continue;
+      await sleep(Math.min(delay, left) * 1000, undefined, { signal });
+      delay = Math.min(delay * 2, longest);
+    }
+  }
+
+  /**
+   * One held wait: the records, and whether the server honoured it (`Signoff-Wait`).
+   * @private
+   * @param {string[]} ids @param {number} seconds @param {boolean} single
+   * @returns {Promise<[ApprovalRecord[], boolean]>}
+   */
+  async heldWait(ids, seconds, single) {
+    /** @type {{headers?: Headers}} */
+    const answer = {};
+    const wait = seconds.toFixed(3);
+    const path = single ? `/v1/approvals/${encodeURIComponent(ids[0])}` : "/v1/approvals";
+    // `ids` keeps the page to these requests, `limit` all of them on it.
+    const query = single ? { wait, seen: "pending" }
+      : { ids: ids.join(","), limit: ids.length, wait, seen: "pending" };
+    let data;
+    try {
+      data = await this.once({ method: "GET", path, query, extraMs: seconds * 1000, answer });
+    } catch (err) {
+      const named = new Set((err instanceof InvalidRequest ? err.fields : []).map((f) => f?.field));
+      if (single || !["ids", "wait", "seen"].some((f) => named.has(f))) throw err;
+      return [await this.read(ids, single), false]; // older than the batch form: one by one
+    }
+    const offered = answer.headers?.has("Signoff-Wait") ?? false;
+    if (single) return [[data], offered];
+    if (!offered) return [await this.read(ids, single), false];
+    const found = new Map(data.approvals.map((/** @type {ApprovalRecord} */ a) => [a.id, a]));
+    return [ids.flatMap((id) => found.has(id) ? [found.get(id)] : []), true]; // in asked order
+  }
+
+  /**
+   * The records as they stand, one plain read each (what any server answers).
+   * @private
+   * @param {string[]} ids @param {boolean} single
+   * @returns {Promise<ApprovalRecord[]>}
+   */
+  async read(ids, single) {
+    if (single) return [await this.get(ids[0])];
+    const found = [];
+    for (const id of ids) {
+      try {
+        found.push(await this.get(id));
+      } catch (err) {
+        if (!(err instanceof NotFound)) throw err; // as the batch form: left out
+      }
+    }
+    return found;
   }
 
   /**

@@ -61,6 +61,8 @@ export class Overloaded extends SignoffError {
   /** Seconds the server asked to wait. @type {number | undefined} */
   retryAfter;
 }
+/** The server holds as many waits as it may; `wait` waits Retry-After and waits again. */
+export class TooManyWaits extends Overloaded { static code = "too_many_waits"; }
 export class StoreUnavailable extends SignoffError { static code = "store_unavailable"; }
 export class SchemaOutOfDate extends SignoffError { static code = "schema_out_of_date"; }
 export class BadWebhookSignature extends SignoffError { static code = "bad_signature"; }
@@ -70,7 +72,7 @@ const BY_CODE = new Map(
   [
     InvalidRequest, MalformedJson, RequestTooLarge, NotCanonical, NoRoute, ApproversOutsideRoute,
     NotFound, NotPending, ApprovalExpired, PolicyChanged, ApprovalChanged, ApprovalCorrupt,
-    LeaseExhausted, ClaimMismatch, Unauthorized, EditRefused, Overloaded, StoreUnavailable,
+    LeaseExhausted, ClaimMismatch, Unauthorized, EditRefused, Overloaded, TooManyWaits, StoreUnavailable,
     SchemaOutOfDate,
   ].map((cls) => [cls.code, cls]),
 );

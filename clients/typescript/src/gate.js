@@ -338,16 +338,17 @@ export function report(call) {
  * @param {string} marker
  * @param {(meta: Record<string, any>, records: Map<string, ApprovalRecord>) =>
  *   Promise<{calls: PausedCall[], context: any}>} load the paused calls, in filing order
- * @param {{lease?: string}} [options]
+ * @param {{lease?: string, wait?: number}} [options] `wait`: seconds to wait for the turn's
+ *   undecided approvals, held on the server (`client.waitAll`); without it, `waiting` at once
  * @returns {Promise<{done: ResumeResult} | {calls: PausedCall[], context: any}>}
  */
-export async function prepare(client, approvalId, marker, load, { lease } = {}) {
+export async function prepare(client, approvalId, marker, load, { lease, wait = 0 } = {}) {
   /** @param {ResumeResult["status"]} status @param {string} detail */
   const done = (status, detail) => ({ done: { status, approvalId, calls: [], detail } });
   const trigger = await client.get(approvalId);
   const meta = filedMeta(trigger, marker);
   if (!meta) throw new TypeError(`approval ${approvalId} was not filed by this adapter`);
-  if (trigger.state === "pending") return done("waiting", "its decision is pending");
+  if (trigger.state === "pending" && !(wait > 0)) return done("waiting", "its decision is pending");
   if (trigger.state === "superseded" && (trigger.decision_note ?? "").startsWith(REFUSED)) {
     return done("refused", trigger.decision_note ?? "");
   }
@@ -356,6 +357,10 @@ export async function prepare(client, approvalId, marker, load, { lease } = {}) 
   if (missing.length) return done("waiting", `calls ${missing} of this turn are not filed yet`);
   const records = [...found.values()];
   const pending = records.filter((r) => r.state === "pending").map((r) => r.id);
+  if (pending.length && wait > 0) {
+    await client.waitAll(pending, { maxWait: wait });
+    return prepare(client, approvalId, marker, load, { lease }); // read the turn afresh
+  }
   if (pending.length) return done("waiting", `still pending: ${pending}`);
   const taken = records.filter((r) => TAKEN.has(r.state)).map((r) => r.id);
   if (taken.length) return done("already_resumed", `already claimed: ${taken}`);

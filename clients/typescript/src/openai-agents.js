@@ -3,17 +3,19 @@
  * signoff for the OpenAI Agents SDK for JavaScript (`@openai/agents`), after the Python
  * `signoff_client.openai_agents`: a tool made with `gatedTool` needs approval; the run's
  * `needsApproval` interruptions are filed as signoff requests carrying the serialised
- * `RunState`; the turn ends; a later process, on the decision webhook, loads the state, checks
- * every paused call against its approval, claims the approved ones (one resumer wins),
- * approves or rejects each in the state and continues the run, in which the SDK runs each
- * approved tool once, exactly as claimed.
+ * `RunState`; the turn ends; the same or a later process, waiting for the decision by approval
+ * id (or on the decision webhook), loads the state, checks every paused call against its
+ * approval, claims the approved ones (one resumer wins), approves or rejects each in the state
+ * and continues the run, in which the SDK runs each approved tool once, exactly as claimed.
  *
  *     const refund = gatedTool({ name: "refund", parameters, execute });
  *     const agent = new Agent({ name: "support", tools: [refund] });
  *     // turn 1
  *     const result = await run(agent, "Refund order 8812");
- *     await fileInterruptions(client, result, { runId: "conv-42", capability: "payments.refund" });
- *     // later, any process, on the decision webhook
+ *     const filed = await fileInterruptions(client, result, { runId: "conv-42", capability: "payments.refund" });
+ *     // then, with no public URL: wait for the decision (held on the server) and run on
+ *     const resumed = await resume(client, agent, filed[0].id, { wait: 3600 });
+ *     // or, later in any process, on the decision webhook
  *     const resumed = await resumeFromWebhook(client, agent, headers, rawBody, secret);
  *
  * A call an approver edited runs with the edited arguments, and its output tells the model
@@ -195,6 +197,9 @@ function toolsOf(agent, seen = new Set(), found = new Map()) {
  * @typedef {object} ResumeOptions
  * @property {Runner} [runner] default a new Runner()
  * @property {string} [lease]
+ * @property {number} [wait] seconds to wait for the turn's undecided approvals, held on the
+ *   server and answered as soon as the last is decided: how an agent with no public URL
+ *   resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
  * @property {Record<string, unknown>} [runOptions] passed to `runner.run`
  */
 

@@ -101,35 +101,35 @@ for (const [name, file] of [["Vercel AI SDK", "ai-sdk-refund.js"], ["OpenAI Agen
       assert.equal(ran(ledger).length, 1);
     });
 
-    test("no public URL: turn 1 sees the decision and says so; resume by approval id runs it once", async () => {
+    test("no public URL: resume by approval id waits for the decision and runs it once", async () => {
       const ledger = join(dir, `${file}-by-id.jsonl`);
-      const child = spawn(process.execPath, [example, "turn1", `${file}-by-id`], {
+      const watch = (child) => {
+        const seen = { out: "", err: "" };
+        child.stdout.on("data", (d) => { seen.out += d; });
+        child.stderr.on("data", (d) => { seen.err += d; });
+        seen.exited = new Promise((ok) => child.on("exit", ok));
+        return seen;
+      };
+      const turn1 = spawn(process.execPath, [example, "turn1", `${file}-by-id`], {
         cwd: PACKAGE, env: env(ledger), stdio: ["ignore", "pipe", "pipe"],
       });
-      let out = "";
-      let err = "";
-      child.stderr.on("data", (d) => { err += d; });
-      const lines = [];
-      const filedLine = new Promise((ok) => child.stdout.on("data", (d) => {
-        out += d;
-        lines.splice(0, lines.length, ...out.split("\n").filter(Boolean));
-        if (lines.length) ok(lines[0]);
+      const first = watch(turn1);
+      const filedLine = new Promise((ok) => turn1.stdout.on("data", () => {
+        if (first.out.includes("\n")) ok(first.out.split("\n")[0]);
       }));
-      const exited = new Promise((ok) => child.on("exit", ok));
       const [filed] = JSON.parse(await filedLine);
-      await signoff.approve(filed.id, filed.hash);
-      assert.equal(await exited, 0, err); // it returns once the decision is in, not silently
-      assert.equal(lines[1], `approval ${filed.id}: approved; resume with: node examples/${file} resume ${filed.id}`);
-
-      const resumer = spawn(process.execPath, [example, "resume", filed.id], {
+      // Both wait, held on the server: turn 1 to say what was decided, the resumer to act on it.
+      const resumer = watch(spawn(process.execPath, [example, "resume", filed.id], {
         cwd: PACKAGE, env: env(ledger), stdio: ["ignore", "pipe", "pipe"],
-      });
-      let printed = "";
-      let problems = "";
-      resumer.stdout.on("data", (d) => { printed += d; });
-      resumer.stderr.on("data", (d) => { problems += d; });
-      assert.equal(await new Promise((ok) => resumer.on("exit", ok)), 0, problems);
-      const resumed = JSON.parse(printed);
+      }));
+      await new Promise((ok) => setTimeout(ok, 1000));
+      assert.deepEqual(ran(ledger), []); // nothing ran before the decision
+      await signoff.approve(filed.id, filed.hash);
+      assert.equal(await first.exited, 0, first.err);
+      assert.equal(first.out.split("\n")[1],
+        `approval ${filed.id}: approved; resume with: node examples/${file} resume ${filed.id}`);
+      assert.equal(await resumer.exited, 0, resumer.err);
+      const resumed = JSON.parse(resumer.out);
       assert.equal(resumed.status, "resumed", resumed.detail);
       assert.deepEqual(ran(ledger).map((r) => r.args), [{ charge: "ch_3PqK2L", amount: 12000 }]);
       assert.equal((await client.get(filed.id)).state, "executed");

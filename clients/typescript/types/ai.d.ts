@@ -58,6 +58,9 @@ export function fileApprovals(client: SignoffClient, options: FileOptions): Prom
  * @property {(messages: unknown[]) => Promise<R>} run continue the conversation, e.g.
  *   `(messages) => generateText({ model, tools, messages })`; the gated tools run inside it
  * @property {string} [lease] how long each claim holds its call (default the server's)
+ * @property {number} [wait] seconds to wait for the turn's undecided approvals, held on the
+ *   server and answered as soon as the last is decided: how an agent with no public URL
+ *   resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
  */
 /**
  * @template R
@@ -140,6 +143,12 @@ export type ResumeOptions<R> = {
      * how long each claim holds its call (default the server's)
      */
     lease?: string | undefined;
+    /**
+     * seconds to wait for the turn's undecided approvals, held on the
+     * server and answered as soon as the last is decided: how an agent with no public URL
+     * resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
+     */
+    wait?: number | undefined;
 };
 /**
  * `messages`: the

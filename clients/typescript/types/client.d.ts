@@ -1,4 +1,10 @@
 /**
+ * Seconds from a Retry-After header (seconds or an HTTP date), or undefined.
+ * @param {string | null} value
+ * @returns {number | undefined}
+ */
+export function retryAfterSeconds(value: string | null): number | undefined;
+/**
  * @typedef {import("./records.js").ApprovalRecord} ApprovalRecord
  * @typedef {import("./records.js").CreateBody} CreateBody
  * @typedef {import("./records.js").Claim} Claim
@@ -14,6 +20,9 @@
  *   retries).
  * @property {number} [overloadBudget] Seconds of waiting per call, at most (default 120).
  * @property {number} [overloadWaitMax] Seconds per wait, at most (default 30).
+ * @property {number} [pollFirst] Against a server without waits, `wait` polls after this many
+ *   seconds first (default 0.5)...
+ * @property {number} [pollMost] ...doubling up to this many (default 10).
  * @property {typeof fetch} [fetch] For tests and proxies.
  */
 /**
@@ -32,13 +41,20 @@
  * @property {boolean} truncated The page was cut short by size.
  */
 /** @typedef {{method: string, path: string, body?: unknown, query?: Record<string, unknown>,
- *   headers?: Record<string, string>, retry?: boolean}} Call */
+ *   headers?: Record<string, string>, retry?: boolean, extraMs?: number,
+ *   answer?: {headers?: Headers}}} Call `extraMs`: added to the timeout (a held wait);
+ *   `answer.headers`: set to the response's headers. */
 /**
- * Seconds from a Retry-After header (seconds or an HTTP date), or undefined.
- * @param {string | null} value
- * @returns {number | undefined}
+ * @typedef {object} WaitOptions
+ * @property {number} [maxWait] Seconds to wait in all (default 60; hours are fine).
+ * @property {number} [first] Polling only: the first delay (default the client's `pollFirst`).
+ * @property {number} [most] Polling only: the longest delay (default the client's `pollMost`).
+ * @property {AbortSignal} [signal] Stops the wait (the promise rejects with the reason).
  */
-export function retryAfterSeconds(value: string | null): number | undefined;
+/** The longest wait a server holds; a longer deadline renews it. */
+export const WAIT_MAX: 60;
+/** How many ids one batch wait names, at most. */
+export const WAIT_IDS_MAX: 100;
 export class SignoffClient {
     /** @param {ClientOptions} [options] */
     constructor(options?: ClientOptions);
@@ -51,6 +67,8 @@ export class SignoffClient {
     overloadAttempts: number;
     overloadBudget: number;
     overloadWaitMax: number;
+    pollFirst: number;
+    pollMost: number;
     /** @private */
     private fetch;
     /**
@@ -97,19 +115,65 @@ export class SignoffClient {
         required_approvals: number;
     } | null>;
     /**
-     * Poll until the approval leaves `pending` or `maxWait` seconds pass, backing off from `first`
-     * to `most` seconds. For short waits in scripts: a human may take days, so a real agent ends
-     * its turn and resumes on the webhook. Returns the latest record (pending if time ran out).
+     * Wait until the approval leaves `pending` or `maxWait` seconds pass; the latest record (still
+     * pending if the time ran out). The wait is held on the server and answered when the decision
+     * is committed: no public URL, no polling. `maxWait` may be hours; a process that may not live
+     * that long ends its turn and waits again later (or resumes on the webhook).
      * @param {string} id
-     * @param {{maxWait?: number, first?: number, most?: number, signal?: AbortSignal}} [options]
+     * @param {WaitOptions} [options]
      * @returns {Promise<ApprovalRecord>}
      */
-    wait(id: string, { maxWait, first, most, signal }?: {
-        maxWait?: number;
-        first?: number;
-        most?: number;
-        signal?: AbortSignal;
-    }): Promise<ApprovalRecord>;
+    wait(id: string, options?: WaitOptions): Promise<ApprovalRecord>;
+    /**
+     * The answer to a question (or to a call answered instead of run): the words, or the option
+     * chosen, waiting as `wait` does; null if still unanswered when the time runs out, or if the
+     * request ended otherwise (expired, cancelled: `get` says which).
+     * @param {string} id
+     * @param {WaitOptions} [options]
+     * @returns {Promise<string | null>}
+     */
+    answer(id: string, options?: WaitOptions): Promise<string | null>;
+    /**
+     * Wait until any of the approvals (up to 100) leaves `pending`, on one held request
+     * (`GET /v1/approvals?ids=...&wait=`); their records in the order asked (ids this tenant has no
+     * request of are left out). A server without waits is polled one id at a time.
+     * @param {string[]} ids
+     * @param {WaitOptions} [options]
+     * @returns {Promise<ApprovalRecord[]>}
+     */
+    waitAny(ids: string[], options?: WaitOptions): Promise<ApprovalRecord[]>;
+    /**
+     * Wait until none of the approvals is `pending` (the requests of one agent turn, all decided),
+     * or `maxWait` seconds pass; every record, in the order asked.
+     * @param {string[]} ids
+     * @param {WaitOptions} [options]
+     * @returns {Promise<ApprovalRecord[]>}
+     */
+    waitAll(ids: string[], options?: WaitOptions): Promise<ApprovalRecord[]>;
+    /**
+     * The loop behind the waits: hold a server wait of min(60 s, what is left) and renew it; once
+     * an answer comes without `Signoff-Wait`, poll with backoff instead.
+     * @private
+     * @param {string[]} ids
+     * @param {WaitOptions} options
+     * @param {boolean} single
+     * @returns {Promise<ApprovalRecord[]>}
+     */
+    private waitUntil;
+    /**
+     * One held wait: the records, and whether the server honoured it (`Signoff-Wait`).
+     * @private
+     * @param {string[]} ids @param {number} seconds @param {boolean} single
+     * @returns {Promise<[ApprovalRecord[], boolean]>}
+     */
+    private heldWait;
+    /**
+     * The records as they stand, one plain read each (what any server answers).
+     * @private
+     * @param {string[]} ids @param {boolean} single
+     * @returns {Promise<ApprovalRecord[]>}
+     */
+    private read;
     /**
      * Take the approved call for execution; one caller wins, the others get NotPending. The claim
      * carries an Idempotency-Key (a new UUID unless you pass one stored with your run, so that a
@@ -191,6 +255,15 @@ export type ClientOptions = {
      */
     overloadWaitMax?: number | undefined;
     /**
+     * Against a server without waits, `wait` polls after this many
+     * seconds first (default 0.5)...
+     */
+    pollFirst?: number | undefined;
+    /**
+     * ...doubling up to this many (default 10).
+     */
+    pollMost?: number | undefined;
+    /**
      * For tests and proxies.
      */
     fetch?: typeof fetch | undefined;
@@ -223,6 +296,10 @@ export type Page = {
      */
     truncated: boolean;
 };
+/**
+ * `extraMs`: added to the timeout (a held wait);
+ *  `answer.headers`: set to the response's headers.
+ */
 export type Call = {
     method: string;
     path: string;
@@ -230,4 +307,26 @@ export type Call = {
     query?: Record<string, unknown>;
     headers?: Record<string, string>;
     retry?: boolean;
+    extraMs?: number;
+    answer?: {
+        headers?: Headers;
+    };
+};
+export type WaitOptions = {
+    /**
+     * Seconds to wait in all (default 60; hours are fine).
+     */
+    maxWait?: number | undefined;
+    /**
+     * Polling only: the first delay (default the client's `pollFirst`).
+     */
+    first?: number | undefined;
+    /**
+     * Polling only: the longest delay (default the client's `pollMost`).
+     */
+    most?: number | undefined;
+    /**
+     * Stops the wait (the promise rejects with the reason).
+     */
+    signal?: AbortSignal | undefined;
 };

@@ -76,6 +76,9 @@ export class Overloaded extends SignoffError {
     /** Seconds the server asked to wait. @type {number | undefined} */
     retryAfter: number | undefined;
 }
+/** The server holds as many waits as it may; `wait` waits Retry-After and waits again. */
+export class TooManyWaits extends Overloaded {
+}
 export class StoreUnavailable extends SignoffError {
 }
 export class SchemaOutOfDate extends SignoffError {

@@ -103,14 +103,16 @@ export function report(call: PausedCall): GatedCallReport;
  * @param {string} marker
  * @param {(meta: Record<string, any>, records: Map<string, ApprovalRecord>) =>
  *   Promise<{calls: PausedCall[], context: any}>} load the paused calls, in filing order
- * @param {{lease?: string}} [options]
+ * @param {{lease?: string, wait?: number}} [options] `wait`: seconds to wait for the turn's
+ *   undecided approvals, held on the server (`client.waitAll`); without it, `waiting` at once
  * @returns {Promise<{done: ResumeResult} | {calls: PausedCall[], context: any}>}
  */
 export function prepare(client: SignoffClient, approvalId: string, marker: string, load: (meta: Record<string, any>, records: Map<string, ApprovalRecord>) => Promise<{
     calls: PausedCall[];
     context: any;
-}>, { lease }?: {
+}>, { lease, wait }?: {
     lease?: string;
+    wait?: number;
 }): Promise<{
     done: ResumeResult;
 } | {

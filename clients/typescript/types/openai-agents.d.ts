@@ -56,6 +56,9 @@ export function fileInterruptions(client: SignoffClient, result: {
  * @typedef {object} ResumeOptions
  * @property {Runner} [runner] default a new Runner()
  * @property {string} [lease]
+ * @property {number} [wait] seconds to wait for the turn's undecided approvals, held on the
+ *   server and answered as soon as the last is decided: how an agent with no public URL
+ *   resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
  * @property {Record<string, unknown>} [runOptions] passed to `runner.run`
  */
 /**
@@ -111,6 +114,12 @@ export type ResumeOptions = {
      */
     runner?: Runner | undefined;
     lease?: string | undefined;
+    /**
+     * seconds to wait for the turn's undecided approvals, held on the
+     * server and answered as soon as the last is decided: how an agent with no public URL
+     * resumes. Without it (or once it runs out), an undecided turn comes back `waiting` at once.
+     */
+    wait?: number | undefined;
     /**
      * passed to `runner.run`
      */

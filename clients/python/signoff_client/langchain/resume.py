@@ -194,11 +194,17 @@ async def resume(
     *,
     config: Mapping[str, Any] | None = None,
     lease: str | None = None,
+    wait: float = 0,
 ) -> ResumeResult:
     """Resume the thread paused on the review `approval_id` belongs to, once every action of
     it is decided. `agent` is the compiled `create_agent` graph with the same checkpointer
     as turn 1. If the agent raises after its tools ran, their results are still recorded;
-    a claimed call with no result is left to its lease (signoff then asks a human)."""
+    a claimed call with no result is left to its lease (signoff then asks a human).
+
+    `wait`: seconds to wait for the review's undecided actions, held on the server and
+    answered as soon as the last is decided (`SignoffClient.wait_all`): an agent with no
+    public URL resumes this way. Without it (or once it runs out), an undecided review
+    returns `waiting` at once."""
     trigger = await client.get(approval_id)
     meta = filed_meta(trigger)
     if meta is None:
@@ -215,6 +221,10 @@ async def resume(
     if review is None:
         return ResumeResult("not_waiting", approval_id, thread_id)
     records = await _filed(client, trigger, meta)
+    undecided = [r.id for r in records.values() if r.state == "pending"]
+    if undecided and wait > 0:
+        await client.wait_all(undecided, wait)
+        return await resume(client, agent, approval_id, config=config, lease=lease)  # afresh
     if len(records) < len(review.actions):
         return ResumeResult("waiting", approval_id, thread_id, detail="not every action is filed")
     pending = [_Pending(a, records[a.index]) for a in review.actions]

@@ -20,7 +20,17 @@ class SignoffGate:
     operation opens a short-lived client, so a gate works from any thread and event loop
     (LangGraph runs sync nodes in worker threads)."""
 
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        poll_first: float = 0.5,
+        poll_most: float = 10.0,
+    ) -> None:
+        """`timeout` and `poll_*` are the clients' (`SignoffClient`): `poll_*` only matter
+        when `resume(..., wait=...)` meets a server without waits, which is polled."""
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"SignoffGate needs an http(s) URL, got {base_url!r}")
         if not api_key:
@@ -28,6 +38,7 @@ class SignoffGate:
         self.base_url = base_url
         self._api_key = api_key
         self.timeout = timeout
+        self.poll_first, self.poll_most = poll_first, poll_most
 
     @classmethod
     def from_env(cls) -> SignoffGate:
@@ -44,7 +55,13 @@ class SignoffGate:
         return f"SignoffGate({self.base_url!r})"
 
     def client(self) -> SignoffClient:
-        return SignoffClient(self.base_url, self._api_key, timeout=self.timeout)
+        return SignoffClient(
+            self.base_url,
+            self._api_key,
+            timeout=self.timeout,
+            poll_first=self.poll_first,
+            poll_most=self.poll_most,
+        )
 
     # The shortcuts below import their modules when called: those modules import the gate.
 

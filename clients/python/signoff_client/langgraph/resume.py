@@ -80,8 +80,14 @@ async def resume(
     gate: SignoffGate,
     config: Mapping[str, Any] | None = None,
     lease: str | None = None,
+    wait: float = 0,
 ) -> ResumeResult:
     """Resume the thread paused on `approval_id` with its decision.
+
+    `wait`: seconds to wait for the decision if it is still pending, held on the server and
+    answered as soon as it is committed (`SignoffClient.wait`): with it, an agent with no
+    public URL resumes by id as soon as a person decides. Without it (or once it runs out),
+    an undecided approval returns `pending` at once.
 
     Reads the approval; finds the thread (its id is stored with the request) and checks that
     the thread is paused on this approval. If approved: claims it (one resumer wins; the
@@ -113,6 +119,12 @@ async def resume(
                 return await resume(graph, approval_id, gate=gate, config=config, lease=lease)
             return ResumeResult("resumed", record.id, record.state, thread_id, output)
         claim: Claim | None = None
+        if record.state == "pending" and wait > 0:  # the thread waits on it: so do we
+            record = await client.wait(record.id, wait)
+            # Another resumer may have moved the thread on meanwhile.
+            ids = {record.id, record.origin_id} - {None}
+            if _waiting_on(await runner.refresh(), ids) is None:
+                return ResumeResult("not_waiting", record.id, record.state, thread_id)
         if record.state == "pending":
             return ResumeResult("pending", record.id, record.state, thread_id)
         if record.state == "approved":

@@ -116,10 +116,16 @@ async def resume(
     context_deserializer: Callable[[Mapping[str, Any]], Any] | None = None,
     rejection_message: RejectionMessage | None = None,
     lease: str | None = None,
+    wait: float = 0,
     **run_kwargs: Any,
 ) -> ResumeResult:
     """Continue the run an approval paused, once its decision (and those of the other
     interruptions of the same model turn) is known.
+
+    `wait`: seconds to wait for the turn's undecided approvals, held on the server and
+    answered as soon as the last is decided (`SignoffClient.wait_all`): an agent with no
+    public URL resumes this way. Without it (or once it runs out), an undecided turn returns
+    `waiting` at once.
 
     Loads the stored RunState with `agent` (the same agent graph, tools included, as turn 1),
     checks every gated call in it still hashes to its approval's hash (else ResumeRefused,
@@ -134,7 +140,7 @@ async def resume(
     meta = filed_meta(trigger)
     if meta is None:
         raise ValueError(f"approval {approval_id} was not filed by signoff_client.openai_agents")
-    if trigger.state == "pending":
+    if trigger.state == "pending" and wait <= 0:
         return ResumeResult("waiting", approval_id, detail="its decision is pending")
     note = str(trigger.raw.get("decision_note") or "")
     if trigger.state == "superseded" and note.startswith(_REFUSED):
@@ -148,6 +154,14 @@ async def resume(
             "waiting", approval_id, detail=f"calls {missing} of this step are not filed yet"
         )
     pending = [r.id for r in records.values() if r.state == "pending"]
+    if pending and wait > 0:
+        await client.wait_all(pending, wait)
+        options = dict(
+            state_store=state_store, hooks=hooks, run_config=run_config,
+            context_override=context_override, context_deserializer=context_deserializer,
+            rejection_message=rejection_message, lease=lease,
+        )  # fmt: skip
+        return await resume(client, agent, approval_id, **options, **run_kwargs)  # afresh
     if pending:
         return ResumeResult("waiting", approval_id, detail=f"still pending: {pending}")
     taken = [r.id for r in records.values() if r.state in _TAKEN]

@@ -61,29 +61,31 @@ const EXAMPLE_WEBHOOK = '# webhook_url = "https://agents.acme.example/hooks/sign
 
 /** The example configuration as the README has a user change it: its tenant's webhook URL
  * uncommented and pointed at the agent (here the receiver); nothing else differs. */
-function exampleConfig(hookPort) {
+function exampleConfig(hookPort, webhooks) {
   const text = readFileSync(EXAMPLE_CONFIG, "utf8");
   if (!text.includes(EXAMPLE_WEBHOOK)) throw new Error(`${EXAMPLE_CONFIG} has no line ${EXAMPLE_WEBHOOK}`);
+  if (!webhooks) return text;  // as shipped: no webhook, the agent has no public URL
   return text.replace(EXAMPLE_WEBHOOK, `webhook_url = "http://127.0.0.1:${hookPort}/hooks"`);
 }
 
 export class Signoff {
-  /** With `example`, on config/signoff.example.toml (its webhook URL set, its variables given
-   * values); else on this package's own test configuration. */
-  static async start({ example = false } = {}) {
+  /** With `example`, on config/signoff.example.toml (its variables given values); else on
+   * this package's own test configuration. `webhooks: false`: the tenant has no webhook URL
+   * (an agent with no public URL); the receiver then must receive nothing. */
+  static async start({ example = false, webhooks = true } = {}) {
     const self = new Signoff();
-    await self.#start(example);
+    await self.#start(example, webhooks);
     return self;
   }
 
-  async #start(example) {
+  async #start(example, webhooks) {
     this.dir = mkdtempSync(join(tmpdir(), "signoff-ts-"));
     this.hooks = new Receiver();
     const hookPort = await this.hooks.listen();
     this.config = join(this.dir, "signoff.toml");
     if (example) {
       // Its SQLite database sits beside the copy; its port is replaced by --listen below.
-      writeFileSync(this.config, exampleConfig(hookPort));
+      writeFileSync(this.config, exampleConfig(hookPort, webhooks));
     } else writeFileSync(this.config, `
 [server]
 listen = "127.0.0.1:0"
@@ -98,8 +100,8 @@ interval = 0.5
 [[tenants]]
 name = "acme"
 api_key_env = "SIGNOFF_TS_API_KEY"
-webhook_url = "http://127.0.0.1:${hookPort}/hooks"
-webhook_secret_env = ["SIGNOFF_TS_OLD_SECRET", "SIGNOFF_TS_NEW_SECRET"]
+${webhooks ? `webhook_url = "http://127.0.0.1:${hookPort}/hooks"
+webhook_secret_env = ["SIGNOFF_TS_OLD_SECRET", "SIGNOFF_TS_NEW_SECRET"]` : ""}
 [principals.alice]
 name = "Alice Ng"
 [principals.bob]
