@@ -23,7 +23,8 @@ from pydantic import AfterValidator, Field, StrictStr
 
 from bot.clock import Clock, utc_iso
 from bot.durations import parse_duration
-from bot.embed_tokens import DEFAULT_TTL, EMBED_PATH, MAX_TTL, EmbedTokens, parse_origin
+from bot.embed_tokens import DEFAULT_TTL, EMBED_PATH, MAX_TTL, EmbedTokens
+from bot.origins import parse_origin
 from bot.routing import Directory
 from bot.validation import IS_DURATION, NO_NUL, StrictModel, validate
 from store import json_text

@@ -58,6 +58,7 @@ from container_scenarios import (
     readme_scenario,
     run,
     sqlite_scenario,
+    stopped_while_starting,
 )
 
 SUITE = "bookworm"
@@ -184,6 +185,7 @@ def main() -> int:
             sqlite_scenario(podman, Path(workdir))
             mark = lap("sqlite", mark)
             readme_scenario(podman)
+            stopped_while_starting(podman)
             mark = lap("readme", mark)
             url = os.environ.get("SIGNOFF_TEST_POSTGRES_URL")
             if url:

@@ -416,6 +416,25 @@ def readme_scenario(podman: Podman) -> None:
         podman("volume", "rm", "--force", volume, check=False, quiet=True)
 
 
+def stopped_while_starting(podman: Podman) -> None:
+    """SIGTERM before the server listens (migrating, starting): as PID 1 the process must end
+    at once, not wait out `podman stop`'s timeout and die by SIGKILL (137)."""
+    volume = f"signoff-check-{podman.tag}-early"
+    try:
+        started = podman.start(
+            "early", "-e", "SIGNOFF_ACME_API_KEY=early-key", "-v", f"{volume}:/var/lib/signoff",
+            "-v", f"{REPO / 'config' / 'signoff.example.toml'}:/etc/signoff/signoff.toml:ro",
+            IMAGE,
+        )  # fmt: skip
+        time.sleep(0.5)
+        took, code = podman.stop(started)
+        what = f"stopped while starting: exit {code} in {took:.1f} s"
+        expect(code in (0, 143) and took < 10, what)
+    finally:
+        podman.cleanup()
+        podman("volume", "rm", "--force", volume, check=False, quiet=True)
+
+
 def compose_file() -> None:
     """compose.yaml runs `db upgrade` to completion before `serve`, on PostgreSQL. (Compose
     itself does not run here: there is no postgres image to pull.)"""

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, model_validator
 
 from bot.config import EnvVar, Strict
-from bot.embed_tokens import parse_origin
+from bot.origins import parse_origin
 from bot.validation import DurationText, HttpUrl
 
 # A claim's name as providers write them ("email", "groups", "https://example.com/roles").
@@ -79,7 +79,7 @@ class OidcConfig(Strict):
         return self
 
 
-# scheme://host[:port], written as a browser writes it (bot.embed_tokens.parse_origin).
+# scheme://host[:port], written as a browser writes it (bot.origins.parse_origin).
 Origin = Annotated[str, AfterValidator(parse_origin)]
 
 

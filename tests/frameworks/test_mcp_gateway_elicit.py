@@ -194,14 +194,15 @@ def decides(page: Page, button: str, note: str | None = None) -> Person:
 
     async def visit(url: str) -> None:
         await page.goto(url)
-        form = page.locator(f"form.decide.{button.lower()}")
+        form = page.locator(f"form.decide.{button.lower()}").first
         await expect(form.locator('input[name="hash"]')).to_have_count(1)
-        if note is not None:
-            await page.get_by_role("textbox", name="Your reason for rejecting", exact=True).fill(
-                note
-            )
+        press = page.get_by_role("button", name=button, exact=True)
+        if note is not None:  # the reason's form is folded under the plain buttons
+            await page.get_by_text("Give a reason and reject…").click()
+            await page.get_by_label("Your reason for rejecting").fill(note)
+            press = page.get_by_role("button", name="Reject with this reason")
         async with page.expect_navigation():
-            await form.get_by_role("button", name=button).click()
+            await press.click()
         said = {"Approve": "Approved.", "Reject": "Rejected."}[button]
         await expect(page.get_by_role("status")).to_have_text(said)
         await shoot(page, f"mcp-elicit-{button.lower()}")
