@@ -155,8 +155,9 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
         with gzip.open(path, "rb") as stream:
             for number, raw in enumerate(stream, start=1):
                 yield number, raw
-    except gzip.BadGzipFile as exc:
-        raise Unreadable(number + 1, f"not a gzip file ({exc})") from None
+    except gzip.BadGzipFile:
+        where = "not a gzip file" if number == 0 else "the gzip stream is corrupt"
+        raise Unreadable(number + 1, where) from None
     except EOFError:
         raise Unreadable(number + 1, "the file is cut short (its gzip stream ends early)") from None
     except zlib.error as exc:
