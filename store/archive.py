@@ -45,31 +45,35 @@ _follower = approvals.alias("follower")
 
 
 def _archivable(cutoff: datetime) -> Any:
-    """A final request untouched since `cutoff` that nothing still live leans on."""
+    """A final request untouched since `cutoff` that nothing still live leans on.
+
+    The three "nothing leans on it" sets are uncorrelated subqueries, each read once per
+    statement (PostgreSQL hashes it, SQLite builds it into a temporary index): correlated,
+    the open follow-ups' (approvals.origin_id has no index) read the whole table once per
+    candidate, and a batch over 3,000 rows took seconds."""
     last_event_old = exists().where(
         approval_events.c.approval_id == approvals.c.id,
         approval_events.c.seq == approvals.c.audit_seq,
         approval_events.c.at < cutoff,
     )
     # A job still queued (a webhook retrying) would lose its row.
-    job_open = exists().where(
-        outbox.c.approval_id == approvals.c.id, ~one_of(outbox.c.state, "done", "dead")
+    job_open = select(outbox.c.approval_id).where(
+        ~one_of(outbox.c.state, "done", "dead"), outbox.c.approval_id.is_not(None)
     )
     # A follow-up still open inherits its authority from the request it re-runs.
-    live_follower = exists().where(
-        _follower.c.origin_id == approvals.c.id, ~one_of(_follower.c.state, *FINAL_STATES)
+    live_follower = select(_follower.c.origin_id).where(
+        ~one_of(_follower.c.state, *FINAL_STATES), _follower.c.origin_id.is_not(None)
     )
     # A standing grant given from it stays with it until the grant is as old as the cutoff.
-    grant_recent = exists().where(
-        standing_grants.c.approval_id == approvals.c.id,
-        func.coalesce(standing_grants.c.revoked_at, standing_grants.c.expires_at) >= cutoff,
+    grant_recent = select(standing_grants.c.approval_id).where(
+        func.coalesce(standing_grants.c.revoked_at, standing_grants.c.expires_at) >= cutoff
     )
     return and_(
         one_of(approvals.c.state, *FINAL_STATES),
         last_event_old,
-        ~job_open,
-        ~live_follower,
-        ~grant_recent,
+        approvals.c.id.not_in(job_open),
+        approvals.c.id.not_in(live_follower),
+        approvals.c.id.not_in(grant_recent),
     )
 
 
