@@ -86,6 +86,18 @@ class Writer:
         self._gzip.close()
 
 
+def _link(tmp: Path, path: Path) -> None:
+    """`tmp` as `path`, refusing an existing `path` (a rename would overwrite it)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: check, then rename
+        if path.exists():
+            raise FileExistsError(path) from None
+        os.rename(tmp, path)
+
+
 @contextmanager
 def atomic_file(path: Path, *, replace: bool = False) -> Iterator[IO[bytes]]:
     """A new file at `path` with what the block writes, durably: a temporary file beside it,
@@ -100,7 +112,7 @@ def atomic_file(path: Path, *, replace: bool = False) -> Iterator[IO[bytes]]:
         if replace:
             os.replace(tmp, path)
         else:
-            os.link(tmp, path)  # fails if `path` exists, where a rename would overwrite it
+            _link(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     directory = os.open(path.parent, os.O_RDONLY)
@@ -233,7 +245,12 @@ def _judge(number: int, line: Mapping[str, Any], kind: str, report: FileReport) 
     if not events:
         report.problems.append(Problem(number, approval_id, "the request has no audit events"))
         return
-    broken = audit.trail_problem(head, events)
+    try:
+        broken = audit.trail_problem(head, events)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a value of the wrong type
+        problem = f"the line is not a whole request ({type(exc).__name__}: {exc})"
+        report.problems.append(Problem(number, approval_id, problem))
+        return
     if broken is not None:
         report.problems.append(
             Problem(number, approval_id, f"event #{broken.seq}: {broken.problem}")
@@ -258,7 +275,7 @@ def verify_file(path: Path) -> FileReport:
                 break
             try:
                 line = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
                 report.problems.append(Problem(number, None, f"not a JSON line ({exc})"))
                 if number == 1:
                     break

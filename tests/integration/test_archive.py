@@ -216,6 +216,8 @@ def test_archiving_without_a_retention_is_refused() -> None:
         Retention.from_config(parse_config(TEST_CONFIG))
     with pytest.raises(ConfigError, match="retention.sweep"):
         parse_config({**TEST_CONFIG, "retention": {"sweep": True}})
+    with pytest.raises(ConfigError, match="keep_decided"):
+        parse_config({**TEST_CONFIG, "retention": {"keep_decided": "a year"}})
     config = parse_config({**TEST_CONFIG, "retention": {"keep_decided": "400d"}})
     assert Retention.from_config(config).keep == KEEP
 
