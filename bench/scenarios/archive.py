@@ -7,7 +7,7 @@ whose last event is 500 days old, and --pending recent pending ones, then starts
 serve` on it with `[retention] keep_decided = "400d"`. It times --repeat requests each of
 alice's `GET /web/inbox` and `GET /metrics`, runs `signoff db archive` as its own process
 beside the server (its wall time, the files and their size), checks the archive files
-offline (`verify_file`, every chain and hash) and that only the pending requests are left,
+offline (`verify_file`, every chain and hash) and that only the recent requests are left,
 then times the same requests again. Figures per run: the archive's seconds, requests per
 second, MB, bytes per request, and the median and p99 of each request before and after.
 
@@ -76,6 +76,7 @@ async def fill(url: str, decided: int, pending: int) -> None:
             row, trail = build(i, span, base)
             i += 1
             if (row["state"] == "pending") == (which == "pending"):
+                row["run_id"] = f"{which}-{i}"  # the two sets' draft numbers overlap
                 chunk.append((row, trail))
                 kept[which] += 1
             if len(chunk) == 5000:
@@ -161,7 +162,8 @@ async def one_run(
         left = await tx.list_approvals(limit=args.pending + 1)
     await store.close()
     assert archived == args.n, archived
-    assert len(left) == args.pending and all(a.state == "pending" for a in left)
+    # Every recent request stays (the server's sweeper may have expired a few meanwhile).
+    assert len(left) == args.pending, len(left)
     found.add(f"{db}/archive seconds", seconds, "s")
     found.add(f"{db}/archived per second", args.n / seconds)
     found.add(f"{db}/archive size", size / 1e6, "MB")

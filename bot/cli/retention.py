@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 
 
 def _size(count: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if count < 1024 or unit == "GB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024  # type: ignore[assignment]
-    return f"{count} B"
+    """Bytes as people read them: 912 B, 38.7 MB."""
+    size = float(count)
+    for unit in ("B", "kB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
 
 
 async def cmd_db_archive(ctx: Context, args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ delete is finished by the next run without a duplicate, and the refusals write n
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +54,10 @@ async def _history(store: Store, operator: Operator, clock: FakeClock) -> dict[s
     await operator.approve_shown(made["approved"].id, made["approved"].hash, ALICE)
     await tamper(store, "UPDATE outbox SET state = 'done'")
     return made
+
+
+def _save(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 def _ids_in(paths: list[Path]) -> list[str]:
@@ -214,7 +219,7 @@ async def test_a_failed_delete_leaves_no_file(
 def test_archiving_without_a_retention_is_refused() -> None:
     with pytest.raises(ConfigError, match="keep_decided"):
         Retention.from_config(parse_config(TEST_CONFIG))
-    with pytest.raises(ConfigError, match="retention.sweep"):
+    with pytest.raises(ConfigError, match=r"retention\.sweep"):
         parse_config({**TEST_CONFIG, "retention": {"sweep": True}})
     with pytest.raises(ConfigError, match="keep_decided"):
         parse_config({**TEST_CONFIG, "retention": {"keep_decided": "a year"}})
@@ -251,15 +256,16 @@ async def test_export_writes_a_time_range_of_one_tenant_and_deletes_nothing(
     made = await _history(store, operator, clock)  # acme, created a minute apart
     other = await _create(store, operator, clock, "g", tenant="globex", capability="x.y")
     out = tmp_path / "export.jsonl.gz"
-    with open(out, "wb") as stream:
-        report = await export(
-            store,
-            clock,
-            stream,
-            tenant="acme",
-            since=start + timedelta(seconds=30),  # leaves out the first (rejected)
-            until=start + timedelta(minutes=4),  # and the last (pending)
-        )
+    stream = io.BytesIO()
+    report = await export(
+        store,
+        clock,
+        stream,
+        tenant="acme",
+        since=start + timedelta(seconds=30),  # leaves out the first (rejected)
+        until=start + timedelta(minutes=4),  # and the last (pending)
+    )
+    _save(out, stream.getvalue())
     assert report.requests == 3
     ids = set(_ids_in([out]))
     assert ids == {made[n].id for n in ("cancelled", "quorum", "approved")}

@@ -37,20 +37,25 @@ async def test_a_backup_under_load_holds_every_write_acknowledged_before_it(
     api = await serve()
     operator = Operator(api.store, api.directory, api.clock)
     acked: list[tuple[float, str, str]] = []  # (when acknowledged, approval id, its state then)
+    under_way = asyncio.Event()  # some acknowledged, many still to come
+
+    def ack(approval_id: str, state: str) -> None:
+        acked.append((time.monotonic(), approval_id, state))
+        if len(acked) >= 30:
+            under_way.set()
 
     async def one(i: int) -> None:
         record = await api.create(run_id=f"run-{i}")
-        acked.append((time.monotonic(), record["id"], "pending"))
+        ack(record["id"], "pending")
         if i % 2:
             await operator.approve_shown(record["id"], record["hash"], ALICE)
-            acked.append((time.monotonic(), record["id"], "approved"))
+            ack(record["id"], "approved")
         else:
             await operator.reject_shown(record["id"], record["hash"], ALICE, note="no")
-            acked.append((time.monotonic(), record["id"], "rejected"))
+            ack(record["id"], "rejected")
 
     tasks = [asyncio.create_task(one(i)) for i in range(50)]
-    while len(acked) < 30:  # some acknowledged, many still to come
-        await asyncio.sleep(0.002)
+    await under_way.wait()
     began = time.monotonic()
     dest = tmp_path / "backup.db"
     await asyncio.to_thread(
@@ -119,7 +124,7 @@ async def test_backup_and_restore_refusals_write_nothing(
 
 
 @SQLITE_ONLY
-async def test_restore_replaces_a_closed_database(db_url: str, tmp_path: Path) -> None:
+def test_restore_replaces_a_closed_database(db_url: str, tmp_path: Path) -> None:
     known = known_revisions()
     source = _file(db_url)
     saved = tmp_path / "saved.db"
