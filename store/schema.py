@@ -426,7 +426,7 @@ standing_grants = Table(
 # One batch of decided requests moved out to an archive file (bot/archive.py), recorded in
 # the transaction that deleted them: the database says what left it, when, and in which
 # file with which SHA-256, and a file found in the archive directory without its row is a
-# batch a crash interrupted (its rows may still be here), finished by the next run (0015).
+# batch a crash interrupted (its rows may still be here), finished by the next run (0016).
 archive_batches = Table(
     "archive_batches",
     metadata,

@@ -1,8 +1,8 @@
 """Retention: the ledger of archive batches, each a file of decided requests and their audit
 trails moved out of the database (bot/archive.py).
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-06 21:00:00
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 from store.schema import UTCDateTime
 
-revision: str = "0015"
-down_revision: str | None = "0014"
+revision: str = "0016"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
