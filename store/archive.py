@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlalchemy import and_, delete, exists, func, select
 
-from store.email_links import email_links
 from store.schema import (
     approval_events,
     approvals,
     archive_batches,
     card_messages,
+    metadata,
     outbox,
     refusal_counts,
     reply_prompts,
@@ -176,6 +176,18 @@ async def lock_heads(tx: Statements, ids: Sequence[str]) -> dict[str, tuple[int,
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
 
+def _naming_approvals() -> list[Any]:
+    """Every table with a column referring to `approvals.id`, children of children first:
+    the ones declared beside their statements (email links, embed tokens) too, and any a
+    later release adds, so no foreign key stops a delete."""
+    return [
+        table
+        for table in reversed(metadata.sorted_tables)
+        if table is not approvals
+        and any(fk.column is approvals.c.id for fk in table.foreign_keys)
+    ]
+
+
 async def remove(tx: Statements, ids: Sequence[str]) -> None:
     """Delete the requests `ids` and every row that names them, children first. The caller
     locked them (`lock_heads`) and wrote them to a file that is already on disk."""
@@ -184,16 +196,9 @@ async def remove(tx: Statements, ids: Sequence[str]) -> None:
     conn = tx.conn
     cards = select(card_messages.c.id).where(card_messages.c.approval_id.in_(ids))
     await conn.execute(delete(reply_prompts).where(reply_prompts.c.card_message_id.in_(cards)))
-    for table in (
-        card_messages,
-        email_links,
-        outbox,
-        votes,
-        refusal_counts,
-        standing_grants,
-        approval_events,
-    ):
-        await conn.execute(delete(table).where(table.c.approval_id.in_(ids)))
+    for table in _naming_approvals():
+        column = next(fk.parent for fk in table.foreign_keys if fk.column is approvals.c.id)
+        await conn.execute(delete(table).where(column.in_(ids)))
     await conn.execute(delete(approvals).where(approvals.c.id.in_(ids)))
 
 

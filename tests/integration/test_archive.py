@@ -81,6 +81,16 @@ async def test_decided_requests_past_retention_move_to_a_verified_file(
     store: Store, operator: Operator, clock: FakeClock, tmp_path: Path
 ) -> None:
     made = await _history(store, operator, clock)
+    # A row of a table declared beside its statements names a request: it goes with it.
+    await tamper(
+        store,
+        "INSERT INTO email_links (token_hash, approval_id, principal, action, shown_hash, "
+        "created_at, expires_at) VALUES (:t, :a, 'alice', 'approve', :h, :at, :at)",
+        t="ab" * 32,
+        a=made["rejected"].id,
+        h=made["rejected"].hash,
+        at=clock.now().replace(tzinfo=None),
+    )
     retention = Retention(KEEP, tmp_path / "archive", batch=2)
 
     clock.advance(days=399)  # not yet past the retention: nothing moves
