@@ -19,7 +19,7 @@ from bot.config import parse_config
 from bot.errors import ConfigError, InvalidRequest
 from bot.intake import create_request
 from bot.operator import Actor, Operator
-from bot.sweeper import Sweeper
+from bot.sweeper import Sweeper, retention_for
 from store import archive as archive_store
 from store.records import Approval
 from store.repository import Store
@@ -235,6 +235,15 @@ def test_archiving_without_a_retention_is_refused() -> None:
         parse_config({**TEST_CONFIG, "retention": {"keep_decided": "a year"}})
     config = parse_config({**TEST_CONFIG, "retention": {"keep_decided": "400d"}})
     assert Retention.from_config(config).keep == KEEP
+    assert retention_for(config) == {}  # the sweeper archives only with `sweep`
+    swept = parse_config(
+        {
+            **TEST_CONFIG,
+            "retention": {"keep_decided": "400d", "sweep": True, "sweep_interval": "2h"},
+        }
+    )
+    assert retention_for(swept)["archive_every"] == 7200
+    assert retention_for(swept)["retention"].keep == KEEP
 
 
 async def test_the_sweeper_archives_when_configured(
