@@ -273,6 +273,24 @@ def _check_row(trail: _Trail) -> str | None:
     return None
 
 
+def trail_problem(head: ChainHead, events: list[Event]) -> Broken | None:
+    """`verify`'s judgement of one approval held apart from the database (an archive file's
+    line): every link of `events` (oldest first), and the row (`head`) held to the end of
+    its trail and its stored call to its hash. None when all of it holds."""
+    trail: _Trail | None = None
+    for event in events:
+        if problem := _check(event, trail.last if trail else None):
+            return Broken(event.id, event.approval_id, event.seq, problem)
+        if trail is None:
+            trail = _Trail(head, event, event.data.get("hash"))
+        trail.follow(event)
+    if trail is None:
+        return None  # the caller names the approval: it has no events to point at
+    if problem := _check_row(trail):
+        return Broken(trail.last.id, trail.last.approval_id, trail.last.seq, problem)
+    return None
+
+
 async def verify(store: Store, approval_id: str | None = None, page: int = 1000) -> Report:
     """Recompute every chain (or one approval's), hold each approval row to the end of its
     chain and its stored call to its hash, and report every broken approval (the first

@@ -35,7 +35,7 @@ from bot.outbox.runner import Handler, OutboxRunner, OutboxSettings
 from bot.outbox.webhooks import WebhookSender
 from bot.routing import Directory
 from bot.surfaces import Channels
-from bot.sweeper import Sweeper
+from bot.sweeper import Sweeper, retention_for
 from store.repository import Store
 
 if TYPE_CHECKING:  # bot/ never imports a channel at run time; their factories build them
@@ -213,6 +213,7 @@ class Core:
             self.clock,
             batch=self.config.sweeper.batch,
             metrics=self.metrics,
+            **retention_for(self.config),
         )
 
     def background(self) -> Background:

@@ -163,6 +163,28 @@ class SweeperConfig(Strict):
     batch: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
+class RetentionConfig(Strict):
+    """`[retention]`: how long decided requests stay in the database before `signoff db
+    archive` (or the sweeper, with `sweep`) moves them, with their audit trails, to archive
+    files (bot/archive.py). Unset `keep_decided`: nothing is ever archived."""
+
+    # A request whose trail's newest event is older than this, in a final state, is archived.
+    keep_decided: DurationText | None = None
+    # Where the archive files go; a relative path in a config file is beside that file.
+    archive_dir: str = "archive"
+    # The sweeper archives too, every `sweep_interval` (one process should: see operations.md).
+    sweep: bool = False
+    sweep_interval: DurationText = "1h"
+    # Requests per archive file (one write transaction each).
+    batch: Annotated[int, Field(ge=1, le=10_000)] = 1000
+
+    @model_validator(mode="after")
+    def _sweep_needs_retention(self) -> RetentionConfig:
+        if self.sweep and self.keep_decided is None:
+            raise ValueError("retention.sweep is on but retention.keep_decided is not set")
+        return self
+
+
 class MetricsConfig(Strict):
     # Seconds between reads of the database gauges (each process reads them in the
     # background while it is being scraped; a scrape answers from the last read).
@@ -286,6 +308,7 @@ class Config(Strict):
     sweeper: SweeperConfig = SweeperConfig()
     worker: WorkerConfig = WorkerConfig()
     metrics: MetricsConfig = MetricsConfig()
+    retention: RetentionConfig = RetentionConfig()
     tenants: list[TenantConfig] = []
     principals: dict[Name, PrincipalConfig] = {}
     groups: dict[Name, GroupConfig] = {}
@@ -558,4 +581,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         # A SQLite file named in the config sits beside the config, wherever the command
         # runs from ($SIGNOFF_DATABASE_URL, from the environment, stays as given).
         database["url"] = resolve_sqlite_path(database["url"], file.parent)
+    retention = data.get("retention")
+    if isinstance(retention, dict) and isinstance(retention.get("archive_dir"), str):
+        retention["archive_dir"] = str(file.parent / retention["archive_dir"])  # likewise
     return parse_config(data, str(file), text)

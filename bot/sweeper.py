@@ -3,7 +3,8 @@
 Each pass runs every clock by name: expiry of pending requests past their TTL and of grants
 past their grant TTL and lapsed execution leases (bot.expiry), and escalation of unanswered
 requests along their route's chain (bot.escalation), and reminders before expiry
-(bot.reminders). Each clock finds its due rows in a
+(bot.reminders), and, with `[retention] sweep`, archiving (bot.archive) every
+`sweep_interval`. Each clock finds its due rows in a
 bounded batch of ids, then judges each row again in one short transaction that locks it, so
 a decision racing the sweeper on the same row produces exactly one outcome and a large
 backlog never holds a lock for long.
@@ -16,9 +17,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from bot import escalation, expiry, reminders
+from bot.archive import Retention, archive
 from bot.clock import Clock
+from bot.durations import parse_duration
 from bot.metrics import Metrics
 from bot.model import State
 from bot.routing import Directory
@@ -77,6 +81,20 @@ class SweepReport:
         return self.expired + self.grants_expired + self.lapsed + self.escalated + self.reminded
 
 
+ARCHIVE_BATCHES_PER_PASS = 10
+
+
+def retention_for(config: Any) -> dict[str, Any]:
+    """The Sweeper's archiving arguments from a `Config`: none unless `[retention] sweep`."""
+    retention = config.retention
+    if not retention.sweep:
+        return {}
+    return {
+        "retention": Retention.from_config(config),
+        "archive_every": parse_duration(retention.sweep_interval).total_seconds(),
+    }
+
+
 class Sweeper(Transitioner):
     def __init__(
         self,
@@ -87,9 +105,15 @@ class Sweeper(Transitioner):
         batch: int = 200,
         concurrency: int | None = None,
         metrics: Metrics | None = None,
+        retention: Retention | None = None,
+        archive_every: float = 3600.0,
     ) -> None:
         super().__init__(store, directory, clock, metrics)
         self.batch = batch
+        # Archiving rides on the sweeper's loop: one more clock, far slower than the others.
+        self.retention = retention
+        self.archive_every = archive_every
+        self._archived_at: datetime | None = None
         # SQLite has one writer: rows in flight together only queue ahead of decisions.
         # PostgreSQL overlaps their round trips (measured: python -m bench sweeper_backlog).
         self.concurrency = concurrency or (1 if is_sqlite(store.engine) else 8)
@@ -151,6 +175,28 @@ class Sweeper(Transitioner):
             self.committed(result)
         return 1
 
+    async def archive_if_due(self) -> int:
+        """With a retention, archive decided requests past it when `archive_every` went by
+        since the last run finished (the first pass starts one); the number archived. At
+        most `ARCHIVE_BATCHES_PER_PASS` files a pass, so a backlog of years does not hold
+        up the other clocks; each file is its own transaction, so decisions interleave."""
+        now = self.clock.now()
+        if self.retention is None or (
+            self._archived_at is not None
+            and (now - self._archived_at).total_seconds() < self.archive_every
+        ):
+            return 0
+        report = await archive(
+            self.store, self.clock, self.retention, max_batches=ARCHIVE_BATCHES_PER_PASS
+        )
+        if len(report.files) < ARCHIVE_BATCHES_PER_PASS:  # else more wait: next pass goes on
+            self._archived_at = now
+        if report.requests:
+            log.info(
+                "archived %d decided requests into %d file(s)", report.requests, len(report.files)
+            )
+        return report.requests
+
     async def run(self, interval: float, stop: asyncio.Event) -> None:
         """Sweep every `interval` seconds until `stop` is set. A failed pass (database
         briefly unreachable) is logged and retried on the next tick."""
@@ -170,6 +216,10 @@ class Sweeper(Transitioner):
                     continue  # more may be due: go again without waiting
             except Exception:
                 log.exception("sweep failed; retrying in %.1f s", interval)
+            try:
+                await self.archive_if_due()
+            except Exception:
+                log.exception("archiving failed; retrying in %.0f s", self.archive_every)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
             except TimeoutError:

@@ -423,6 +423,21 @@ standing_grants = Table(
     Index("ix_standing_grants_call", "tenant", "capability", "tool_name", "expires_at"),
 )
 
+# One batch of decided requests moved out to an archive file (bot/archive.py), recorded in
+# the transaction that deleted them: the database says what left it, when, and in which
+# file with which SHA-256, and a file found in the archive directory without its row is a
+# batch a crash interrupted (its rows may still be here), finished by the next run (0016).
+archive_batches = Table(
+    "archive_batches",
+    metadata,
+    Column("id", String(80), primary_key=True),  # the file's name without .jsonl.gz
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("cutoff", UTCDateTime, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("events", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     approvals,
     approval_events,
@@ -435,4 +450,5 @@ ALL_TABLES: tuple[Table, ...] = (
     web_logins,
     refusal_counts,
     standing_grants,
+    archive_batches,
 )

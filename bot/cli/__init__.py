@@ -17,6 +17,7 @@ HTTP server, the chat platforms' SDKs or the migration tool to load
     approvals.py    approvals request, list, show, approve, reject, cancel, delegate
     delegations.py  delegate, delegations list and revoke
     operations.py   db upgrade, outbox list and retry, audit verify, web login
+    retention.py    db archive, backup and restore, audit export, audit verify --archive
     deployment.py   config check, telegram set-webhook and delete-webhook, webhook-secret
     processes.py    serve, worker, demo
 """

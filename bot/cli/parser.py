@@ -41,6 +41,8 @@ from bot.cli.operations import (
     cmd_web_login,
 )
 from bot.cli.processes import cmd_demo, cmd_serve, cmd_worker
+from bot.cli.retention import ArchiveFile
+from bot.cli.retention import register as register_retention
 from bot.model import State
 
 _HASH = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
@@ -331,7 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = audit_cmds.add_parser("verify", parents=[common], help="recompute the hash chains")
     p.add_argument("id", nargs="?", help="only this approval's chain (default: every one)")
+    p.add_argument(
+        "--archive",
+        metavar="FILE",
+        action=ArchiveFile,
+        help="verify an archive or export file instead, offline (no database)",
+    )
     p.set_defaults(handler=cmd_audit_verify)
+    register_retention(db, audit_cmds, common)
 
     telegram_cmds = commands.add_parser("telegram", help="Telegram bot setup").add_subparsers(
         dest="telegram_command", required=True, metavar="COMMAND"
