@@ -409,7 +409,7 @@ def test_the_callback_url_pattern_admits_only_urls_the_server_takes(
 def test_the_parent_origin_pattern_admits_only_origins_the_server_takes(
     origin: str, admitted: bool
 ) -> None:
-    """What the embed body's pattern admits is an origin the server takes (bot.embed_tokens
+    """What the embed body's pattern admits is an origin the server takes (bot.origins
     .parse_origin); what it refuses, the server refuses too."""
     assert (re.search(ORIGIN_PATTERN, origin) is not None) is admitted, origin
     try:
