@@ -26,10 +26,10 @@ from mcp import Client, StdioServerParameters
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from signoff_client import SignoffClient
-from tests.frameworks.test_mcp_gateway import Gateway as GatewayProcess
 from tests.support import prefork
 from tests.support.agent_deployment import Deployment, deployment_config
 from tests.support.cli import Cli, sqlite_url
+from tests.support.mcp_gateway import Gateway as GatewayProcess
 from tests.support.service import Fleet, WebhookReceiver, write_config
 from tests.support.web_service import ARTIFACTS, CHROMIUM, WAIT_MS, WEB_SECRET
 

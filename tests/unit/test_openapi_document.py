@@ -278,6 +278,7 @@ def _subclasses(cls: type[SignoffError]) -> Iterator[type[SignoffError]]:
 NOT_FROM_THE_API = {
     "unknown_tenant": "the tenant comes from its key, which names a configured tenant",
     "approval_changed": "a shown hash is checked on human decisions only",
+    "backup_refused": "signoff db backup and restore, commands of the CLI only",
 }
 
 

@@ -243,6 +243,10 @@ def test_load_config_reads_toml_as_parse_config_reads_the_data(
     database = as_loaded.get("database")
     if isinstance(database, dict) and isinstance(database.get("url"), str):
         database["url"] = resolve_sqlite_path(database["url"], path.parent)
+    # And a relative [retention] archive_dir.
+    retention = as_loaded.get("retention")
+    if isinstance(retention, dict) and isinstance(retention.get("archive_dir"), str):
+        retention["archive_dir"] = str(path.parent / retention["archive_dir"])
     expected = _parsed(as_loaded)
     try:
         loaded: Config | ConfigError = load_config(path)
