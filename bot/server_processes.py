@@ -65,10 +65,6 @@ def serve(
     """Run `serve` with `workers` server processes (and, with `background_process`, one
     for the outbox and the sweeper; None: `background_by_default`); returns the exit
     code."""
-    # Until the server's own handlers are in (once it listens), SIGTERM ends it at once:
-    # nothing has been served yet. As a container's PID 1, a signal with no handler is
-    # ignored, and `podman stop` / `docker stop` would wait out their timeout and SIGKILL.
-    signal.signal(signal.SIGTERM, _stopped_while_starting)
     if background_process is None:
         background_process = background_by_default(config, telegram_polling)
     if workers < 1:
@@ -95,10 +91,6 @@ def serve(
     finally:
         for sock in sockets:
             sock.close()
-
-
-def _stopped_while_starting(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def background_by_default(config: Config, polling: bool = False) -> bool:

@@ -22,6 +22,19 @@ HTTP server, the chat platforms' SDKs or the migration tool to load
     processes.py    serve, worker, demo
 """
 
-from bot.cli.run import main
+import signal
+
+
+def _stopped_while_starting(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+# First, before the imports below: a container's PID 1 ignores a signal it has no handler
+# for, so `podman stop` / `docker stop` of a `signoff serve` still importing or migrating
+# would wait out its timeout and SIGKILL. Until a command installs its own handler (serve,
+# once it listens), SIGTERM ends it at once, as it would any other process.
+signal.signal(signal.SIGTERM, _stopped_while_starting)
+
+from bot.cli.run import main  # noqa: E402
 
 __all__ = ["main"]
