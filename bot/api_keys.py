@@ -9,13 +9,14 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from bot.embed_tokens import EmbedKeyRequired
 from bot.errors import ConfigError, Unauthorized
-from bot.routing import Directory
+from bot.routing import Directory, Tenant
 
 log = logging.getLogger("signoff.api")
 
@@ -43,34 +44,49 @@ def embed_keys(directory: Directory, environ: Any = os.environ) -> list[tuple[st
     """Each tenant's embed key from its environment variable (none: that tenant embeds
     nothing). An agent holding its tenant's API key must not be able to mint (bot/api_embed.py),
     so the two may never be the same value."""
-    agents = _keys(directory, environ)
-    keys: list[tuple[str, bytes]] = []
-    for tenant in directory.tenants.values():
-        value = environ.get(tenant.embed_key_env) if tenant.embed_key_env else None
-        if not value:
-            continue
-        for other, key in [*agents, *keys]:
-            if hmac.compare_digest(key, value.encode()):
-                raise ConfigError(
-                    f"tenant {tenant.name!r}'s embed key (${tenant.embed_key_env}) is the same "
-                    f"as an API or embed key of tenant {other!r}; an embed key must be its own"
-                )
-        keys.append((tenant.name, value.encode()))
-    return keys
+    return _read_keys(
+        directory,
+        environ,
+        lambda tenant: tenant.embed_key_env,
+        _keys(directory, environ),
+        lambda tenant, other: (
+            f"tenant {tenant.name!r}'s embed key (${tenant.embed_key_env}) is the same "
+            f"as an API or embed key of tenant {other!r}; an embed key must be its own"
+        ),
+    )
 
 
 def _keys(directory: Directory, environ: Any) -> list[tuple[str, bytes]]:
+    return _read_keys(
+        directory,
+        environ,
+        lambda tenant: tenant.api_key_env,
+        [],
+        lambda tenant, other: (
+            f"tenants {other!r} and {tenant.name!r} have the same API key; "
+            "each tenant needs its own"
+        ),
+    )
+
+
+def _read_keys(
+    directory: Directory,
+    environ: Any,
+    variable: Callable[[Tenant], str | None],
+    taken: list[tuple[str, bytes]],
+    clash: Callable[[Tenant, str], str],
+) -> list[tuple[str, bytes]]:
+    """(tenant, key) for each tenant whose `variable` is set; ConfigError (`clash`) for a key
+    equal to one already read or one of `taken`."""
     keys: list[tuple[str, bytes]] = []
     for tenant in directory.tenants.values():
-        value = environ.get(tenant.api_key_env) if tenant.api_key_env else None
+        name = variable(tenant)
+        value = environ.get(name) if name else None
         if not value:
             continue
-        for other, key in keys:
+        for other, key in [*taken, *keys]:
             if hmac.compare_digest(key, value.encode()):
-                raise ConfigError(
-                    f"tenants {other!r} and {tenant.name!r} have the same API key; "
-                    "each tenant needs its own"
-                )
+                raise ConfigError(clash(tenant, other))
         keys.append((tenant.name, value.encode()))
     return keys
 
