@@ -81,8 +81,11 @@ class Waits:
     async def hold(
         self, tenant: str, approval_ids: Sequence[str], seen: str, seconds: float
     ) -> list[Approval]:
-        """`tenant`'s requests among `approval_ids`, in the order asked, once one of them is
-        not in state `seen` or `seconds` have passed (at once if one already is not)."""
+        """`tenant`'s requests among `approval_ids` (newest first, as a page of the list),
+        once one of them is not in state `seen` or `seconds` have passed (at once if one
+        already is not)."""
+        if not approval_ids:  # an empty page: nothing to wait on
+            return []
         waiter = self._admit(tenant, tuple(dict.fromkeys(approval_ids)), seen)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
@@ -92,7 +95,9 @@ class Waits:
                 # Cleared before the read: a commit landing during it wakes the next wait.
                 waiter.woken.clear()
                 async with self.store.read() as tx:
-                    found = await tx.tenant_approvals(tenant, waiter.ids)
+                    found = await tx.page_approvals(
+                        tenant, filters={}, before=None, limit=len(waiter.ids), ids=waiter.ids
+                    )
                 left = deadline - loop.time()
                 if self._closing or not found or left <= 0 or _moved_on(found, seen):
                     return found

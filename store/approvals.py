@@ -20,7 +20,7 @@ from store.fast_path import run as driver_run
 from store.records import Approval
 from store.schema import approvals
 from store.statements import Statements, insert_for, one_of
-from store.votes import attach_votes, with_votes
+from store.votes import with_votes
 
 _GET_APPROVAL = select(approvals).where(approvals.c.id == bindparam("id"))
 _GET_TENANT_APPROVAL = _GET_APPROVAL.where(approvals.c.tenant == bindparam("tenant"))
@@ -93,14 +93,6 @@ _STATES_AT_ONCE = 500
 def _approval_states(n: int) -> Any:
     ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
     return select(approvals.c.id, approvals.c.state).where(approvals.c.id.in_(ids))
-
-
-@functools.cache
-def _tenant_approvals(n: int) -> Any:
-    ids = [bindparam(f"id{i}", type_=approvals.c.id.type) for i in range(n)]
-    return select(approvals).where(
-        approvals.c.id.in_(ids), approvals.c.tenant == bindparam("tenant")
-    )
 
 
 # The first half of the two-part advisory lock key of a (tenant, run, step); the second is a
@@ -284,20 +276,6 @@ class ApprovalStatements(Statements):
         if updated is not None and moves:
             self.moved.append(approval_id)
         return updated
-
-    async def tenant_approvals(self, tenant: str, approval_ids: Collection[str]) -> list[Approval]:
-        """These approvals of `tenant`, with their votes, in the order asked; ids that do not
-        exist or are another tenant's are left out."""
-        ids = list(dict.fromkeys(approval_ids))
-        rows: dict[str, Approval] = {}
-        for start in range(0, len(ids), _STATES_AT_ONCE):
-            chunk = ids[start : start + _STATES_AT_ONCE]
-            params: dict[str, Any] = {f"id{i}": approval_id for i, approval_id in enumerate(chunk)}
-            params["tenant"] = tenant
-            for row in await self._rows(_tenant_approvals(len(chunk)), params):
-                rows[row["id"]] = Approval.from_row(row)
-        found = [rows[i] for i in ids if i in rows]
-        return await attach_votes(self, found) if found else []
 
     async def approval_states(self, approval_ids: Collection[str]) -> dict[str, str]:
         """The state of each of these approvals that exists (for waits that learn only that
