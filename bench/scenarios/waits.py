@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,7 @@ from bench.processes import (
     write_config,
 )
 from bench.results import Results
-from bench.service_scenarios import database
+from bench.service_scenarios import Run, database
 
 DESCRIPTION = "N held waits on serve, decided by Slack clicks: answer latency and idle CPU"
 
@@ -104,22 +103,6 @@ async def cpu_ms_per_s(server: Server, seconds: float) -> float:
     return (server.cpu() - before) / seconds * 1000
 
 
-async def edge_counts(http: aiohttp.ClientSession, edge: Edge) -> dict[str, int]:
-    return await edge.counts(http)
-
-
-async def until(
-    http: aiohttp.ClientSession, edge: Edge, done: Any, patience: float
-) -> float | None:
-    """Seconds until the edge's counts satisfy `done`, or None after `patience`."""
-    began = time.time()
-    while time.time() - began < patience:
-        if done(await edge_counts(http, edge)):
-            return time.time() - began
-        await asyncio.sleep(0.1)
-    return None
-
-
 async def one_run(args: argparse.Namespace, db: str, edge: Edge) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="signoff-waits-") as tmp:
         async with database(db, args.postgres, Path(tmp)) as url:
@@ -141,13 +124,14 @@ async def measure(
 ) -> dict[str, Any]:
     n = args.n
     async with aiohttp.ClientSession() as http:
-        before = await edge_counts(http, edge)
+        run = Run(holding, edge, http, tmp)
+        before = await run.counts()
         pending = tmp / "pending.jsonl"
         made = await creates(deciding.url, n=n, prefix="w", out=pending)
         if made["errors"]:
             raise RuntimeError(f"{made['errors']} creates failed")
-        posted = await until(http, edge, lambda c: c["post"] >= before["post"] + n, args.patience)
-        if posted is None:
+        posted, _, _ = await run.wait_for(lambda c: c["post"] >= before["post"] + n, args.patience)
+        if not posted:
             raise RuntimeError("the cards were not all posted")
         await asyncio.sleep(2)  # the outbox's last settles
         idle = await cpu_ms_per_s(holding, args.seconds)
@@ -156,22 +140,18 @@ async def measure(
         held = await waiters.holding(args.patience)
         waiting = await cpu_ms_per_s(holding, args.seconds)
 
-        base = await edge_counts(http, edge)
+        base = await run.counts()
         clicked = await run_load(
             ["clicks", "--url", deciding.url, "--secret", SLACK_SECRET, "--approvals",
              str(pending), "--rate", str(args.rate)]
         )  # fmt: skip
         answered = await waiters.result()
-        drained = await until(
-            http,
-            edge,
+        drained, drain, _ = await run.wait_for(
             lambda c: c["update"] >= base["update"] + n and c["hook_ids"] >= base["hook_ids"] + n,
             args.patience,
         )
     returned: dict[str, float] = answered["returned"]
-    after_decision = sorted(
-        (returned[i] - answered["decided"][i]) * 1000 for i in returned
-    )
+    after_decision = sorted((returned[i] - answered["decided"][i]) * 1000 for i in returned)
     after_answer, after_sent = [], []
     for approval_id, sent, acked in clicked["clicked"]:
         if approval_id in returned:
@@ -190,7 +170,7 @@ async def measure(
         "after_click_answer": summary(sorted(after_answer)),
         "after_click_sent": summary(sorted(after_sent)),
         "click": summary(sorted(clicked["latencies_ms"])),
-        "drained_s": drained if drained is not None else float("nan"),
+        "drained_s": drain if drained else float("nan"),
     }
 
 
